@@ -1,0 +1,1 @@
+// Intentionally empty: keeps a library buildable while its folder is empty.

@@ -1,0 +1,121 @@
+#include "base/json_fields.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace dt {
+
+FieldReader::FieldReader(const json& j, std::string where) : j_(j), where_(std::move(where)) {
+  if (!j_.is_object()) status_ = InvalidArgument(where_ + ": expected a JSON object");
+}
+
+bool FieldReader::Has(const char* key) const {
+  return j_.is_object() && j_.contains(key) && !j_.at(key).is_null();
+}
+
+void FieldReader::Fail(const std::string& message) {
+  if (status_.ok()) status_ = InvalidArgument(where_ + ": " + message);
+}
+
+const json* FieldReader::Get(const char* key, const char* type_name) {
+  if (!status_.ok()) return nullptr;
+  if (!Has(key)) {
+    Fail(std::string("missing field '") + key + "' (add \"" + key + "\": <" + type_name + ">)");
+    return nullptr;
+  }
+  return &j_.at(key);
+}
+
+int64_t FieldReader::Int(const char* key) {
+  const json* v = Get(key, "integer");
+  if (!v) return 0;
+  if (v->is_number_integer()) return v->get<int64_t>();
+  if (v->is_number_float()) {
+    double d = v->get<double>();
+    if (d == static_cast<double>(static_cast<int64_t>(d))) return static_cast<int64_t>(d);
+  }
+  Fail(std::string("field '") + key + "' must be an integer, got " + v->dump());
+  return 0;
+}
+
+int64_t FieldReader::IntOr(const char* key, int64_t dflt) { return Has(key) ? Int(key) : dflt; }
+
+double FieldReader::Num(const char* key) {
+  const json* v = Get(key, "number");
+  if (!v) return 0;
+  if (v->is_number()) return v->get<double>();
+  Fail(std::string("field '") + key + "' must be a number, got " + v->dump());
+  return 0;
+}
+
+double FieldReader::NumOr(const char* key, double dflt) { return Has(key) ? Num(key) : dflt; }
+
+bool FieldReader::BoolOr(const char* key, bool dflt) {
+  if (!Has(key) || !status_.ok()) return dflt;
+  const json& v = j_.at(key);
+  if (v.is_boolean()) return v.get<bool>();
+  Fail(std::string("field '") + key + "' must be true or false, got " + v.dump());
+  return dflt;
+}
+
+std::string FieldReader::Str(const char* key) {
+  const json* v = Get(key, "string");
+  if (!v) return "";
+  if (v->is_string()) return v->get<std::string>();
+  Fail(std::string("field '") + key + "' must be a string, got " + v->dump());
+  return "";
+}
+
+std::string FieldReader::StrOr(const char* key, const std::string& dflt) {
+  return Has(key) ? Str(key) : dflt;
+}
+
+void FieldReader::Range(const char* key, int64_t v, int64_t lo, int64_t hi) {
+  if (!status_.ok()) return;
+  if (v < lo || v > hi) {
+    std::ostringstream os;
+    os << "field '" << key << "' = " << v << " is out of range; use a value in [" << lo << ", "
+       << hi << "]";
+    Fail(os.str());
+  }
+}
+
+StatusOr<json> ReadJsonFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot open '" + path + "': check the path");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    // Re-parse with exceptions to get the position for the message.
+    try {
+      json again = json::parse(ss.str());
+      (void)again;
+    } catch (const std::exception& e) {
+      return InvalidArgument("'" + path + "' is not valid JSON: " + e.what());
+    }
+    return InvalidArgument("'" + path + "' is not valid JSON");
+  }
+  return j;
+}
+
+Status WriteTextFile(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return IoError("cannot write '" + tmp + "': check the directory exists and is writable");
+    out << text;
+    out.flush();
+    if (!out) return IoError("write to '" + tmp + "' failed (disk full?)");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return IoError("cannot rename '" + tmp + "' to '" + path + "'");
+  return Status::Ok();
+}
+
+Status WriteJsonFile(const std::string& path, const json& j) {
+  return WriteTextFile(path, j.dump(2) + "\n");
+}
+
+}  // namespace dt

@@ -1,0 +1,55 @@
+// FieldReader: typed access to the fields of one JSON object, with errors
+// that name the file, the field and the fix.
+//
+// Usage:
+//   FieldReader r(j, "model file 'gpt.json'");
+//   int layers = r.Int("num_layers");                  // required
+//   int kv = r.IntOr("num_kv_heads", heads);            // optional
+//   if (!r.ok()) return r.status();
+// The first error is kept; later getters return defaults after an error.
+// The reader refers to `j` (not owned); `j` must outlive it. Never throws.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "base/status.h"
+
+namespace dt {
+
+using json = nlohmann::json;
+
+class FieldReader {
+ public:
+  FieldReader(const json& j, std::string where);
+
+  bool Has(const char* key) const;  // present and not null
+  int64_t Int(const char* key);
+  int64_t IntOr(const char* key, int64_t dflt);
+  double Num(const char* key);
+  double NumOr(const char* key, double dflt);
+  bool BoolOr(const char* key, bool dflt);
+  std::string Str(const char* key);
+  std::string StrOr(const char* key, const std::string& dflt);
+  // Fails unless lo <= v <= hi, naming the field.
+  void Range(const char* key, int64_t v, int64_t lo, int64_t hi);
+  void Fail(const std::string& message);
+
+  bool ok() const { return status_.ok(); }
+  const Status& status() const { return status_; }
+  const std::string& where() const { return where_; }
+
+ private:
+  const json* Get(const char* key, const char* type_name);
+  const json& j_;
+  std::string where_;
+  Status status_;
+};
+
+// Parses a JSON file; errors name the path and the parse position.
+StatusOr<json> ReadJsonFile(const std::string& path);
+// Writes atomically (temp file + rename); 2-space indentation.
+Status WriteJsonFile(const std::string& path, const json& j);
+Status WriteTextFile(const std::string& path, const std::string& text);
+
+}  // namespace dt

@@ -1,0 +1,64 @@
+// LayerOps: the exact sequence of kernels and collectives one transformer
+// layer (and the embedding / LM-head ends of the model) runs on one rank for
+// one microbatch, under a given plan. The single description of "what a
+// layer does" that the FLOP count, the compute-time model and the lowering
+// onto the simulator all read, and that the runtime's layers follow.
+//
+// Shapes are per rank: TP splits heads and FFN columns, CP splits the
+// sequence, SP changes which collectives run (all-gather / reduce-scatter
+// instead of all-reduce). Pure functions of (model, plan); no I/O, no
+// failure modes (inputs are assumed Validate()d).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "planner/spec/model_spec.h"
+#include "planner/spec/plan_spec.h"
+
+namespace dt {
+
+enum class OpKind {
+  kGemm,         // C[m,n] (+)= A[m,k] * B[k,n], `batch` independent times
+  kAttention,    // attention core: softmax(QK^T)V, causal; flops/bytes given
+  kMemoryBound,  // elementwise / norm / softmax / dropout / optimizer: `bytes` moved
+  kCollective,   // a collective on a process group
+};
+
+enum class CollKind { kAllReduce, kReduceScatter, kAllGather, kSendRecv };
+enum class GroupKind { kTp, kCp, kDp, kPp };
+const char* ToString(CollKind k);
+const char* ToString(GroupKind g);
+
+struct Op {
+  OpKind kind = OpKind::kMemoryBound;
+  const char* name = "";
+  // kGemm: shape; kAttention: m = query rows, n = key columns (per head),
+  // k = head_dim, batch = micro_batch * local heads.
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  double flops = 0;   // floating-point operations (2*m*n*k*batch for GEMMs)
+  double bytes = 0;   // bytes read + written (memory-bound ops; 0 for GEMMs)
+  // kCollective: operation, group, and message size in bytes as
+  // nccl-tests counts it (the full buffer for all-reduce; the full output
+  // for all-gather; the full input for reduce-scatter).
+  CollKind coll = CollKind::kAllReduce;
+  GroupKind group = GroupKind::kTp;
+  int group_size = 1;
+};
+
+struct LayerOps {
+  std::vector<Op> forward;    // one layer, forward
+  std::vector<Op> backward;   // one layer, backward (excluding recompute)
+  std::vector<Op> recompute;  // what backward re-runs first under the plan's recompute mode
+};
+
+// Ops of one transformer layer for one microbatch.
+LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
+// Ops of the embedding lookup (first chunk) and of final norm + LM head +
+// cross-entropy (last chunk), vocabulary-parallel over TP.
+LayerOps EmbeddingOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
+LayerOps HeadOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
+
+double SumFlops(const std::vector<Op>& ops);
+
+}  // namespace dt

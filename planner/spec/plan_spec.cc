@@ -1,0 +1,226 @@
+#include "planner/spec/plan_spec.h"
+
+#include <numeric>
+#include <sstream>
+
+namespace dt {
+
+const char* ToString(Schedule s) {
+  switch (s) {
+    case Schedule::kGpipe: return "gpipe";
+    case Schedule::k1F1B: return "1f1b";
+    case Schedule::kInterleaved: return "interleaved";
+  }
+  return "?";
+}
+
+const char* ToString(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+
+StatusOr<Schedule> ParseSchedule(const std::string& s) {
+  if (s == "gpipe") return Schedule::kGpipe;
+  if (s == "1f1b") return Schedule::k1F1B;
+  if (s == "interleaved" || s == "interleaved-1f1b") return Schedule::kInterleaved;
+  return InvalidArgument("schedule '" + s + "' is unknown; use gpipe, 1f1b or interleaved");
+}
+
+StatusOr<Recompute> ParseRecompute(const std::string& s) {
+  if (s == "none") return Recompute::kNone;
+  if (s == "selective") return Recompute::kSelective;
+  if (s == "full") return Recompute::kFull;
+  return InvalidArgument("recompute '" + s + "' is unknown; use none, selective or full");
+}
+
+int PlanSpec::StageLayers(int stage) const {
+  int n = 0;
+  for (int c = stage; c < static_cast<int>(layers_per_chunk.size()); c += pp) n += layers_per_chunk[c];
+  return n;
+}
+
+int PlanSpec::ChunkFirstLayer(int chunk) const {
+  int n = 0;
+  for (int c = 0; c < chunk; ++c) n += layers_per_chunk[c];
+  return n;
+}
+
+std::vector<int> EvenSplit(int layers, int chunks) {
+  std::vector<int> v(chunks, layers / chunks);
+  for (int i = 0; i < layers % chunks; ++i) v[i] += 1;
+  return v;
+}
+
+Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where) {
+  auto bad = [&](const std::string& s) { return InvalidArgument(where + ": " + s); };
+  auto num = [](int64_t v) { return std::to_string(v); };
+  if (p.dp < 1 || p.tp < 1 || p.pp < 1 || p.cp < 1) return bad("dp, tp, pp and cp must be >= 1");
+  if (p.vpp < 1) return bad("'vpp' must be >= 1");
+  if (p.micro_batch < 1) return bad("'micro_batch' must be >= 1");
+  if (p.num_microbatches < 1) return bad("'num_microbatches' must be >= 1");
+  if (p.seq_length < 1) return bad("'seq_length' must be >= 1");
+  if (p.zero_stage < 0 || p.zero_stage > 3) return bad("'zero_stage' must be 0, 1, 2 or 3");
+  if (m.heads % p.tp != 0)
+    return bad("tp=" + num(p.tp) + " does not divide the model's " + num(m.heads) +
+               " attention heads; choose tp among the divisors of " + num(m.heads));
+  if (m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0)
+    return bad("tp=" + num(p.tp) + " is incompatible with " + num(m.kv_heads) +
+               " KV heads; choose tp dividing or divisible by " + num(m.kv_heads));
+  if (p.seq_length % p.cp != 0 || (p.cp > 1 && (p.seq_length / p.cp) % 2 != 0))
+    return bad("cp=" + num(p.cp) + " must divide seq_length/2 (" + num(p.seq_length) + ")");
+  if (p.sequence_parallel && p.tp == 1) return bad("sequence_parallel needs tp > 1");
+  if (p.sequence_parallel && (p.seq_length / p.cp) % p.tp != 0)
+    return bad("sequence_parallel needs seq_length/cp divisible by tp");
+  if (p.schedule != Schedule::kInterleaved && p.vpp != 1)
+    return bad("vpp=" + num(p.vpp) + " needs schedule \"interleaved\"");
+  if (p.schedule == Schedule::kInterleaved) {
+    if (p.pp < 2) return bad("the interleaved schedule needs pp >= 2");
+    if (p.num_microbatches % p.pp != 0)
+      return bad("the interleaved schedule needs num_microbatches (" + num(p.num_microbatches) +
+                 ") divisible by pp (" + num(p.pp) + ")");
+  }
+  if (static_cast<int>(p.layers_per_chunk.size()) != p.pp * p.vpp)
+    return bad("'layers_per_chunk' must have pp*vpp = " + num(p.pp * p.vpp) + " entries, has " +
+               num(p.layers_per_chunk.size()));
+  int sum = 0;
+  for (int l : p.layers_per_chunk) {
+    if (l < 1) return bad("every chunk needs at least one layer; lower pp or vpp");
+    sum += l;
+  }
+  if (sum != m.num_layers)
+    return bad("'layers_per_chunk' sums to " + num(sum) + " but the model has " +
+               num(m.num_layers) + " layers");
+  // The rank-grid order must name each dimension once.
+  for (const char* d : {"tp", "cp", "dp", "pp"})
+    if (p.order.find(d) == std::string::npos)
+      return bad("'order' = \"" + p.order + "\" must contain tp, cp, dp and pp");
+  return Status::Ok();
+}
+
+json ToJson(const PlanSpec& p) {
+  return json{{"dp", p.dp},
+              {"tp", p.tp},
+              {"pp", p.pp},
+              {"cp", p.cp},
+              {"vpp", p.vpp},
+              {"micro_batch", p.micro_batch},
+              {"num_microbatches", p.num_microbatches},
+              {"global_batch", p.global_batch()},
+              {"seq_length", p.seq_length},
+              {"schedule", ToString(p.schedule)},
+              {"recompute", ToString(p.recompute)},
+              {"sequence_parallel", p.sequence_parallel},
+              {"zero_stage", p.zero_stage},
+              {"dp_bucket_bytes", p.dp_bucket_bytes},
+              {"layers_per_chunk", p.layers_per_chunk},
+              {"order", p.order}};
+}
+
+StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::string& where) {
+  FieldReader r(j, where);
+  if (!r.ok()) return r.status();
+  PlanSpec p;
+  p.dp = static_cast<int>(r.IntOr("dp", 1));
+  p.tp = static_cast<int>(r.IntOr("tp", 1));
+  p.pp = static_cast<int>(r.IntOr("pp", 1));
+  p.cp = static_cast<int>(r.IntOr("cp", 1));
+  p.vpp = static_cast<int>(r.IntOr("vpp", 1));
+  p.micro_batch = static_cast<int>(r.IntOr("micro_batch", 1));
+  p.seq_length = static_cast<int>(r.IntOr("seq_length", m.seq_length));
+  if (r.Has("num_microbatches")) {
+    p.num_microbatches = static_cast<int>(r.Int("num_microbatches"));
+  } else {
+    int64_t gb = r.Int("global_batch");
+    int64_t per = static_cast<int64_t>(p.dp) * p.micro_batch;
+    if (r.ok() && (per <= 0 || gb % per != 0))
+      r.Fail("'global_batch' must be divisible by dp*micro_batch");
+    p.num_microbatches = per > 0 ? static_cast<int>(gb / std::max<int64_t>(per, 1)) : 1;
+  }
+  auto sched = ParseSchedule(r.StrOr("schedule", "1f1b"));
+  if (!sched.ok()) r.Fail(sched.status().message());
+  else p.schedule = *sched;
+  auto rc = ParseRecompute(r.StrOr("recompute", "none"));
+  if (!rc.ok()) r.Fail(rc.status().message());
+  else p.recompute = *rc;
+  p.sequence_parallel = r.BoolOr("sequence_parallel", false);
+  p.zero_stage = static_cast<int>(r.IntOr("zero_stage", 0));
+  p.dp_bucket_bytes = r.IntOr("dp_bucket_bytes", p.dp_bucket_bytes);
+  p.order = r.StrOr("order", p.order);
+  if (r.Has("layers_per_chunk")) {
+    const json& l = j.at("layers_per_chunk");
+    if (!l.is_array()) {
+      r.Fail("'layers_per_chunk' must be an array of integers");
+    } else {
+      for (const auto& v : l) {
+        if (!v.is_number_integer()) {
+          r.Fail("'layers_per_chunk' must be an array of integers");
+          break;
+        }
+        p.layers_per_chunk.push_back(v.get<int>());
+      }
+    }
+  } else if (p.pp >= 1 && p.vpp >= 1 && m.num_layers >= p.pp * p.vpp) {
+    p.layers_per_chunk = EvenSplit(m.num_layers, p.pp * p.vpp);
+  }
+  if (!r.ok()) return r.status();
+  DT_RETURN_IF_ERROR(Validate(p, m, where));
+  return p;
+}
+
+json ToJson(const ClusterSpec& c) {
+  return json{{"nodes", c.nodes}, {"gpus_per_node", c.gpus_per_node}, {"device", c.device}};
+}
+
+StatusOr<ClusterSpec> ClusterFromJson(const json& j, const std::string& where) {
+  FieldReader r(j, where);
+  ClusterSpec c;
+  c.nodes = static_cast<int>(r.IntOr("nodes", 1));
+  c.gpus_per_node = static_cast<int>(r.IntOr("gpus_per_node", 8));
+  c.device = r.StrOr("device", "gpu");
+  r.Range("nodes", c.nodes, 1, 1 << 20);
+  r.Range("gpus_per_node", c.gpus_per_node, 1, 1024);
+  if (r.ok() && c.device != "gpu" && c.device != "cpu")
+    r.Fail("field 'device' must be \"gpu\" or \"cpu\"");
+  if (!r.ok()) return r.status();
+  return c;
+}
+
+StatusOr<PlanFile> LoadPlanFile(const std::string& path) {
+  DT_ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
+  std::string where = "plan file '" + path + "'";
+  if (!j.is_object() || !j.contains("model") || !j.contains("plan"))
+    return InvalidArgument(where + ": expected an object with \"model\" and \"plan\" "
+                                   "(write one with dtplan --out)");
+  PlanFile f;
+  DT_ASSIGN_OR_RETURN(f.model, ModelFromJson(j["model"], where + " field 'model'"));
+  if (j.contains("cluster")) {
+    DT_ASSIGN_OR_RETURN(f.cluster, ClusterFromJson(j["cluster"], where + " field 'cluster'"));
+  }
+  DT_ASSIGN_OR_RETURN(f.plan, PlanFromJson(j["plan"], f.model, where + " field 'plan'"));
+  f.prediction = j.value("prediction", json());
+  return f;
+}
+
+json ToJson(const PlanFile& f) {
+  return json{{"model", ToJson(f.model)},
+              {"cluster", ToJson(f.cluster)},
+              {"plan", ToJson(f.plan)},
+              {"prediction", f.prediction}};
+}
+
+std::string Describe(const PlanSpec& p) {
+  std::ostringstream os;
+  os << "dp=" << p.dp << " tp=" << p.tp << " pp=" << p.pp;
+  if (p.cp > 1) os << " cp=" << p.cp;
+  if (p.vpp > 1) os << " vpp=" << p.vpp;
+  os << " mbs=" << p.micro_batch << " m=" << p.num_microbatches << " " << ToString(p.schedule)
+     << " rc=" << ToString(p.recompute) << (p.sequence_parallel ? " sp" : "") << " zero"
+     << p.zero_stage;
+  return os.str();
+}
+
+}  // namespace dt

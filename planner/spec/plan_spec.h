@@ -1,0 +1,85 @@
+// PlanSpec: one way to split a model over a cluster (DP x TP x PP x CP),
+// plus the microbatching, schedule, recompute, sequence-parallel and ZeRO
+// choices. ClusterSpec: how many nodes and devices per node.
+//
+// Layer split: a pipeline of pp ranks, each holding vpp model chunks
+// ("virtual stages"). Model chunk c (0 .. pp*vpp-1, in layer order) lives on
+// pipeline rank c % pp as its local chunk c / pp (Megatron's interleaving).
+// layers_per_chunk[c] is the layer count of model chunk c; the embedding is
+// on chunk 0, the final norm + LM head + loss on the last chunk.
+//
+// Pure data; Validate() returns an InvalidArgument naming the field and fix.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/json_fields.h"
+#include "planner/spec/model_spec.h"
+
+namespace dt {
+
+enum class Schedule { kGpipe, k1F1B, kInterleaved };
+enum class Recompute { kNone, kSelective, kFull };
+const char* ToString(Schedule s);
+const char* ToString(Recompute r);
+StatusOr<Schedule> ParseSchedule(const std::string& s);    // gpipe | 1f1b | interleaved
+StatusOr<Recompute> ParseRecompute(const std::string& s);  // none | selective | full
+
+struct ClusterSpec {
+  int nodes = 1;
+  int gpus_per_node = 8;
+  std::string device = "gpu";  // "gpu" or "cpu" (CPU ranks for the bundled runtime)
+  int world() const { return nodes * gpus_per_node; }
+};
+
+struct PlanSpec {
+  int dp = 1, tp = 1, pp = 1, cp = 1;
+  int vpp = 1;                 // model chunks per pipeline rank (interleaved only)
+  int micro_batch = 1;         // sequences per microbatch
+  int num_microbatches = 1;    // per DP replica per step
+  int seq_length = 0;          // tokens per sequence
+  Schedule schedule = Schedule::k1F1B;
+  Recompute recompute = Recompute::kNone;
+  bool sequence_parallel = false;
+  int zero_stage = 0;          // 0..3; 1 = distributed optimizer
+  int64_t dp_bucket_bytes = 40LL << 20;  // DP gradient bucket (Megatron default 40M elems ~)
+  std::vector<int> layers_per_chunk;  // size pp*vpp; see header comment
+  std::string order = "tp-cp-dp-pp";  // rank grid, innermost first
+
+  int world() const { return dp * tp * pp * cp; }
+  int num_chunks() const { return pp * vpp; }
+  int64_t global_batch() const { return static_cast<int64_t>(dp) * micro_batch * num_microbatches; }
+  int64_t tokens_per_step() const { return global_batch() * seq_length; }
+  // Layers held by pipeline rank `stage` (sum over its vpp chunks).
+  int StageLayers(int stage) const;
+  // First layer index of model chunk c.
+  int ChunkFirstLayer(int chunk) const;
+};
+
+// Balanced split of L layers into n chunks; the first L % n chunks get one
+// more layer (so the last chunk, which also holds the LM head, is lighter).
+std::vector<int> EvenSplit(int layers, int chunks);
+
+// Checks internal consistency and against the model (heads % tp, layer sum).
+Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where);
+
+json ToJson(const PlanSpec& p);
+StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::string& where);
+json ToJson(const ClusterSpec& c);
+StatusOr<ClusterSpec> ClusterFromJson(const json& j, const std::string& where);
+
+// A plan file: {"model": ..., "cluster": ..., "plan": ..., "prediction": ...}.
+struct PlanFile {
+  ModelSpec model;
+  ClusterSpec cluster;
+  PlanSpec plan;
+  json prediction;  // free-form; may be null
+};
+StatusOr<PlanFile> LoadPlanFile(const std::string& path);
+json ToJson(const PlanFile& f);
+
+// One-line human summary: "dp=2 tp=4 pp=8 vpp=1 mbs=1 m=64 1f1b rc=full sp zero1".
+std::string Describe(const PlanSpec& p);
+
+}  // namespace dt

@@ -1,0 +1,46 @@
+// Comm: the runtime's narrow communication seam. One Comm is one process
+// group (a TP, CP, DP or PP group, or the world) seen from one rank.
+//
+// Implementations: MpiComm (CPU, Open MPI), NcclComm (CUDA), and an
+// in-process fake for unit tests. Buffers are owned by the caller and must
+// stay alive until the operation (or its Request) completes. Collectives
+// are called by every member in the same order. On a transport failure an
+// implementation aborts with file, line and rank (DT_CHECK): a broken group
+// cannot be recovered from inside a step. Not thread-safe: one thread per Comm.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+namespace dt::rt {
+
+enum class ReduceOp { kSum, kMax };
+
+// Completion handle of a non-blocking operation.
+class Request {
+ public:
+  virtual ~Request() = default;
+  virtual void Wait() = 0;
+  virtual bool Test() = 0;  // true when complete
+};
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual int rank() const = 0;  // rank within this group
+  virtual int size() const = 0;
+
+  // In place: every member ends with the reduction of all members' buf[0..n).
+  virtual void AllReduce(float* buf, size_t n, ReduceOp op = ReduceOp::kSum) = 0;
+  virtual std::unique_ptr<Request> IAllReduce(float* buf, size_t n) = 0;
+  // in has n*size() floats; out (n floats) gets block rank() of the sum.
+  virtual void ReduceScatter(const float* in, float* out, size_t n) = 0;
+  // in has n floats; out (n*size() floats) gets every member's block in rank order.
+  virtual void AllGather(const float* in, float* out, size_t n) = 0;
+  // Point-to-point within this group; `tag` disambiguates concurrent messages.
+  virtual std::unique_ptr<Request> ISend(const float* buf, size_t n, int peer, int tag) = 0;
+  virtual std::unique_ptr<Request> IRecv(float* buf, size_t n, int peer, int tag) = 0;
+  virtual void Barrier() = 0;
+};
+
+}  // namespace dt::rt

@@ -1,0 +1,74 @@
+#include <gtest/gtest.h>
+
+#include "planner/spec/model_spec.h"
+#include "planner/spec/plan_spec.h"
+#include "planner/spec/rank_grid.h"
+
+namespace dt {
+namespace {
+
+TEST(RankGrid, TpInnermostPpOutermost) {
+  auto g = RankGrid::Create(/*tp=*/4, /*cp=*/1, /*dp=*/2, /*pp=*/2);
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->world(), 16);
+  EXPECT_EQ(g->Group(5, Dim::kTp), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(g->Group(5, Dim::kDp), (std::vector<int>{1, 5}));
+  EXPECT_EQ(g->Group(5, Dim::kPp), (std::vector<int>{5, 13}));
+  for (int r = 0; r < 16; ++r) EXPECT_EQ(g->RankOf(g->CoordOf(r)), r);
+  EXPECT_FALSE(RankGrid::Create(1, 1, 1, 1, "tp-dp-pp").ok());
+  EXPECT_FALSE(RankGrid::Create(1, 1, 1, 1, "tp-tp-dp-pp").ok());
+}
+
+TEST(ModelSpec, HuggingFaceLlamaConfig) {
+  json hf = {{"model_type", "llama"},        {"hidden_size", 4096},
+             {"num_hidden_layers", 32},      {"num_attention_heads", 32},
+             {"num_key_value_heads", 8},     {"intermediate_size", 14336},
+             {"vocab_size", 128256},         {"max_position_embeddings", 8192},
+             {"tie_word_embeddings", false}};
+  auto m = ModelFromJson(hf, "config.json");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->family, ModelFamily::kLlama);
+  EXPECT_EQ(m->kv_heads, 8);
+  // Llama-3 8B has 8.03e9 parameters (Meta's model card).
+  EXPECT_NEAR(m->TotalParams() / 1e9, 8.03, 0.01);
+}
+
+TEST(ModelSpec, Gpt3_175bParameterCount) {
+  json j = {{"family", "gpt"}, {"num_layers", 96}, {"hidden_size", 12288},
+            {"num_attention_heads", 96}, {"vocab_size", 50257}, {"seq_length", 2048}};
+  auto m = ModelFromJson(j, "gpt3");
+  ASSERT_TRUE(m.ok());
+  EXPECT_NEAR(m->TotalParams() / 1e9, 175.0, 0.5);
+}
+
+TEST(ModelSpec, RejectsInconsistentHeads) {
+  json j = {{"family", "gpt"}, {"num_layers", 2}, {"hidden_size", 100},
+            {"num_attention_heads", 3}, {"vocab_size", 10}, {"seq_length", 8}};
+  auto m = ModelFromJson(j, "m.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("num_attention_heads"), std::string::npos);
+}
+
+TEST(PlanSpec, JsonRoundTripAndValidation) {
+  json mj = {{"family", "gpt"}, {"num_layers", 8}, {"hidden_size", 64},
+             {"num_attention_heads", 4}, {"vocab_size", 256}, {"seq_length", 32}};
+  ModelSpec m = *ModelFromJson(mj, "m");
+  PlanSpec p;
+  p.dp = 2; p.tp = 2; p.pp = 2; p.vpp = 2; p.schedule = Schedule::kInterleaved;
+  p.num_microbatches = 4; p.seq_length = 32; p.layers_per_chunk = EvenSplit(8, 4);
+  ASSERT_TRUE(Validate(p, m, "p").ok());
+  auto back = PlanFromJson(ToJson(p), m, "p");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(ToJson(*back), ToJson(p));
+  p.tp = 3;
+  Status s = Validate(p, m, "p");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("tp=3"), std::string::npos);
+}
+
+TEST(PlanSpec, EvenSplitPutsRemainderFirst) {
+  EXPECT_EQ(EvenSplit(10, 4), (std::vector<int>{3, 3, 2, 2}));
+}
+
+}  // namespace
+}  // namespace dt
