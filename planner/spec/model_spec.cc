@@ -1,5 +1,6 @@
 #include "planner/spec/model_spec.h"
 
+#include <algorithm>
 #include <filesystem>
 
 namespace dt {
@@ -73,7 +74,9 @@ StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where) {
     m.ffn_hidden = static_cast<int>(r.IntOr("intermediate_size", 4LL * m.hidden));
     m.vocab = static_cast<int>(r.Int("vocab_size"));
     m.max_position = static_cast<int>(r.IntOr("max_position_embeddings", 2048));
-    m.seq_length = static_cast<int>(r.IntOr("seq_length", m.max_position));
+    // HF configs carry no training length; long-context models would default
+    // to 128k tokens, so cap the default at 8192 (override with --seq-length).
+    m.seq_length = static_cast<int>(r.IntOr("seq_length", std::min(m.max_position, 8192)));
     m.tied_embeddings = r.BoolOr("tie_word_embeddings", m.family == ModelFamily::kGpt);
   } else {
     std::string fam = r.StrOr("family", "gpt");

@@ -1,0 +1,44 @@
+// PlanCosts: the time of every piece of work a plan's action lists contain,
+// priced from the layer op lists (planner/cost/layer_ops.h) and the
+// hardware profile. Shared by the lower bound and the lowering.
+//
+// Times are seconds for one microbatch on one rank (forward/backward), or
+// for the whole step (gradient / parameter sync, optimizer). Collectives on
+// the TP and CP groups block the compute stream as in Megatron-LM and are
+// kept apart so the breakdown can show them. Pure; thread-safe.
+#pragma once
+
+#include <vector>
+
+#include "planner/profile/profile.h"
+#include "planner/spec/plan_spec.h"
+
+namespace dt {
+
+struct ChunkCost {
+  int layers = 0;
+  double fwd_compute = 0, fwd_comm = 0;  // one microbatch
+  double bwd_compute = 0, bwd_comm = 0;  // one microbatch, recompute included
+  double recompute = 0;                  // the recompute share of bwd_compute + bwd_comm
+  double grad_bytes = 0;                 // gradient bytes this rank reduces for the chunk
+  double grad_sync = 0;                  // all-reduce (ZeRO 0) or reduce-scatter (ZeRO >= 1), whole chunk
+  double grad_sync_per_microbatch = 0;   // ZeRO-2/3: reduce-scatter after every backward
+  double param_sync = 0;                 // ZeRO 1/2: all-gather of updated parameters
+  double zero3_gather = 0;               // ZeRO-3: parameter all-gather before each fwd and bwd
+};
+
+struct PlanCosts {
+  std::vector<ChunkCost> chunks;       // indexed by model chunk
+  double p2p = 0;                      // one activation (or its gradient) between stages
+  std::vector<double> optimizer;       // optimizer step per pipeline stage
+  int num_buckets_last = 1;            // DP buckets per chunk (overlap granularity)
+  bool outside_profile = false;        // some point lay outside a measured profile's range
+};
+
+PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
+                           const HardwareProfile& hw);
+
+// Bytes of one activation message between pipeline stages (per rank).
+double ActivationMessageBytes(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
+
+}  // namespace dt

@@ -1,0 +1,37 @@
+// SimulatePlan: predicts one plan's step time and memory.
+//
+// Steps: price each model chunk from its layer ops and the hardware profile
+// (PlanCosts), build the schedule's per-rank action lists, lower them onto
+// the discrete-event engine (one representative rank per pipeline stage:
+// all TP/CP/DP ranks of a stage run identical lists), run it, and combine
+// with the memory model. Errors: an invalid plan returns InvalidArgument;
+// nothing aborts on user input. Thread-safe: callers may simulate distinct
+// plans on distinct threads (no shared mutable state).
+#pragma once
+
+#include <string>
+
+#include "planner/lower/plan_costs.h"
+#include "planner/lower/prediction.h"
+#include "planner/profile/profile.h"
+#include "planner/spec/plan_spec.h"
+
+namespace dt {
+
+struct SimulateOptions {
+  std::string trace_path;  // write a Chrome trace of the step when non-empty
+  // Test hooks: price every communication at zero / every chunk uniformly.
+  bool free_communication = false;
+};
+
+StatusOr<Prediction> SimulatePlan(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
+                                  const HardwareProfile& hw, const SimulateOptions& opt = {});
+
+// Memory only (fast path of the search): per-stage peaks, capacity, fits.
+Prediction PredictMemory(const ModelSpec& m, const PlanSpec& p, const HardwareProfile& hw);
+
+// A lower bound on the simulated step time from chunk costs alone, never
+// above what SimulatePlan returns for the same plan (tested).
+double StepTimeLowerBound(const PlanSpec& p, const PlanCosts& costs);
+
+}  // namespace dt

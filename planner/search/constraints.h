@@ -1,0 +1,23 @@
+// SearchConstraints: which plan dimensions the user fixed; unset ones are
+// searched. Plain data.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "planner/spec/plan_spec.h"
+
+namespace dt {
+
+struct SearchConstraints {
+  int64_t global_batch = 0;  // sequences per step (required, > 0)
+  int seq_length = 0;        // tokens per sequence (required, > 0)
+  std::optional<int> dp, tp, pp, cp, vpp, micro_batch, zero_stage;
+  std::optional<Schedule> schedule;
+  std::optional<Recompute> recompute;
+  std::optional<bool> sequence_parallel;
+  int max_micro_batch = 16;  // searched microbatch sizes are divisors up to this
+  int max_vpp = 8;           // searched virtual stages per rank
+};
+
+}  // namespace dt

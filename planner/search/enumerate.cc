@@ -1,0 +1,145 @@
+#include "planner/search/enumerate.h"
+
+#include <algorithm>
+
+namespace dt {
+namespace {
+
+std::vector<int> Divisors(int64_t n) {
+  std::vector<int> d;
+  for (int64_t i = 1; i * i <= n; ++i) {
+    if (n % i == 0) {
+      d.push_back(static_cast<int>(i));
+      if (i != n / i) d.push_back(static_cast<int>(n / i));
+    }
+  }
+  std::sort(d.begin(), d.end());
+  return d;
+}
+
+template <typename T>
+std::vector<T> OneOr(const std::optional<T>& fixed, std::vector<T> all) {
+  if (fixed) return {*fixed};
+  return all;
+}
+
+std::string Num(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
+                                     const SearchConstraints& k) {
+  const int world = c.world();
+  if (k.global_batch <= 0) return InvalidArgument("--global-batch must be > 0");
+  if (k.seq_length <= 0) return InvalidArgument("--seq-length must be > 0");
+  // Fixed dimensions that can never work, reported before searching.
+  if (k.tp && (*k.tp < 1 || m.heads % *k.tp != 0))
+    return InvalidArgument("--tp " + Num(k.tp.value_or(0)) + " does not divide the " +
+                           Num(m.heads) + " attention heads; use a divisor of " + Num(m.heads));
+  for (auto [name, v] : {std::pair<const char*, std::optional<int>>{"--dp", k.dp},
+                         {"--tp", k.tp}, {"--pp", k.pp}, {"--cp", k.cp}}) {
+    if (v && (*v < 1 || world % *v != 0))
+      return InvalidArgument(std::string(name) + " " + Num(*v) + " does not divide the world of " +
+                             Num(world) + " devices (" + Num(c.nodes) + " nodes x " +
+                             Num(c.gpus_per_node) + "); choose a divisor of " + Num(world));
+  }
+  if (k.pp && *k.pp > m.num_layers)
+    return InvalidArgument("--pp " + Num(*k.pp) + " exceeds the model's " + Num(m.num_layers) +
+                           " layers; use --pp <= " + Num(m.num_layers));
+  if (k.micro_batch && (*k.micro_batch < 1 || k.global_batch % *k.micro_batch != 0))
+    return InvalidArgument("--mbs " + Num(*k.micro_batch) + " does not divide --global-batch " +
+                           Num(k.global_batch));
+  if (k.vpp && *k.vpp > 1 && k.schedule && *k.schedule != Schedule::kInterleaved)
+    return InvalidArgument("--vpp > 1 needs --schedule interleaved");
+  if (k.sequence_parallel && *k.sequence_parallel && k.tp && *k.tp == 1)
+    return InvalidArgument("--sp needs --tp > 1");
+  if (k.zero_stage && (*k.zero_stage < 0 || *k.zero_stage > 3))
+    return InvalidArgument("--zero must be 0, 1, 2 or 3");
+
+  Enumeration e;
+  // Context parallelism is searched only for long sequences (>= 16k tokens)
+  // where activations force it; shorter sequences use cp = 1 unless fixed.
+  std::vector<int> cps = k.cp ? std::vector<int>{*k.cp}
+                              : (k.seq_length >= 16384 ? std::vector<int>{1, 2, 4, 8}
+                                                       : std::vector<int>{1});
+  for (int tp : OneOr(k.tp, Divisors(world))) {
+    for (int cp : cps) {
+      for (int pp : OneOr(k.pp, Divisors(world))) {
+        if (world % (static_cast<int64_t>(tp) * cp * pp) != 0) continue;
+        int dp = world / (tp * cp * pp);
+        if (k.dp && dp != *k.dp) continue;
+        ++e.grids_considered;
+        if (m.heads % tp != 0) { ++e.grid_rejects["attention heads not divisible by tp"]; continue; }
+        if (m.kv_heads % tp != 0 && tp % m.kv_heads != 0) {
+          ++e.grid_rejects["kv heads incompatible with tp"]; continue;
+        }
+        if (pp > m.num_layers) { ++e.grid_rejects["more pipeline stages than layers"]; continue; }
+        if (cp > 1 && k.seq_length % (2 * cp) != 0) {
+          ++e.grid_rejects["sequence not divisible by 2*cp"]; continue;
+        }
+        if (k.global_batch % dp != 0) {
+          ++e.grid_rejects["global batch not divisible by dp"]; continue;
+        }
+        const int64_t per_replica = k.global_batch / dp;
+        std::vector<int> mbss;
+        for (int b : Divisors(per_replica))
+          if (b <= k.max_micro_batch) mbss.push_back(b);
+        for (int mbs : OneOr(k.micro_batch, mbss)) {
+          if (per_replica % mbs != 0) { ++e.plan_rejects["global batch not divisible by dp*mbs"]; ++e.plans_considered; continue; }
+          const int nmb = static_cast<int>(per_replica / mbs);
+          // (schedule, vpp) pairs; with pp == 1 all schedules coincide.
+          std::vector<std::pair<Schedule, int>> scheds;
+          if (pp == 1) {
+            scheds.push_back({Schedule::k1F1B, 1});
+          } else {
+            for (Schedule s : {Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved}) {
+              if (k.schedule && *k.schedule != s) continue;
+              if (s != Schedule::kInterleaved) {
+                if (!k.vpp || *k.vpp == 1) scheds.push_back({s, 1});
+                continue;
+              }
+              for (int v = 2; v <= k.max_vpp || (k.vpp && v <= *k.vpp); ++v)
+                if (!k.vpp || *k.vpp == v) scheds.push_back({s, v});
+            }
+          }
+          if (k.schedule && pp == 1 && *k.schedule == Schedule::kInterleaved) {
+            ++e.plan_rejects["interleaved schedule needs pp >= 2"]; ++e.plans_considered; continue;
+          }
+          for (auto [sched, vpp] : scheds) {
+            if (pp * vpp > m.num_layers) {
+              ++e.plan_rejects["fewer layers than pp*vpp chunks"]; ++e.plans_considered; continue;
+            }
+            if (sched == Schedule::kInterleaved && nmb % pp != 0) {
+              ++e.plan_rejects["interleaved needs microbatches divisible by pp"]; ++e.plans_considered; continue;
+            }
+            for (Recompute rc : OneOr(k.recompute, {Recompute::kNone, Recompute::kSelective, Recompute::kFull})) {
+              std::vector<bool> sps = tp > 1 ? std::vector<bool>{false, true} : std::vector<bool>{false};
+              for (bool sp : OneOr<bool>(k.sequence_parallel, sps)) {
+                if (sp && tp == 1) { ++e.plan_rejects["sequence parallel needs tp > 1"]; ++e.plans_considered; continue; }
+                if (sp && (k.seq_length / cp) % tp != 0) {
+                  ++e.plan_rejects["sequence not divisible by tp (sequence parallel)"]; ++e.plans_considered; continue;
+                }
+                std::vector<int> zs = dp * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0};
+                for (int z : OneOr(k.zero_stage, zs)) {
+                  ++e.plans_considered;
+                  PlanSpec p;
+                  p.dp = dp; p.tp = tp; p.pp = pp; p.cp = cp; p.vpp = vpp;
+                  p.micro_batch = mbs; p.num_microbatches = nmb; p.seq_length = k.seq_length;
+                  p.schedule = sched; p.recompute = rc; p.sequence_parallel = sp; p.zero_stage = z;
+                  p.layers_per_chunk = EvenSplit(m.num_layers, pp * vpp);
+                  e.plans.push_back(std::move(p));
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (e.grids_considered == 0)
+    return InvalidArgument("no dp x tp x pp x cp grid multiplies to the world of " + Num(world) +
+                           " devices with the fixed dimensions given; relax --dp/--tp/--pp/--cp");
+  return e;
+}
+
+}  // namespace dt

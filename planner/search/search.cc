@@ -1,0 +1,131 @@
+#include "planner/search/search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "planner/lower/simulate.h"
+#include "planner/search/enumerate.h"
+
+namespace dt {
+namespace {
+
+// Runs fn(i) for i in [0, n) on `threads` workers pulling from a shared counter.
+template <typename Fn>
+void ParallelFor(int64_t n, int threads, Fn fn) {
+  std::atomic<int64_t> next{0};
+  auto work = [&] {
+    for (int64_t i = next++; i < n; i = next++) fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& th : pool) th.join();
+}
+
+// Keeps the N smallest step times seen; threshold() is the N-th (or +inf).
+class TopTimes {
+ public:
+  explicit TopTimes(int n) : n_(n) {}
+  void Add(double t) {
+    std::lock_guard<std::mutex> lock(mu_);
+    times_.insert(t);
+    if (static_cast<int>(times_.size()) > n_) times_.erase(std::prev(times_.end()));
+    if (static_cast<int>(times_.size()) == n_) threshold_.store(*times_.rbegin());
+  }
+  double threshold() const { return threshold_.load(); }
+
+ private:
+  int n_;
+  std::mutex mu_;
+  std::multiset<double> times_;
+  std::atomic<double> threshold_{1e300};
+};
+
+}  // namespace
+
+StatusOr<SearchResult> SearchPlans(const ModelSpec& m, const ClusterSpec& c,
+                                   const HardwareProfile& hw, const SearchConstraints& k,
+                                   const SearchOptions& opt) {
+  auto t0 = std::chrono::steady_clock::now();
+  DT_ASSIGN_OR_RETURN(Enumeration e, EnumeratePlans(m, c, k));
+  SearchResult r;
+  r.grids_considered = e.grids_considered;
+  r.plans_considered = e.plans_considered;
+  r.grid_rejects = e.grid_rejects;
+  r.plan_rejects = e.plan_rejects;
+  int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
+  r.threads_used = threads;
+  const int64_t n = static_cast<int64_t>(e.plans.size());
+
+  // 1. Memory check and lower bound for every candidate.
+  std::vector<Prediction> mem(n);
+  std::vector<double> bound(n, 0);
+  ParallelFor(n, threads, [&](int64_t i) {
+    mem[i] = PredictMemory(m, e.plans[i], hw);
+    if (mem[i].fits) bound[i] = StepTimeLowerBound(e.plans[i], ComputePlanCosts(m, c, e.plans[i], hw));
+  });
+  std::vector<int64_t> order;
+  int64_t closest = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    if (mem[i].fits) {
+      order.push_back(i);
+    } else {
+      ++r.plan_rejects["does not fit in memory"];
+      if (closest < 0 || mem[i].peak_memory_bytes / mem[i].capacity_bytes <
+                             mem[closest].peak_memory_bytes / mem[closest].capacity_bytes)
+        closest = i;
+    }
+  }
+  r.fitting = static_cast<int64_t>(order.size());
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return bound[a] < bound[b]; });
+
+  // 2. Simulate in lower-bound order, skipping plans that cannot reach the top N.
+  const int top_n = std::max(1, opt.top);
+  TopTimes best(top_n);
+  std::vector<std::optional<Prediction>> sim(n);
+  std::mutex err_mu;
+  Status first_error;
+  ParallelFor(static_cast<int64_t>(order.size()), threads, [&](int64_t j) {
+    int64_t i = order[j];
+    if (bound[i] > best.threshold()) return;
+    auto pred = SimulatePlan(m, c, e.plans[i], hw);
+    if (!pred.ok()) {
+      std::lock_guard<std::mutex> lock(err_mu);
+      if (first_error.ok()) first_error = pred.status();
+      return;
+    }
+    best.Add(pred->step_time_s);
+    sim[i] = std::move(pred).value();
+  });
+  if (!first_error.ok()) return first_error;
+
+  // 3. Deterministic ranking and counts against the final threshold.
+  std::vector<int64_t> done;
+  for (int64_t i : order) {
+    if (bound[i] > best.threshold()) {
+      ++r.pruned;
+    } else {
+      ++r.simulated;
+    }
+    if (sim[i]) done.push_back(i);
+  }
+  std::stable_sort(done.begin(), done.end(), [&](int64_t a, int64_t b) {
+    if (sim[a]->step_time_s != sim[b]->step_time_s) return sim[a]->step_time_s < sim[b]->step_time_s;
+    return a < b;
+  });
+  for (int64_t i : done) {
+    if (static_cast<int>(r.top.size()) >= top_n) break;
+    r.top.push_back({e.plans[i], *sim[i]});
+  }
+  if (r.top.empty() && closest >= 0) r.closest = RankedPlan{e.plans[closest], mem[closest]};
+  r.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace dt
