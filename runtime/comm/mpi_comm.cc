@@ -1,0 +1,156 @@
+#include "runtime/comm/mpi_comm.h"
+
+#include <climits>
+
+#include "base/check.h"
+
+namespace dt::rt {
+namespace {
+
+int Count(size_t n) {
+  DT_CHECK_LE(n, static_cast<size_t>(INT_MAX)) << "MPI message of " << n
+                                               << " floats exceeds INT_MAX; split it";
+  return static_cast<int>(n);
+}
+
+class MpiRequest : public Request {
+ public:
+  MpiRequest() = default;
+  ~MpiRequest() override { Wait(); }  // never leave an operation on a dead buffer
+  MPI_Request* handle() { return &req_; }
+  void Wait() override {
+    if (req_ == MPI_REQUEST_NULL) return;
+    DT_MPI_CHECK(MPI_Wait(&req_, MPI_STATUS_IGNORE));
+  }
+  bool Test() override {
+    if (req_ == MPI_REQUEST_NULL) return true;
+    int flag = 0;
+    DT_MPI_CHECK(MPI_Test(&req_, &flag, MPI_STATUS_IGNORE));
+    return flag != 0;
+  }
+
+ private:
+  MPI_Request req_ = MPI_REQUEST_NULL;
+};
+
+}  // namespace
+
+std::string MpiErrorString(int code) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, buf, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(buf, len);
+}
+
+MpiWorld::MpiWorld(int* argc, char*** argv) {
+  int provided = 0;
+  int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  DT_CHECK(rc == MPI_SUCCESS) << "MPI_Init_thread failed (code " << rc << ")";
+  DT_CHECK_GE(provided, MPI_THREAD_FUNNELED) << "MPI lacks MPI_THREAD_FUNNELED support ";
+  DT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  DT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  DT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  dt::SetCheckRank(rank_);
+}
+
+MpiWorld::~MpiWorld() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+MpiComm::MpiComm(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
+  DT_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  DT_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+}
+
+MpiComm::~MpiComm() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owned_ && !finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void MpiComm::AllReduce(float* buf, size_t n, ReduceOp op) {
+  DT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, Count(n), MPI_FLOAT,
+                             op == ReduceOp::kSum ? MPI_SUM : MPI_MAX, comm_));
+}
+
+std::unique_ptr<Request> MpiComm::IAllReduce(float* buf, size_t n) {
+  auto r = std::make_unique<MpiRequest>();
+  DT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, Count(n), MPI_FLOAT, MPI_SUM, comm_, r->handle()));
+  return r;
+}
+
+void MpiComm::ReduceScatter(const float* in, float* out, size_t n) {
+  DT_MPI_CHECK(MPI_Reduce_scatter_block(in, out, Count(n), MPI_FLOAT, MPI_SUM, comm_));
+}
+
+void MpiComm::AllGather(const float* in, float* out, size_t n) {
+  DT_MPI_CHECK(MPI_Allgather(in, Count(n), MPI_FLOAT, out, Count(n), MPI_FLOAT, comm_));
+}
+
+std::unique_ptr<Request> MpiComm::ISend(const float* buf, size_t n, int peer, int tag) {
+  auto r = std::make_unique<MpiRequest>();
+  DT_MPI_CHECK(MPI_Isend(buf, Count(n), MPI_FLOAT, peer, tag, comm_, r->handle()));
+  return r;
+}
+
+std::unique_ptr<Request> MpiComm::IRecv(float* buf, size_t n, int peer, int tag) {
+  auto r = std::make_unique<MpiRequest>();
+  DT_MPI_CHECK(MPI_Irecv(buf, Count(n), MPI_FLOAT, peer, tag, comm_, r->handle()));
+  return r;
+}
+
+void MpiComm::Barrier() { DT_MPI_CHECK(MPI_Barrier(comm_)); }
+
+namespace {
+
+// MPI_Comm_split with color/key; returns null for MPI_UNDEFINED colors.
+std::unique_ptr<Comm> Split(int color, int key) {
+  MPI_Comm c = MPI_COMM_NULL;
+  DT_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &c));
+  if (c == MPI_COMM_NULL) return nullptr;
+  return std::make_unique<MpiComm>(c);
+}
+
+}  // namespace
+
+StatusOr<Groups> BuildGroups(const RankGrid& grid, int world_rank) {
+  int world_size = 0;
+  DT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+  if (world_size != grid.world()) {
+    return InvalidArgument(
+        "plan needs " + std::to_string(grid.world()) + " ranks (tp=" +
+        std::to_string(grid.size(Dim::kTp)) + " cp=" + std::to_string(grid.size(Dim::kCp)) +
+        " dp=" + std::to_string(grid.size(Dim::kDp)) + " pp=" + std::to_string(grid.size(Dim::kPp)) +
+        ") but MPI started " + std::to_string(world_size) + ": launch with mpirun -np " +
+        std::to_string(grid.world()) + " (add --oversubscribe for more ranks than cores)");
+  }
+  Groups g;
+  g.world_rank = world_rank;
+  g.coord = grid.CoordOf(world_rank);
+  g.world = std::make_unique<MpiComm>(MPI_COMM_WORLD, /*owned=*/false);
+  // Color: the first rank of the group (unique per group); key: position in it.
+  auto along = [&](Dim d) {
+    std::vector<int> members = grid.Group(world_rank, d);
+    return Split(members.front(), g.coord.Get(d));
+  };
+  g.tp = along(Dim::kTp);
+  g.cp = along(Dim::kCp);
+  g.dp = along(Dim::kDp);
+  g.pp = along(Dim::kPp);
+  Coord base = g.coord;
+  base.dp = 0;
+  base.cp = 0;
+  g.dp_cp = Split(grid.RankOf(base), world_rank);
+  const int pp = grid.size(Dim::kPp);
+  if (pp > 1) {
+    bool end = g.coord.pp == 0 || g.coord.pp == pp - 1;
+    Coord first = g.coord;
+    first.pp = 0;
+    g.tied = Split(end ? grid.RankOf(first) : MPI_UNDEFINED, g.coord.pp == 0 ? 0 : 1);
+  }
+  return g;
+}
+
+}  // namespace dt::rt
