@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/tensor/allocator.h"
+
 namespace dt::rt {
 
 enum class ShardKind {
@@ -57,7 +59,8 @@ class ParamStore {
 
  private:
   std::vector<Param> params_;
-  std::vector<float> values_, grads_;
+  // Allocated through the runtime allocator so they count in its peak bytes.
+  std::vector<float, TrackingAllocator<float>> values_, grads_;
   int64_t total_ = 0;
   bool finalized_ = false;
 };

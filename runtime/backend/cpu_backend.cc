@@ -1,0 +1,188 @@
+// CpuBackend: Eigen GEMMs over row-major maps, OpenMP loops elsewhere.
+// Reductions run in a fixed order so results do not depend on thread count
+// (recompute and parity tests compare bitwise).
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/check.h"
+#include "runtime/backend/backend.h"
+#include "runtime/backend/gelu_math.h"
+#include "runtime/tensor/allocator.h"
+
+namespace dt::rt {
+namespace {
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using CMap = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
+using MMap = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
+constexpr int64_t kParallelMin = 1 << 14;  // elements below which threads cost more than they save
+
+class CpuBackend final : public Backend {
+ public:
+  const char* name() const override { return "cpu"; }
+
+  float* Alloc(size_t n) override { return AllocFloats(n); }
+  void Free(float* p, size_t n) override { FreeFloats(p, n); }
+  void CopyToDevice(float* dst, const float* src, size_t n) override { Copy(dst, src, n); }
+  void CopyToHost(float* dst, const float* src, size_t n) override { Copy(dst, src, n); }
+  void Copy(float* dst, const float* src, size_t n) override {
+    if (n > 0 && dst != src) std::memmove(dst, src, n * sizeof(float));
+  }
+  void Fill(float* x, float v, size_t n) override {
+    for (size_t i = 0; i < n; ++i) x[i] = v;
+  }
+
+  void Gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+            int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+            int64_t ldc) override {
+    DT_CHECK(c != nullptr && m >= 0 && n >= 0 && k >= 0) << "gemm m=" << m << " n=" << n;
+    if (m == 0 || n == 0) return;
+    MMap C(c, m, n, Eigen::OuterStride<>(ldc));
+    if (beta == 0.0f) {
+      C.setZero();
+    } else if (beta != 1.0f) {
+      C *= beta;
+    }
+    if (k == 0) return;
+    DT_CHECK(a != nullptr && b != nullptr) << "gemm null input";
+    const bool tra = ta == Trans::kYes, trb = tb == Trans::kYes;
+    CMap A(a, tra ? k : m, tra ? m : k, Eigen::OuterStride<>(lda));
+    CMap B(b, trb ? n : k, trb ? k : n, Eigen::OuterStride<>(ldb));
+    if (!tra && !trb) C.noalias() += alpha * A * B;
+    if (!tra && trb) C.noalias() += alpha * A * B.transpose();
+    if (tra && !trb) C.noalias() += alpha * A.transpose() * B;
+    if (tra && trb) C.noalias() += alpha * A.transpose() * B.transpose();
+  }
+
+  void Add(const float* a, const float* b, float* out, int64_t n) override {
+#pragma omp parallel for if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  }
+  void Axpy(float alpha, const float* x, float* y, int64_t n) override {
+#pragma omp parallel for if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+  }
+  void Scale(float* x, float alpha, int64_t n) override {
+#pragma omp parallel for if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) x[i] *= alpha;
+  }
+  void AddBias(float* y, const float* bias, int64_t rows, int64_t cols) override {
+#pragma omp parallel for if (rows * cols > kParallelMin)
+    for (int64_t r = 0; r < rows; ++r) {
+      float* yr = y + r * cols;
+      for (int64_t c = 0; c < cols; ++c) yr[c] += bias[c];
+    }
+  }
+  void BiasGrad(const float* dy, float* db, int64_t rows, int64_t cols) override {
+    // Parallel over columns; each column summed over rows in order.
+#pragma omp parallel for if (rows * cols > kParallelMin)
+    for (int64_t c0 = 0; c0 < cols; c0 += 64) {
+      int64_t c1 = std::min(cols, c0 + 64);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* d = dy + r * cols;
+        for (int64_t c = c0; c < c1; ++c) db[c] += d[c];
+      }
+    }
+  }
+  void GeluForward(const float* x, float* y, int64_t n) override {
+#pragma omp parallel for if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) y[i] = GeluTanh(x[i]);
+  }
+  void GeluBackward(const float* x, const float* dy, float* dx, int64_t n) override {
+#pragma omp parallel for if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * GeluTanhGrad(x[i]);
+  }
+
+  void LayerNormForward(const float* x, const float* gamma, const float* beta, float* y,
+                        float* mean, float* rstd, int64_t rows, int64_t cols,
+                        float eps) override {
+#pragma omp parallel for if (rows * cols > kParallelMin)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * cols;
+      double s = 0;
+      for (int64_t c = 0; c < cols; ++c) s += xr[c];
+      const float mu = static_cast<float>(s / cols);
+      double v = 0;
+      for (int64_t c = 0; c < cols; ++c) v += double(xr[c] - mu) * double(xr[c] - mu);
+      const float rs = static_cast<float>(1.0 / std::sqrt(v / cols + eps));
+      mean[r] = mu;
+      rstd[r] = rs;
+      float* yr = y + r * cols;
+      for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - mu) * rs * gamma[c] + beta[c];
+    }
+  }
+
+  void LayerNormBackward(const float* x, const float* gamma, const float* mean,
+                         const float* rstd, const float* dy, float* dx, float* dgamma,
+                         float* dbeta, int64_t rows, int64_t cols) override {
+#pragma omp parallel for if (rows * cols > kParallelMin)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * cols;
+      const float* dyr = dy + r * cols;
+      const float mu = mean[r], rs = rstd[r];
+      double sum_g = 0, sum_gx = 0;  // sums of g = dy*gamma and g*xhat
+      for (int64_t c = 0; c < cols; ++c) {
+        const float g = dyr[c] * gamma[c];
+        sum_g += g;
+        sum_gx += double(g) * double((xr[c] - mu) * rs);
+      }
+      const float mg = static_cast<float>(sum_g / cols), mgx = static_cast<float>(sum_gx / cols);
+      float* dxr = dx + r * cols;
+      for (int64_t c = 0; c < cols; ++c) {
+        const float xhat = (xr[c] - mu) * rs;
+        dxr[c] = rs * (dyr[c] * gamma[c] - mg - xhat * mgx);
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {  // in row order: deterministic
+      const float* xr = x + r * cols;
+      const float* dyr = dy + r * cols;
+      const float mu = mean[r], rs = rstd[r];
+      for (int64_t c = 0; c < cols; ++c) {
+        dgamma[c] += dyr[c] * (xr[c] - mu) * rs;
+        dbeta[c] += dyr[c];
+      }
+    }
+  }
+
+  void SoftmaxForward(const float* x, float* y, int64_t rows, int64_t cols, float scale,
+                      int64_t causal_period) override {
+#pragma omp parallel for if (rows * cols > kParallelMin)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * cols;
+      float* yr = y + r * cols;
+      const int64_t valid = causal_period > 0 ? std::min(cols, r % causal_period + 1) : cols;
+      float mx = -INFINITY;
+      for (int64_t c = 0; c < valid; ++c) mx = std::max(mx, scale * xr[c]);
+      double sum = 0;
+      for (int64_t c = 0; c < valid; ++c) {
+        yr[c] = std::exp(scale * xr[c] - mx);
+        sum += yr[c];
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      for (int64_t c = 0; c < valid; ++c) yr[c] *= inv;
+      for (int64_t c = valid; c < cols; ++c) yr[c] = 0.0f;
+    }
+  }
+
+  void SoftmaxBackward(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols,
+                       float scale) override {
+#pragma omp parallel for if (rows * cols > kParallelMin)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* yr = y + r * cols;
+      const float* dyr = dy + r * cols;
+      float* dxr = dx + r * cols;
+      double dot = 0;
+      for (int64_t c = 0; c < cols; ++c) dot += double(dyr[c]) * yr[c];
+      const float d = static_cast<float>(dot);
+      for (int64_t c = 0; c < cols; ++c) dxr[c] = scale * yr[c] * (dyr[c] - d);
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> MakeCpuBackend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace dt::rt

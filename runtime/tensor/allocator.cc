@@ -1,0 +1,51 @@
+#include "runtime/tensor/allocator.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/check.h"
+
+namespace dt::rt {
+namespace {
+std::atomic<int64_t> g_current{0};
+std::atomic<int64_t> g_peak{0};
+
+void RaisePeak(int64_t now) {
+  int64_t peak = g_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+}  // namespace
+
+void TrackAlloc(int64_t bytes) {
+  int64_t now = g_current.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  RaisePeak(now);
+}
+
+void TrackFree(int64_t bytes) {
+  int64_t now = g_current.fetch_sub(bytes, std::memory_order_relaxed) - bytes;
+  DT_CHECK_GE(now, 0) << "allocator: freed more bytes than allocated";
+}
+
+int64_t CurrentBytes() { return g_current.load(std::memory_order_relaxed); }
+int64_t PeakBytes() { return g_peak.load(std::memory_order_relaxed); }
+void ResetPeakBytes() { g_peak.store(g_current.load(std::memory_order_relaxed)); }
+
+float* AllocFloats(size_t n) {
+  if (n == 0) return nullptr;
+  size_t bytes = (n * sizeof(float) + 63) / 64 * 64;  // aligned_alloc needs a multiple
+  void* p = std::aligned_alloc(64, bytes);
+  DT_CHECK(p != nullptr) << "out of host memory allocating " << n * sizeof(float) << " bytes";
+  std::memset(p, 0, bytes);
+  TrackAlloc(static_cast<int64_t>(n * sizeof(float)));
+  return static_cast<float*>(p);
+}
+
+void FreeFloats(float* p, size_t n) {
+  if (p == nullptr) return;
+  std::free(p);
+  TrackFree(static_cast<int64_t>(n * sizeof(float)));
+}
+
+}  // namespace dt::rt

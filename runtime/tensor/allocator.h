@@ -1,0 +1,43 @@
+// Allocator: the one place the runtime allocates tensor memory, so that the
+// process's current and peak tensor bytes can be measured and compared with
+// the planner's memory prediction.
+//
+// Host memory comes from AllocFloats/FreeFloats (64-byte aligned, zero-filled).
+// Device backends allocate themselves and report their bytes through
+// TrackAlloc/TrackFree so one counter pair covers whichever memory holds the
+// tensors. Counters are atomic: every function here is thread-safe.
+// Allocation failure is an invariant break (DT_CHECK): a step that runs out of
+// memory cannot continue.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <new>
+
+namespace dt::rt {
+
+float* AllocFloats(size_t n);           // n may be 0 (returns nullptr)
+void FreeFloats(float* p, size_t n);    // n must be the allocated count
+
+void TrackAlloc(int64_t bytes);
+void TrackFree(int64_t bytes);
+int64_t CurrentBytes();  // bytes allocated and not yet freed
+int64_t PeakBytes();     // maximum of CurrentBytes() since start / last reset
+void ResetPeakBytes();   // peak := current
+
+// std-compatible allocator over AllocFloats (for std::vector<float>).
+template <typename T>
+struct TrackingAllocator {
+  static_assert(sizeof(T) == sizeof(float), "TrackingAllocator is for 4-byte elements");
+  using value_type = T;
+  TrackingAllocator() = default;
+  template <typename U>
+  TrackingAllocator(const TrackingAllocator<U>&) {}  // NOLINT
+  T* allocate(size_t n) { return reinterpret_cast<T*>(AllocFloats(n)); }
+  void deallocate(T* p, size_t n) { FreeFloats(reinterpret_cast<float*>(p), n); }
+  bool operator==(const TrackingAllocator&) const { return true; }
+  bool operator!=(const TrackingAllocator&) const { return false; }
+};
+
+}  // namespace dt::rt
