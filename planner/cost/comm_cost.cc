@@ -1,0 +1,113 @@
+#include "planner/cost/comm_cost.h"
+
+#include <algorithm>
+
+#include "sim/collective_model.h"
+
+namespace dt {
+namespace {
+
+sim::CollOp ToSimOp(CollKind k) {
+  switch (k) {
+    case CollKind::kAllReduce: return sim::CollOp::kAllReduce;
+    case CollKind::kReduceScatter: return sim::CollOp::kReduceScatter;
+    case CollKind::kAllGather: return sim::CollOp::kAllGather;
+    case CollKind::kSendRecv: return sim::CollOp::kSendRecv;
+  }
+  return sim::CollOp::kSendRecv;
+}
+
+// Entry for `key`: exact match (with its measured points) or linear
+// interpolation of latency and plateau busbw between neighbours, clamped.
+LinkChoice Lookup(const std::vector<LinkEntry>& es, int key, double bytes) {
+  DT_CHECK(!es.empty()) << "empty collective table";
+  LinkChoice c;
+  for (const LinkEntry& e : es) {
+    if (e.key != key) continue;
+    c.latency_s = e.latency_s;
+    c.busbw_Bps = e.busbw_Bps;
+    if (!e.points.empty()) {
+      InterpResult r = Interpolate(e.points, std::max(bytes, 1.0), Scale::kLog, Scale::kLog);
+      c.busbw_Bps = r.value;
+      c.from_points = true;
+      c.clamped = r.clamped;
+    }
+    return c;
+  }
+  Curve lat, bw;
+  for (const LinkEntry& e : es) {
+    lat.x.push_back(e.key);
+    lat.y.push_back(e.latency_s);
+    bw.x.push_back(e.key);
+    bw.y.push_back(e.busbw_Bps);
+  }
+  InterpResult l = Interpolate(lat, key), b = Interpolate(bw, key);
+  c.latency_s = l.value;
+  c.busbw_Bps = b.value;
+  c.clamped = b.clamped;
+  return c;
+}
+
+// Latency part of the sim's model: sequential steps x per-step latency;
+// all-reduce takes the fewer steps of ring and tree (as BestAllReduceTime).
+double LatencyTime(CollKind kind, int n, double latency_s) {
+  int steps = sim::RingLatencySteps(ToSimOp(kind), n);
+  if (kind == CollKind::kAllReduce) {
+    int log2n = 0;
+    for (long long reach = 1; reach < n; reach *= 2) ++log2n;
+    steps = std::min(steps, 2 * log2n);
+  }
+  return steps * latency_s;
+}
+
+}  // namespace
+
+bool HasInterNode(const HardwareProfile& p) {
+  for (const CollectiveTable& t : p.network.collectives)
+    if (t.inter.empty()) return false;
+  return true;
+}
+
+LinkChoice ChooseLink(CollKind kind, double bytes, int n, int g, bool spans_nodes,
+                      const HardwareProfile& p) {
+  const CollectiveTable& t = p.network.table(kind);
+  if (!spans_nodes) {
+    DT_CHECK_LE(n, p.network.gpus_per_node) << "an intra-node group cannot exceed a node";
+    return Lookup(t.intra, n, bytes);
+  }
+  DT_CHECK(!t.inter.empty()) << "profile '" << p.name << "' has no inter-node table for "
+                             << CollectiveKey(kind) << "; check HasInterNode() first";
+  DT_CHECK(g >= 1 && g <= p.network.gpus_per_node && g <= n) << "ranks per node " << g;
+  LinkChoice c = Lookup(t.inter, g, bytes);
+  // NICs cannot beat NVLink: cap by the intra-node bandwidth of g ranks.
+  if (g >= 2 && !t.intra.empty()) {
+    LinkChoice in = Lookup(t.intra, g, bytes);
+    c.busbw_Bps = std::min(c.busbw_Bps, in.busbw_Bps);
+  }
+  return c;
+}
+
+double CollectiveTime(CollKind kind, double bytes, int n, int g, bool spans_nodes,
+                      const HardwareProfile& p) {
+  DT_CHECK_GE(n, 1);
+  DT_CHECK(bytes >= 0) << "bytes=" << bytes;
+  if (n == 1 || bytes == 0) return 0;
+  LinkChoice c = ChooseLink(kind, bytes, n, g, spans_nodes, p);
+  sim::CollOp op = ToSimOp(kind);
+  if (c.from_points) {
+    // Measured busbw already includes the latency at measured sizes; the
+    // latency term only bounds the time from below for tiny messages.
+    double bw_time = sim::CollectiveTime(op, bytes, n, 0.0, c.busbw_Bps);
+    return std::max(LatencyTime(kind, n, c.latency_s), bw_time);
+  }
+  if (kind == CollKind::kAllReduce) return sim::BestAllReduceTime(bytes, n, c.latency_s, c.busbw_Bps);
+  return sim::CollectiveTime(op, bytes, n, c.latency_s, c.busbw_Bps);
+}
+
+double P2PTime(double bytes, bool inter_node, const HardwareProfile& p) {
+  if (bytes <= 0) return 0;
+  if (!inter_node) DT_CHECK_GE(p.network.gpus_per_node, 2) << "no intra-node peer exists";
+  return CollectiveTime(CollKind::kSendRecv, bytes, 2, 1, inter_node, p);
+}
+
+}  // namespace dt

@@ -1,0 +1,78 @@
+#include "planner/cost/compute_cost.h"
+
+#include <algorithm>
+
+namespace dt {
+namespace {
+
+double GemmFlops(const Op& op) {
+  if (op.flops > 0) return op.flops;
+  return 2.0 * static_cast<double>(op.m) * op.n * op.k * op.batch;
+}
+
+// Bytes a GEMM must at least move: read A and B, write C, once each.
+double GemmMinBytes(const Op& op, const HardwareProfile& p) {
+  double elems = static_cast<double>(op.m) * op.k + static_cast<double>(op.k) * op.n +
+                 static_cast<double>(op.m) * op.n;
+  return elems * op.batch * p.device.bytes_per_element();
+}
+
+double MemoryTime(double bytes, const HardwareProfile& p) {
+  return bytes / (p.device.memory_bandwidth_Bps * p.compute.memory_bound_efficiency);
+}
+
+double MeasuredGemmTime(const Op& op, double flops, const HardwareProfile& p) {
+  const ComputeProfile& c = p.compute;
+  for (const GemmPoint& g : c.gemm_points)
+    if (g.m == op.m && g.n == op.n && g.k == op.k && g.batch == op.batch) return g.seconds;
+  // Time per FLOP is what scales with peak; the measured curve already holds
+  // the overheads of the measured kernels.
+  double t = Interpolate(c.measured_gemm_seconds, flops, Scale::kLog, Scale::kLog).value;
+  if (flops < c.measured_gemm_seconds.x.front()) t *= flops / c.measured_gemm_seconds.x.front();
+  if (flops > c.measured_gemm_seconds.x.back()) t *= flops / c.measured_gemm_seconds.x.back();
+  return std::max(t, c.kernel_overhead_s);
+}
+
+}  // namespace
+
+double GemmEfficiency(double flops, const HardwareProfile& p, bool* clamped) {
+  InterpResult r = Interpolate(p.compute.gemm_efficiency, std::max(flops, 1.0), Scale::kLog,
+                               Scale::kLog);
+  if (clamped) *clamped = r.clamped;
+  return r.value;
+}
+
+double OpTime(const Op& op, const HardwareProfile& p) {
+  const double peak = p.device.peak_flops;
+  const double overhead = p.compute.kernel_overhead_s;
+  switch (op.kind) {
+    case OpKind::kGemm: {
+      double flops = GemmFlops(op);
+      if (flops <= 0) return 0;
+      if (!p.compute.gemm_points.empty()) return MeasuredGemmTime(op, flops, p);
+      double math = flops / (peak * GemmEfficiency(flops, p));
+      return std::max(math, MemoryTime(GemmMinBytes(op, p), p)) + overhead;
+    }
+    case OpKind::kAttention: {
+      if (op.flops <= 0 && op.bytes <= 0) return 0;
+      double math = op.flops / (peak * p.compute.attention_efficiency);
+      return std::max(math, MemoryTime(op.bytes, p)) + overhead;
+    }
+    case OpKind::kMemoryBound:
+      if (op.bytes <= 0) return 0;
+      return MemoryTime(op.bytes, p) + overhead;
+    case OpKind::kCollective:
+      DT_CHECK(false) << "OpTime called on collective '" << op.name
+                      << "'; price collectives with CollectiveTime (comm_cost.h)";
+  }
+  return 0;
+}
+
+double ComputeTime(const std::vector<Op>& ops, const HardwareProfile& p) {
+  double t = 0;
+  for (const Op& op : ops)
+    if (op.kind != OpKind::kCollective) t += OpTime(op, p);
+  return t;
+}
+
+}  // namespace dt

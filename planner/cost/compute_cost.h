@@ -1,0 +1,31 @@
+// Compute-time model: predicted seconds of one kernel (a GEMM, an attention
+// core or a memory-bound op) on one device described by a HardwareProfile.
+//
+//   GEMM:         max(flops / (peak * eff(flops)), min_bytes / (bw * mem_eff)) + overhead,
+//                 eff from compute.gemm_efficiency (log-log in FLOPs per call);
+//                 with measured compute.gemm_points: the measured time of an
+//                 identical shape, else the measured time curve interpolated
+//                 log-log over FLOPs per call (floored at the kernel overhead).
+//   attention:    max(flops / (peak * attention_efficiency), bytes / (bw * mem_eff)) + overhead
+//   memory-bound: bytes / (bw * memory_bound_efficiency) + overhead
+// Monotone: more FLOP/s or bandwidth never makes an op slower; more work
+// never makes it faster (PrepareProfile enforces the curve conditions).
+// Collectives are priced by comm_cost.h; passing one here is a bug (DT_CHECK).
+// Pure functions of their arguments; thread-safe.
+#pragma once
+
+#include "planner/cost/layer_ops.h"
+#include "planner/profile/profile.h"
+
+namespace dt {
+
+double OpTime(const Op& op, const HardwareProfile& profile);
+
+// Achieved fraction of peak of a GEMM of `flops` FLOPs per call from
+// compute.gemm_efficiency; `*clamped` (optional) reports extrapolation.
+double GemmEfficiency(double flops, const HardwareProfile& profile, bool* clamped = nullptr);
+
+// Sum of OpTime over non-collective ops (collectives are skipped).
+double ComputeTime(const std::vector<Op>& ops, const HardwareProfile& profile);
+
+}  // namespace dt

@@ -1,0 +1,214 @@
+// Profile loading, name resolution, validation and derived tables.
+#include "planner/profile/profile.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#ifndef DT_SOURCE_DIR
+#define DT_SOURCE_DIR "."
+#endif
+
+namespace dt {
+namespace {
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string ProfileDir() { return std::string(DT_SOURCE_DIR) + "/profiles/"; }
+
+std::string Num(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+Status CheckDevice(const DeviceProfile& d, const std::string& w) {
+  if (d.kind != "gpu" && d.kind != "cpu")
+    return InvalidArgument(w + ".kind = '" + d.kind + "': use \"gpu\" or \"cpu\"");
+  if (d.dtype != "bf16" && d.dtype != "fp32")
+    return InvalidArgument(w + ".dtype = '" + d.dtype + "': use \"bf16\" or \"fp32\"");
+  if (d.memory_bytes <= 0) return InvalidArgument(w + ".memory_bytes must be > 0");
+  if (d.reserved_bytes < 0 || d.reserved_bytes >= d.memory_bytes)
+    return InvalidArgument(w + ".reserved_bytes must be in [0, memory_bytes)");
+  if (!(d.fragmentation >= 0 && d.fragmentation < 1))
+    return InvalidArgument(w + ".fragmentation = " + Num(d.fragmentation) +
+                           ": use a fraction in [0, 1)");
+  if (!(d.peak_flops > 0) || !std::isfinite(d.peak_flops))
+    return InvalidArgument(w + ".peak_flops = " + Num(d.peak_flops) + ": must be > 0");
+  if (!(d.memory_bandwidth_Bps > 0) || !std::isfinite(d.memory_bandwidth_Bps))
+    return InvalidArgument(w + ".memory_bandwidth_Bps = " + Num(d.memory_bandwidth_Bps) +
+                           ": must be > 0");
+  return Status::Ok();
+}
+
+Status CheckFraction(double v, const std::string& what) {
+  if (!(v > 0 && v <= 1))
+    return InvalidArgument(what + " = " + Num(v) + ": use a fraction in (0, 1]");
+  return Status::Ok();
+}
+
+Status CheckCompute(const ComputeProfile& c, const std::string& w) {
+  std::string ge = w + ".gemm_efficiency.points";
+  DT_RETURN_IF_ERROR(ValidateCurve(c.gemm_efficiency, ge, true, true));
+  const Curve& e = c.gemm_efficiency;
+  for (size_t i = 0; i < e.size(); ++i) {
+    DT_RETURN_IF_ERROR(CheckFraction(e.y[i], ge + "[" + std::to_string(i) + "] efficiency"));
+    if (i == 0) continue;
+    if (e.y[i] < e.y[i - 1])
+      return InvalidArgument(ge + "[" + std::to_string(i) +
+                             "]: efficiency must not decrease with size (non-monotone curve)");
+    // Time = x / (peak * eff) must not decrease either: eff may grow at most
+    // as fast as the size.
+    if (e.x[i] / e.y[i] < e.x[i - 1] / e.y[i - 1])
+      return InvalidArgument(ge + "[" + std::to_string(i) +
+                             "]: efficiency grows faster than size, so a larger GEMM would be "
+                             "faster; lower this point or raise the previous one");
+  }
+  for (size_t i = 0; i < c.gemm_points.size(); ++i) {
+    const GemmPoint& g = c.gemm_points[i];
+    std::string at = w + ".gemm_points[" + std::to_string(i) + "]";
+    if (g.m < 1 || g.n < 1 || g.k < 1 || g.batch < 1)
+      return InvalidArgument(at + ": m, n, k and batch must be >= 1");
+    if (!(g.seconds > 0)) return InvalidArgument(at + ".seconds must be > 0");
+  }
+  DT_RETURN_IF_ERROR(CheckFraction(c.attention_efficiency, w + ".attention_efficiency"));
+  DT_RETURN_IF_ERROR(CheckFraction(c.memory_bound_efficiency, w + ".memory_bound_efficiency"));
+  if (!(c.kernel_overhead_s >= 0)) return InvalidArgument(w + ".kernel_overhead_s must be >= 0");
+  if (!(c.optimizer_bytes_per_param >= 0))
+    return InvalidArgument(w + ".optimizer_bytes_per_param must be >= 0");
+  return Status::Ok();
+}
+
+Status CheckEntries(const std::vector<LinkEntry>& es, const std::string& w, const char* key_name,
+                    int lo, int hi) {
+  for (size_t i = 0; i < es.size(); ++i) {
+    const LinkEntry& e = es[i];
+    std::string at = w + "[" + std::to_string(i) + "]";
+    if (e.key < lo || e.key > hi)
+      return InvalidArgument(at + "." + key_name + " = " + std::to_string(e.key) +
+                             ": use a value in [" + std::to_string(lo) + ", " +
+                             std::to_string(hi) + "] (network.gpus_per_node bounds it)");
+    if (i > 0 && e.key <= es[i - 1].key)
+      return InvalidArgument(at + "." + key_name + ": entries must be sorted by " + key_name +
+                             " without repeats");
+    if (!(e.latency_s >= 0) || !std::isfinite(e.latency_s))
+      return InvalidArgument(at + ".latency_s = " + Num(e.latency_s) + ": must be >= 0");
+    if (!(e.busbw_Bps > 0) || !std::isfinite(e.busbw_Bps))
+      return InvalidArgument(at + ".busbw_Bps = " + Num(e.busbw_Bps) +
+                             ": bandwidth must be > 0 (bytes/s)");
+    if (!e.points.empty()) {
+      DT_RETURN_IF_ERROR(ValidateCurve(e.points, at + ".points", true, true));
+      for (size_t p = 1; p < e.points.size(); ++p)
+        if (e.points.x[p] / e.points.y[p] < e.points.x[p - 1] / e.points.y[p - 1])
+          return InvalidArgument(at + ".points[" + std::to_string(p) +
+                                 "]: a larger message would take less time than a smaller one "
+                                 "(bytes / busbw must not decrease)");
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckNetwork(const NetworkProfile& n, const std::string& w) {
+  if (n.gpus_per_node < 1) return InvalidArgument(w + ".gpus_per_node must be >= 1");
+  for (int k = 0; k < 4; ++k) {
+    const CollectiveTable& t = n.collectives[k];
+    std::string cw = w + ".collectives." + CollectiveKey(static_cast<CollKind>(k));
+    if (n.gpus_per_node >= 2 && t.intra.empty())
+      return InvalidArgument(cw + ".intra: missing; add at least one {\"group_size\": 2..." +
+                             std::to_string(n.gpus_per_node) + ", \"latency_s\", \"busbw_Bps\"}");
+    DT_RETURN_IF_ERROR(CheckEntries(t.intra, cw + ".intra", "group_size", 2, n.gpus_per_node));
+    DT_RETURN_IF_ERROR(CheckEntries(t.inter, cw + ".inter", "ranks_per_node", 1, n.gpus_per_node));
+  }
+  return Status::Ok();
+}
+
+// Measured GEMM times as a curve over FLOPs per call, made non-decreasing
+// (a running maximum) so a larger GEMM is never predicted faster.
+Curve MeasuredGemmSeconds(const std::vector<GemmPoint>& pts) {
+  std::vector<std::pair<double, double>> v;
+  for (const GemmPoint& g : pts) v.emplace_back(g.flops(), g.seconds);
+  std::sort(v.begin(), v.end());
+  Curve c;
+  for (const auto& [x, s] : v) {
+    if (!c.x.empty() && x == c.x.back()) {  // same size: keep the mean of the repeats
+      c.y.back() = 0.5 * (c.y.back() + s);
+      continue;
+    }
+    c.x.push_back(x);
+    c.y.push_back(s);
+  }
+  for (size_t i = 1; i < c.size(); ++i) c.y[i] = std::max(c.y[i], c.y[i - 1]);
+  return c;
+}
+
+}  // namespace
+
+Status PrepareProfile(HardwareProfile* p, const std::string& where) {
+  if (p->name.empty()) return InvalidArgument(where + ": field 'name' must not be empty");
+  DT_RETURN_IF_ERROR(CheckDevice(p->device, where + ": device"));
+  DT_RETURN_IF_ERROR(CheckCompute(p->compute, where + ": compute"));
+  DT_RETURN_IF_ERROR(CheckNetwork(p->network, where + ": network"));
+  p->compute.measured_gemm_seconds = MeasuredGemmSeconds(p->compute.gemm_points);
+  return Status::Ok();
+}
+
+std::vector<std::string> BundledProfileNames() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(ProfileDir(), ec))
+    if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+StatusOr<HardwareProfile> LoadProfile(const std::string& name_or_path) {
+  std::string path = name_or_path;
+  bool is_path = name_or_path.find('/') != std::string::npos ||
+                 (name_or_path.size() > 5 &&
+                  name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0);
+  if (!is_path) {
+    std::string want = Lower(name_or_path);
+    if (want == "a100") want = "a100-sxm4-80gb";
+    if (want == "h100") want = "h100-sxm5-80gb";
+    if (want == "cpu") want = "cpu-generic";
+    std::vector<std::string> names = BundledProfileNames();
+    path.clear();
+    for (const std::string& n : names)
+      if (Lower(n) == want) path = ProfileDir() + n + ".json";
+    if (path.empty()) {
+      std::string list;
+      for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+      return NotFound("unknown hardware profile '" + name_or_path + "': use one of [" + list +
+                      "] (aliases a100, h100, cpu) or a path to a profile JSON file");
+    }
+  }
+  DT_ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
+  return ProfileFromJson(j, "profile '" + path + "'");
+}
+
+bool operator==(const HardwareProfile& a, const HardwareProfile& b) {
+  const DeviceProfile &da = a.device, &db = b.device;
+  const ComputeProfile &ca = a.compute, &cb = b.compute;
+  bool net = a.network.gpus_per_node == b.network.gpus_per_node && a.network.note == b.network.note;
+  for (int k = 0; k < 4 && net; ++k)
+    net = a.network.collectives[k].intra == b.network.collectives[k].intra &&
+          a.network.collectives[k].inter == b.network.collectives[k].inter;
+  return net && a.name == b.name && a.description == b.description && a.created == b.created &&
+         a.sources == b.sources && da.kind == db.kind && da.memory_bytes == db.memory_bytes &&
+         da.reserved_bytes == db.reserved_bytes && da.fragmentation == db.fragmentation &&
+         da.dtype == db.dtype && da.peak_flops == db.peak_flops &&
+         da.memory_bandwidth_Bps == db.memory_bandwidth_Bps && da.note == db.note &&
+         ca.gemm_efficiency == cb.gemm_efficiency &&
+         ca.gemm_efficiency_note == cb.gemm_efficiency_note && ca.gemm_points == cb.gemm_points &&
+         ca.attention_efficiency == cb.attention_efficiency &&
+         ca.memory_bound_efficiency == cb.memory_bound_efficiency &&
+         ca.kernel_overhead_s == cb.kernel_overhead_s &&
+         ca.optimizer_bytes_per_param == cb.optimizer_bytes_per_param && ca.note == cb.note;
+}
+
+}  // namespace dt

@@ -1,0 +1,118 @@
+// HardwareProfile: what one device and its network can do, as the cost
+// models read it. One schema serves bundled profiles built from public
+// numbers (profiles/*.json, every value sourced in the file) and measured
+// profiles written by `dtplan profile`; docs/profiles.md documents each field.
+//
+// LoadProfile resolves a bundled name ("a100", "A100-SXM4-80GB", "h100",
+// "H100-SXM5-80GB", "cpu", "cpu-generic") under DT_SOURCE_DIR "/profiles/",
+// or reads a file path. Errors are Status values naming the file, the field
+// and the fix; an unknown name is NotFound and lists the bundled names.
+// A loaded profile is immutable data, safe to share between threads.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/json_fields.h"
+#include "planner/cost/layer_ops.h"
+#include "planner/profile/interp.h"
+
+namespace dt {
+
+struct DeviceProfile {
+  std::string kind = "gpu";          // "gpu" | "cpu"
+  int64_t memory_bytes = 0;          // device memory capacity
+  int64_t reserved_bytes = 0;        // context + NCCL buffers + allocator reserve
+  double fragmentation = 0;          // fraction of the rest lost to fragmentation, [0, 1)
+  std::string dtype = "bf16";        // "bf16" | "fp32": the training math type
+  double peak_flops = 0;             // dense peak for dtype, FLOP/s
+  double memory_bandwidth_Bps = 0;   // device memory bandwidth, bytes/s
+  std::string note;
+  int bytes_per_element() const { return dtype == "fp32" ? 4 : 2; }
+};
+
+// One measured GEMM: `batch` independent C[m,n] = A[m,k] B[k,n] in one call.
+struct GemmPoint {
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  double seconds = 0;
+  double flops() const { return 2.0 * m * n * k * batch; }
+  bool operator==(const GemmPoint& o) const {
+    return m == o.m && n == o.n && k == o.k && batch == o.batch && seconds == o.seconds;
+  }
+};
+
+struct ComputeProfile {
+  Curve gemm_efficiency;                // x = FLOPs per call, y = fraction of peak (log-log)
+  std::string gemm_efficiency_note;
+  std::vector<GemmPoint> gemm_points;   // optional measurements; preferred when present
+  double attention_efficiency = 0;      // fraction of peak of the attention core
+  double memory_bound_efficiency = 0;   // fraction of memory bandwidth for streaming kernels
+  double kernel_overhead_s = 0;         // launch + tail per kernel
+  double optimizer_bytes_per_param = 0; // bytes moved per parameter by one optimizer step
+  std::string note;
+  // Derived by PrepareProfile from gemm_points (not serialized): x = FLOPs
+  // per call, y = seconds, made non-decreasing (running maximum).
+  Curve measured_gemm_seconds;
+};
+
+// One row of a collective table. `key` is the group size (intra-node) or the
+// group's ranks per node (inter-node).
+struct LinkEntry {
+  int key = 0;
+  double latency_s = 0;   // small-message time (intra) / per-step base (inter); see docs
+  double busbw_Bps = 0;   // nccl-tests bus bandwidth plateau (large messages)
+  Curve points;           // optional: x = message bytes, y = busbw (measured)
+  std::string note;
+  bool operator==(const LinkEntry& o) const {
+    return key == o.key && latency_s == o.latency_s && busbw_Bps == o.busbw_Bps &&
+           points == o.points && note == o.note;
+  }
+};
+
+struct CollectiveTable {
+  std::vector<LinkEntry> intra;  // sorted by key (group size >= 2)
+  std::vector<LinkEntry> inter;  // sorted by key (ranks per node >= 1)
+};
+
+struct NetworkProfile {
+  int gpus_per_node = 1;
+  // Indexed by CollKind: all_reduce, reduce_scatter, all_gather, send_recv.
+  std::array<CollectiveTable, 4> collectives;
+  std::string note;
+  const CollectiveTable& table(CollKind k) const { return collectives[static_cast<int>(k)]; }
+};
+
+struct HardwareProfile {
+  std::string name;
+  std::string description;
+  std::string created;                          // ISO date
+  std::map<std::string, std::string> sources;   // key -> citation
+  DeviceProfile device;
+  ComputeProfile compute;
+  NetworkProfile network;
+};
+
+// JSON key of a collective in the schema: "all_reduce", "reduce_scatter",
+// "all_gather", "send_recv".
+const char* CollectiveKey(CollKind k);
+
+// Names of the bundled profiles (file stems under DT_SOURCE_DIR/profiles).
+std::vector<std::string> BundledProfileNames();
+
+// Bundled name, alias ("a100", "h100", "cpu") or path to a JSON file.
+StatusOr<HardwareProfile> LoadProfile(const std::string& name_or_path);
+// Parses and validates; `where` names the source in error messages.
+StatusOr<HardwareProfile> ProfileFromJson(const json& j, const std::string& where);
+// Inverse of ProfileFromJson: ProfileFromJson(ToJson(p)) == p.
+json ToJson(const HardwareProfile& p);
+
+// Validates every field and fills the derived lookup tables; call it after
+// building or editing a profile in code. ProfileFromJson calls it.
+Status PrepareProfile(HardwareProfile* p, const std::string& where);
+
+bool operator==(const HardwareProfile& a, const HardwareProfile& b);
+
+}  // namespace dt

@@ -1,0 +1,239 @@
+// JSON <-> HardwareProfile. Schema: docs/profiles.md.
+#include <sstream>
+
+#include "planner/profile/profile.h"
+
+namespace dt {
+namespace {
+
+constexpr CollKind kAllColls[] = {CollKind::kAllReduce, CollKind::kReduceScatter,
+                                  CollKind::kAllGather, CollKind::kSendRecv};
+
+// Returns the object/array at j[key] or sets *st; `what` names the field.
+const json* Child(const json& j, const char* key, bool want_array, const std::string& what,
+                  Status* st) {
+  if (!st->ok()) return nullptr;
+  if (!j.contains(key) || j.at(key).is_null()) {
+    *st = InvalidArgument(what + ": missing field '" + key + "' (add \"" + key + "\": " +
+                          (want_array ? "[...]" : "{...}") + ")");
+    return nullptr;
+  }
+  const json& c = j.at(key);
+  if (want_array ? !c.is_array() : !c.is_object()) {
+    *st = InvalidArgument(what + ": field '" + key + "' must be " +
+                          (want_array ? "an array" : "an object") + ", got " + c.dump());
+    return nullptr;
+  }
+  return &c;
+}
+
+// [[x, y], ...] -> Curve.
+Status ParseCurve(const json& arr, const std::string& what, Curve* c) {
+  if (!arr.is_array()) return InvalidArgument(what + " must be an array of [x, y] pairs");
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const json& p = arr[i];
+    if (!p.is_array() || p.size() != 2 || !p[0].is_number() || !p[1].is_number()) {
+      std::ostringstream os;
+      os << what << "[" << i << "] must be a [number, number] pair, got " << p.dump();
+      return InvalidArgument(os.str());
+    }
+    c->x.push_back(p[0].get<double>());
+    c->y.push_back(p[1].get<double>());
+  }
+  return Status::Ok();
+}
+
+json CurveToJson(const Curve& c) {
+  json a = json::array();
+  for (size_t i = 0; i < c.size(); ++i) a.push_back({c.x[i], c.y[i]});
+  return a;
+}
+
+Status ParseDevice(const json& j, const std::string& where, DeviceProfile* d) {
+  FieldReader r(j, where + ": device");
+  d->kind = r.Str("kind");
+  d->memory_bytes = r.Int("memory_bytes");
+  d->reserved_bytes = r.Int("reserved_bytes");
+  d->fragmentation = r.Num("fragmentation");
+  d->dtype = r.Str("dtype");
+  d->peak_flops = r.Num("peak_flops");
+  d->memory_bandwidth_Bps = r.Num("memory_bandwidth_Bps");
+  d->note = r.StrOr("note", "");
+  return r.status();
+}
+
+Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) {
+  std::string what = where + ": compute";
+  FieldReader r(j, what);
+  c->attention_efficiency = r.Num("attention_efficiency");
+  c->memory_bound_efficiency = r.Num("memory_bound_efficiency");
+  c->kernel_overhead_s = r.Num("kernel_overhead_s");
+  c->optimizer_bytes_per_param = r.Num("optimizer_bytes_per_param");
+  c->note = r.StrOr("note", "");
+  DT_RETURN_IF_ERROR(r.status());
+  Status st;
+  const json* ge = Child(j, "gemm_efficiency", false, what, &st);
+  DT_RETURN_IF_ERROR(st);
+  FieldReader gr(*ge, what + ".gemm_efficiency");
+  c->gemm_efficiency_note = gr.StrOr("note", "");
+  DT_RETURN_IF_ERROR(gr.status());
+  const json* pts = Child(*ge, "points", true, what + ".gemm_efficiency", &st);
+  DT_RETURN_IF_ERROR(st);
+  DT_RETURN_IF_ERROR(ParseCurve(*pts, what + ".gemm_efficiency.points", &c->gemm_efficiency));
+  if (j.contains("gemm_points") && !j.at("gemm_points").is_null()) {
+    const json* gp = Child(j, "gemm_points", true, what, &st);
+    DT_RETURN_IF_ERROR(st);
+    for (size_t i = 0; i < gp->size(); ++i) {
+      FieldReader pr((*gp)[i], what + ".gemm_points[" + std::to_string(i) + "]");
+      GemmPoint p;
+      p.m = pr.Int("m");
+      p.n = pr.Int("n");
+      p.k = pr.Int("k");
+      p.batch = pr.IntOr("batch", 1);
+      p.seconds = pr.Num("seconds");
+      DT_RETURN_IF_ERROR(pr.status());
+      c->gemm_points.push_back(p);
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParseEntries(const json& arr, const std::string& what, const char* key_name,
+                    std::vector<LinkEntry>* out) {
+  for (size_t i = 0; i < arr.size(); ++i) {
+    std::string at = what + "[" + std::to_string(i) + "]";
+    FieldReader r(arr[i], at);
+    LinkEntry e;
+    e.key = static_cast<int>(r.Int(key_name));
+    e.latency_s = r.Num("latency_s");
+    e.busbw_Bps = r.Num("busbw_Bps");
+    e.note = r.StrOr("note", "");
+    DT_RETURN_IF_ERROR(r.status());
+    if (arr[i].contains("points") && !arr[i].at("points").is_null())
+      DT_RETURN_IF_ERROR(ParseCurve(arr[i].at("points"), at + ".points", &e.points));
+    out->push_back(std::move(e));
+  }
+  return Status::Ok();
+}
+
+Status ParseNetwork(const json& j, const std::string& where, NetworkProfile* n) {
+  std::string what = where + ": network";
+  FieldReader r(j, what);
+  n->gpus_per_node = static_cast<int>(r.Int("gpus_per_node"));
+  n->note = r.StrOr("note", "");
+  DT_RETURN_IF_ERROR(r.status());
+  Status st;
+  const json* colls = Child(j, "collectives", false, what, &st);
+  DT_RETURN_IF_ERROR(st);
+  for (CollKind k : kAllColls) {
+    std::string cw = what + ".collectives";
+    const json* t = Child(*colls, CollectiveKey(k), false, cw, &st);
+    DT_RETURN_IF_ERROR(st);
+    cw += std::string(".") + CollectiveKey(k);
+    CollectiveTable& table = n->collectives[static_cast<int>(k)];
+    for (const char* side : {"intra", "inter"}) {
+      if (!t->contains(side) || t->at(side).is_null()) continue;  // checked in Prepare
+      const json* arr = Child(*t, side, true, cw, &st);
+      DT_RETURN_IF_ERROR(st);
+      bool intra = std::string(side) == "intra";
+      DT_RETURN_IF_ERROR(ParseEntries(*arr, cw + "." + side,
+                                      intra ? "group_size" : "ranks_per_node",
+                                      intra ? &table.intra : &table.inter));
+    }
+  }
+  return Status::Ok();
+}
+
+json EntriesToJson(const std::vector<LinkEntry>& es, const char* key_name) {
+  json a = json::array();
+  for (const LinkEntry& e : es) {
+    json o = {{key_name, e.key}, {"latency_s", e.latency_s}, {"busbw_Bps", e.busbw_Bps}};
+    if (!e.points.empty()) o["points"] = CurveToJson(e.points);
+    if (!e.note.empty()) o["note"] = e.note;
+    a.push_back(o);
+  }
+  return a;
+}
+
+}  // namespace
+
+const char* CollectiveKey(CollKind k) {
+  switch (k) {
+    case CollKind::kAllReduce: return "all_reduce";
+    case CollKind::kReduceScatter: return "reduce_scatter";
+    case CollKind::kAllGather: return "all_gather";
+    case CollKind::kSendRecv: return "send_recv";
+  }
+  return "?";
+}
+
+StatusOr<HardwareProfile> ProfileFromJson(const json& j, const std::string& where) {
+  HardwareProfile p;
+  FieldReader r(j, where);
+  p.name = r.Str("name");
+  p.description = r.Str("description");
+  p.created = r.Str("created");
+  DT_RETURN_IF_ERROR(r.status());
+  Status st;
+  const json* sources = Child(j, "sources", false, where, &st);
+  DT_RETURN_IF_ERROR(st);
+  for (auto it = sources->begin(); it != sources->end(); ++it) {
+    if (!it.value().is_string())
+      return InvalidArgument(where + ": sources." + it.key() + " must be a citation string");
+    p.sources[it.key()] = it.value().get<std::string>();
+  }
+  const json* dev = Child(j, "device", false, where, &st);
+  const json* comp = Child(j, "compute", false, where, &st);
+  const json* net = Child(j, "network", false, where, &st);
+  DT_RETURN_IF_ERROR(st);
+  DT_RETURN_IF_ERROR(ParseDevice(*dev, where, &p.device));
+  DT_RETURN_IF_ERROR(ParseCompute(*comp, where, &p.compute));
+  DT_RETURN_IF_ERROR(ParseNetwork(*net, where, &p.network));
+  DT_RETURN_IF_ERROR(PrepareProfile(&p, where));
+  return p;
+}
+
+json ToJson(const HardwareProfile& p) {
+  json j;
+  j["name"] = p.name;
+  j["description"] = p.description;
+  j["created"] = p.created;
+  j["sources"] = json::object();
+  for (const auto& [k, v] : p.sources) j["sources"][k] = v;
+  const DeviceProfile& d = p.device;
+  j["device"] = {{"kind", d.kind},
+                 {"memory_bytes", d.memory_bytes},
+                 {"reserved_bytes", d.reserved_bytes},
+                 {"fragmentation", d.fragmentation},
+                 {"dtype", d.dtype},
+                 {"peak_flops", d.peak_flops},
+                 {"memory_bandwidth_Bps", d.memory_bandwidth_Bps}};
+  if (!d.note.empty()) j["device"]["note"] = d.note;
+  const ComputeProfile& c = p.compute;
+  json ge = {{"points", CurveToJson(c.gemm_efficiency)}};
+  if (!c.gemm_efficiency_note.empty()) ge["note"] = c.gemm_efficiency_note;
+  j["compute"] = {{"gemm_efficiency", ge},
+                  {"attention_efficiency", c.attention_efficiency},
+                  {"memory_bound_efficiency", c.memory_bound_efficiency},
+                  {"kernel_overhead_s", c.kernel_overhead_s},
+                  {"optimizer_bytes_per_param", c.optimizer_bytes_per_param}};
+  if (!c.gemm_points.empty()) {
+    json a = json::array();
+    for (const GemmPoint& g : c.gemm_points)
+      a.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"batch", g.batch}, {"seconds", g.seconds}});
+    j["compute"]["gemm_points"] = a;
+  }
+  if (!c.note.empty()) j["compute"]["note"] = c.note;
+  const NetworkProfile& n = p.network;
+  json colls = json::object();
+  for (CollKind k : kAllColls) {
+    const CollectiveTable& t = n.table(k);
+    colls[CollectiveKey(k)] = {{"intra", EntriesToJson(t.intra, "group_size")},
+                               {"inter", EntriesToJson(t.inter, "ranks_per_node")}};
+  }
+  j["network"] = {{"gpus_per_node", n.gpus_per_node}, {"collectives", colls}};
+  if (!n.note.empty()) j["network"]["note"] = n.note;
+  return j;
+}
+
+}  // namespace dt
