@@ -1,0 +1,54 @@
+#include "runtime/optim/adamw.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/check.h"
+
+namespace dt::rt {
+
+bool NoWeightDecay(const Param& p) {
+  if (p.full_shape.size() <= 1) return true;
+  if (p.name.find("norm") != std::string::npos) return true;
+  const std::string bias = "bias";
+  return p.name.size() >= bias.size() &&
+         p.name.compare(p.name.size() - bias.size(), bias.size(), bias) == 0;
+}
+
+AdamWShard::AdamWShard(const ParamStore& store, int64_t begin, int64_t end)
+    : begin_(begin), end_(end) {
+  DT_CHECK(0 <= begin && begin <= end && end <= store.numel())
+      << "AdamWShard range [" << begin << ", " << end << ") outside store of " << store.numel();
+  for (const Param& p : store.params()) {
+    int64_t b = std::max(begin, p.offset), e = std::min(end, p.offset + p.numel);
+    if (b < e) segments_.push_back({b, e, !NoWeightDecay(p)});
+  }
+  m_.assign(static_cast<size_t>(end - begin), 0.0f);
+  v_.assign(static_cast<size_t>(end - begin), 0.0f);
+}
+
+void AdamWShard::Update(ParamStore& store, const AdamWConfig& cfg, int64_t t, float lr,
+                        float grad_scale) {
+  DT_CHECK_GE(t, 1);
+  const double bc1 = 1.0 - std::pow(static_cast<double>(cfg.beta1), static_cast<double>(t));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(cfg.beta2), static_cast<double>(t));
+  const float step_size = static_cast<float>(lr / bc1);
+  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+  const float b1 = cfg.beta1, b2 = cfg.beta2;
+  float* p = store.values();
+  const float* g = store.grads();
+  float* m = m_.data() - begin_;
+  float* v = v_.data() - begin_;
+  for (const Segment& s : segments_) {
+    const float decay = s.decay ? 1.0f - lr * cfg.weight_decay : 1.0f;
+    for (int64_t i = s.begin; i < s.end; ++i) {
+      const float gi = g[i] * grad_scale;
+      m[i] = b1 * m[i] + (1.0f - b1) * gi;
+      v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+      const float denom = std::sqrt(v[i]) * inv_sqrt_bc2 + cfg.eps;
+      p[i] = p[i] * decay - step_size * m[i] / denom;
+    }
+  }
+}
+
+}  // namespace dt::rt

@@ -1,0 +1,63 @@
+// AdamW over one contiguous range of a ParamStore's flat buffers.
+//
+// The update (decoupled weight decay, bias-corrected moments, as in
+// Loshchilov & Hutter and PyTorch's AdamW), for step t = 1, 2, ...:
+//   g = grad * grad_scale                (grad_scale = clipping coefficient)
+//   p = p - lr * weight_decay * p        (only where decay applies)
+//   m = b1*m + (1-b1)*g ;  v = b2*v + (1-b2)*g*g
+//   p = p - lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+// No weight decay on norms and biases: a Param is exempt when its full shape
+// has one dimension (every bias and norm gain/bias) or its name contains
+// "norm" or ends in "bias". Embeddings and weight matrices are decayed.
+//
+// AdamWShard owns m and v (allocated through the runtime allocator) for
+// elements [begin, end) of the store only; with ZeRO-1 that range is the DP
+// rank's shard, so Adam state is never held for the rest. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/model/param_store.h"
+#include "runtime/tensor/allocator.h"
+
+namespace dt::rt {
+
+struct AdamWConfig {
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.1f;
+  float max_grad_norm = 1.0f;  // global-norm clipping; <= 0 disables
+};
+
+// True when `p` is exempt from weight decay (see header comment).
+bool NoWeightDecay(const Param& p);
+
+using FloatVec = std::vector<float, TrackingAllocator<float>>;
+
+class AdamWShard {
+ public:
+  AdamWShard(const ParamStore& store, int64_t begin, int64_t end);
+  int64_t begin() const { return begin_; }
+  int64_t end() const { return end_; }
+
+  // One update of values[begin, end) from grads[begin, end); t is 1-based.
+  void Update(ParamStore& store, const AdamWConfig& cfg, int64_t t, float lr, float grad_scale);
+
+  FloatVec& m() { return m_; }  // element i <-> store element begin + i
+  FloatVec& v() { return v_; }
+  const FloatVec& m() const { return m_; }
+  const FloatVec& v() const { return v_; }
+
+ private:
+  struct Segment {
+    int64_t begin, end;  // store offsets, within [begin_, end_)
+    bool decay;
+  };
+  int64_t begin_, end_;
+  std::vector<Segment> segments_;
+  FloatVec m_, v_;
+};
+
+}  // namespace dt::rt

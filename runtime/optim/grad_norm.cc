@@ -1,0 +1,38 @@
+#include "runtime/optim/grad_norm.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace dt::rt {
+
+double LocalGradSquares(const ParamStore& store, int64_t begin, int64_t end, bool count_tied) {
+  double total = 0.0;
+  const float* g = store.grads();
+  for (const Param& p : store.params()) {
+    if (p.shard == ShardKind::kReplicated && p.tp_rank != 0) continue;
+    if (p.tied && !count_tied) continue;
+    int64_t b = std::max(begin, p.offset), e = std::min(end, p.offset + p.numel);
+    double s = 0.0;
+    for (int64_t i = b; i < e; ++i) s += static_cast<double>(g[i]) * g[i];
+    total += s;
+  }
+  return total;
+}
+
+double SumAcross(Comm* comm, double local) {
+  if (comm == nullptr || comm->size() == 1) return local;
+  // Exact split of the double into three floats (24 + 24 + 24 >= 53 bits).
+  float mine[3];
+  mine[0] = static_cast<float>(local);
+  double rest = local - mine[0];
+  mine[1] = static_cast<float>(rest);
+  mine[2] = static_cast<float>(rest - mine[1]);
+  std::vector<float> all(3 * static_cast<size_t>(comm->size()));
+  comm->AllGather(mine, all.data(), 3);
+  double sum = 0.0;
+  for (int r = 0; r < comm->size(); ++r)
+    sum += (static_cast<double>(all[3 * r]) + all[3 * r + 1]) + all[3 * r + 2];
+  return sum;
+}
+
+}  // namespace dt::rt

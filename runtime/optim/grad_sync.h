@@ -1,0 +1,38 @@
+// GradSync: data-parallel gradient averaging of one chunk's flat gradient
+// buffer, in buckets of bucket_bytes, with non-blocking all-reduces so the
+// interpreter can overlap them with other work.
+//
+//   Start(store): issues one IAllReduce per bucket (in buffer order).
+//   Finish():     waits for all of them and multiplies by `scale`
+//                 (1/dp for averaging over a DP group of size dp).
+// The store's grads must not be touched between Start and Finish. Members of
+// the comm must call Start for the same stores in the same order. Not
+// thread-safe. ZeRo-1 uses ZeroShard (zero_shard.h) instead.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "runtime/comm/comm.h"
+#include "runtime/model/param_store.h"
+
+namespace dt::rt {
+
+class GradSync {
+ public:
+  GradSync(Comm* dp, int64_t bucket_bytes, float scale);
+  void Start(ParamStore& store);
+  void Finish();
+  bool pending() const { return store_ != nullptr; }
+  int num_buckets_last() const { return last_buckets_; }
+
+ private:
+  Comm* dp_;
+  int64_t bucket_elems_;
+  float scale_;
+  ParamStore* store_ = nullptr;
+  std::vector<std::unique_ptr<Request>> requests_;
+  int last_buckets_ = 0;
+};
+
+}  // namespace dt::rt

@@ -1,0 +1,107 @@
+#include "runtime/optim/optimizer.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "base/check.h"
+#include "runtime/optim/grad_norm.h"
+
+namespace dt::rt {
+
+Optimizer::Optimizer(std::vector<ParamStore*> chunks, std::vector<bool> counts_tied,
+                     const OptimizerOptions& opts, const OptimizerComms& comms)
+    : opts_(opts), comms_(comms) {
+  DT_CHECK_EQ(chunks.size(), counts_tied.size());
+  DT_CHECK(opts.zero_stage == 0 || opts.zero_stage == 1)
+      << "Optimizer implements ZeRO stages 0 and 1; got " << opts.zero_stage;
+  const int dp = comms.dp ? comms.dp->size() : 1;
+  const float scale = opts.grad_scale != 0.0f ? opts.grad_scale : 1.0f / static_cast<float>(dp);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    DT_CHECK(chunks[i] != nullptr && chunks[i]->finalized()) << "chunk " << i << " not finalized";
+    Chunk c;
+    c.store = chunks[i];
+    c.counts_tied = counts_tied[i];
+    if (opts.zero_stage == 1) {
+      c.shard = std::make_unique<ZeroShard>(comms.dp, c.store->numel(), scale);
+      c.adam = std::make_unique<AdamWShard>(*c.store, c.shard->range().begin, c.shard->range().end);
+    } else {
+      c.sync = std::make_unique<GradSync>(comms.dp, opts.bucket_bytes, scale);
+      c.adam = std::make_unique<AdamWShard>(*c.store, 0, c.store->numel());
+    }
+    chunks_.push_back(std::move(c));
+  }
+}
+
+void Optimizer::StartGradSync(int local_chunk) {
+  Chunk& c = chunks_.at(local_chunk);
+  DT_CHECK(!c.sync_started) << "StartGradSync twice for chunk " << local_chunk;
+  if (comms_.tied != nullptr && comms_.tied->size() > 1) {
+    for (Param& p : c.store->params())
+      if (p.tied) comms_.tied->AllReduce(c.store->grads() + p.offset, static_cast<size_t>(p.numel));
+  }
+  if (c.shard) {
+    c.shard->ReduceScatterGrads(*c.store);
+  } else {
+    c.sync->Start(*c.store);
+  }
+  c.sync_started = true;
+}
+
+void Optimizer::FinishGradSync(Chunk& c) {
+  if (c.sync && c.sync->pending()) c.sync->Finish();
+}
+
+StepStats Optimizer::Step() {
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    if (!chunks_[i].sync_started) StartGradSync(static_cast<int>(i));
+    FinishGradSync(chunks_[i]);
+  }
+  double local = 0.0;
+  for (Chunk& c : chunks_)
+    local += LocalGradSquares(*c.store, c.adam->begin(), c.adam->end(), c.counts_tied);
+  double total = SumAcross(comms_.tp, local);
+  total = SumAcross(comms_.pp, total);
+  if (opts_.zero_stage == 1) total = SumAcross(comms_.dp, total);
+  StepStats st;
+  st.grad_norm = std::sqrt(total);
+  st.lr = opts_.lr.At(step_count_);
+  if (opts_.adam.max_grad_norm > 0 && st.grad_norm > opts_.adam.max_grad_norm)
+    st.clip_coef = static_cast<float>(opts_.adam.max_grad_norm / (st.grad_norm + 1e-6));
+  ++step_count_;
+  for (Chunk& c : chunks_) {
+    c.adam->Update(*c.store, opts_.adam, step_count_, static_cast<float>(st.lr), st.clip_coef);
+    c.sync_started = false;
+  }
+  return st;
+}
+
+void Optimizer::ParamSync(int local_chunk) {
+  Chunk& c = chunks_.at(local_chunk);
+  if (c.shard) c.shard->AllGatherValues(*c.store);
+}
+
+void Optimizer::GatherMoments(int local_chunk, std::vector<float>* m, std::vector<float>* v) {
+  Chunk& c = chunks_.at(local_chunk);
+  const size_t n = static_cast<size_t>(c.store->numel());
+  m->assign(n, 0.0f);
+  v->assign(n, 0.0f);
+  if (c.shard) {
+    c.shard->AllGatherShard(c.adam->m().data(), m->data());
+    c.shard->AllGatherShard(c.adam->v().data(), v->data());
+  } else {
+    std::memcpy(m->data(), c.adam->m().data(), n * sizeof(float));
+    std::memcpy(v->data(), c.adam->v().data(), n * sizeof(float));
+  }
+}
+
+void Optimizer::LoadMoments(int local_chunk, const float* m, const float* v) {
+  Chunk& c = chunks_.at(local_chunk);
+  const int64_t b = c.adam->begin(), e = c.adam->end();
+  std::memcpy(c.adam->m().data(), m + b, sizeof(float) * (e - b));
+  std::memcpy(c.adam->v().data(), v + b, sizeof(float) * (e - b));
+}
+
+int64_t Optimizer::owned_begin(int local_chunk) const { return chunks_.at(local_chunk).adam->begin(); }
+int64_t Optimizer::owned_end(int local_chunk) const { return chunks_.at(local_chunk).adam->end(); }
+
+}  // namespace dt::rt

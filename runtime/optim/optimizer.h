@@ -1,0 +1,97 @@
+// Optimizer: everything between "backward finished" and "parameters ready for
+// the next step" for one rank's model chunks: tied-gradient sum, DP gradient
+// sync (bucketed all-reduce, or ZeRO-1 reduce-scatter), global-norm clipping,
+// the learning-rate schedule, AdamW, and the ZeRO-1 parameter all-gather.
+//
+// The interpreter maps schedule actions to calls:
+//   kGradSync(chunk c)   -> StartGradSync(c)   (non-blocking for ZeRO-0)
+//   kOptimizerStep       -> Step()             (finishes pending syncs first)
+//   kParamSync(chunk c)  -> ParamSync(c)       (no-op unless ZeRO-1)
+// `chunks[i]` is this rank's local chunk i (model chunk i*pp + pp_rank).
+// counts_tied[i] is true for the chunk whose tied Params count in the norm:
+// model chunk 0 (pipeline rank 0, local chunk 0).
+// Comms (null = group of size 1): dp is the group gradients are averaged and
+// ZeRO-sharded over (Groups::dp, or Groups::dp_cp when cp > 1); tp, pp are
+// Groups::tp, Groups::pp; tied is Groups::tied (sums tied Params' grads
+// between the first and last pipeline stage at StartGradSync of the chunk
+// holding them — a blocking collective between those two ranks).
+// grad_scale multiplies the summed gradients (default 1/dp->size(): mean).
+// Every rank computes the same global norm as a 1-rank run (grad_norm.h).
+// Not thread-safe; collectives follow the Comm contract (same order on all
+// members).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "runtime/comm/comm.h"
+#include "runtime/optim/adamw.h"
+#include "runtime/optim/grad_sync.h"
+#include "runtime/optim/lr_schedule.h"
+#include "runtime/optim/zero_shard.h"
+
+namespace dt::rt {
+
+struct OptimizerOptions {
+  AdamWConfig adam;
+  LrSchedule lr;
+  int zero_stage = 0;                   // 0 or 1 (2/3 not implemented: use 1)
+  int64_t bucket_bytes = 40LL << 20;    // PlanSpec::dp_bucket_bytes
+  float grad_scale = 0.0f;              // 0: 1 / dp size
+};
+
+struct OptimizerComms {
+  Comm* dp = nullptr;
+  Comm* tp = nullptr;
+  Comm* pp = nullptr;
+  Comm* tied = nullptr;
+};
+
+struct StepStats {
+  double grad_norm = 0.0;  // before clipping, over the full model
+  double lr = 0.0;
+  float clip_coef = 1.0f;  // multiplier applied to gradients (<= 1)
+};
+
+class Optimizer {
+ public:
+  Optimizer(std::vector<ParamStore*> chunks, std::vector<bool> counts_tied,
+            const OptimizerOptions& opts, const OptimizerComms& comms);
+
+  void StartGradSync(int local_chunk);
+  StepStats Step();
+  void ParamSync(int local_chunk);
+
+  // Steps taken so far (the next Step uses Adam t = step_count() + 1 and
+  // learning rate lr.At(step_count())). Settable for checkpoint resume.
+  int64_t step_count() const { return step_count_; }
+  void set_step_count(int64_t s) { step_count_ = s; }
+
+  // Checkpoint support. Adam m and v of local chunk c as full flat arrays in
+  // the chunk's ParamStore layout (store.numel() elements each). With ZeRO-1
+  // this all-gathers over dp (collective); otherwise a copy.
+  void GatherMoments(int local_chunk, std::vector<float>* m, std::vector<float>* v);
+  // Inverse: takes this rank's range out of full flat m and v arrays.
+  void LoadMoments(int local_chunk, const float* m, const float* v);
+
+  // This rank's owned range of local chunk c (whole chunk unless ZeRO-1).
+  int64_t owned_begin(int local_chunk) const;
+  int64_t owned_end(int local_chunk) const;
+
+ private:
+  struct Chunk {
+    ParamStore* store;
+    bool counts_tied;
+    std::unique_ptr<GradSync> sync;    // ZeRO-0
+    std::unique_ptr<ZeroShard> shard;  // ZeRO-1
+    std::unique_ptr<AdamWShard> adam;
+    bool sync_started = false;
+  };
+  void FinishGradSync(Chunk& c);
+  OptimizerOptions opts_;
+  OptimizerComms comms_;
+  std::vector<Chunk> chunks_;
+  int64_t step_count_ = 0;
+};
+
+}  // namespace dt::rt

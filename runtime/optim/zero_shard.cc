@@ -1,0 +1,60 @@
+#include "runtime/optim/zero_shard.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/check.h"
+
+namespace dt::rt {
+
+ShardRange ComputeShard(int64_t n, int dp_size, int dp_rank) {
+  ShardRange r;
+  r.shard = (n + dp_size - 1) / dp_size;
+  r.padded = r.shard * dp_size;
+  r.begin = std::min(n, dp_rank * r.shard);
+  r.end = std::min(n, (dp_rank + 1) * r.shard);
+  return r;
+}
+
+ZeroShard::ZeroShard(Comm* dp, int64_t numel, float scale)
+    : dp_(dp), numel_(numel), scale_(scale) {
+  const int size = dp ? dp->size() : 1, rank = dp ? dp->rank() : 0;
+  range_ = ComputeShard(numel, size, rank);
+  full_.assign(static_cast<size_t>(range_.padded), 0.0f);
+  part_.assign(static_cast<size_t>(range_.shard), 0.0f);
+}
+
+void ZeroShard::ReduceScatterGrads(ParamStore& store) {
+  DT_CHECK_EQ(store.numel(), numel_);
+  const int64_t owned = range_.end - range_.begin;
+  if (dp_ == nullptr || dp_->size() == 1) {
+    if (scale_ != 1.0f)
+      for (int64_t i = 0; i < numel_; ++i) store.grads()[i] *= scale_;
+    return;
+  }
+  std::memcpy(full_.data(), store.grads(), sizeof(float) * numel_);
+  std::fill(full_.begin() + numel_, full_.end(), 0.0f);
+  dp_->ReduceScatter(full_.data(), part_.data(), static_cast<size_t>(range_.shard));
+  float* g = store.grads() + range_.begin;
+  for (int64_t i = 0; i < owned; ++i) g[i] = part_[i] * scale_;
+}
+
+void ZeroShard::AllGatherShard(const float* shard, float* full) {
+  const int64_t owned = range_.end - range_.begin;
+  if (dp_ == nullptr || dp_->size() == 1) {
+    std::memcpy(full, shard, sizeof(float) * owned);
+    return;
+  }
+  std::memcpy(part_.data(), shard, sizeof(float) * owned);
+  std::fill(part_.begin() + owned, part_.end(), 0.0f);
+  dp_->AllGather(part_.data(), full_.data(), static_cast<size_t>(range_.shard));
+  std::memcpy(full, full_.data(), sizeof(float) * numel_);
+}
+
+void ZeroShard::AllGatherValues(ParamStore& store) {
+  DT_CHECK_EQ(store.numel(), numel_);
+  if (dp_ == nullptr || dp_->size() == 1) return;
+  AllGatherShard(store.values() + range_.begin, store.values());
+}
+
+}  // namespace dt::rt

@@ -1,0 +1,293 @@
+// Tests of AdamW, the LR schedule, DP gradient sync, ZeRO-1 and the global
+// gradient norm, using the in-process fake Comm for multi-rank plans.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "runtime/ckpt/reshard.h"
+#include "runtime/comm/local_comm.h"
+#include "runtime/optim/grad_sync.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/optim/zero_shard.h"
+
+namespace dt::rt {
+namespace {
+
+Param MakeParam(const std::string& name, std::vector<int64_t> shape, ShardKind kind = ShardKind::kReplicated,
+                int tp_rank = 0, int tp = 1, bool tied = false) {
+  Param p;
+  p.name = name;
+  p.full_shape = shape;
+  p.local_shape = shape;
+  p.shard = kind;
+  p.tp_rank = tp_rank;
+  p.tp_size = tp;
+  p.tied = tied;
+  if (kind == ShardKind::kSplitDim0) p.local_shape[0] /= tp;
+  if (kind == ShardKind::kSplitDim1) p.local_shape[1] /= tp;
+  p.numel = 1;
+  for (int64_t d : p.local_shape) p.numel *= d;
+  return p;
+}
+
+TEST(AdamW, TwoStepsMatchHandComputedValues) {
+  ParamStore s;
+  s.Add(MakeParam("w", {2, 1}));      // decayed
+  s.Add(MakeParam("fc.bias", {1}));   // not decayed
+  s.Finalize();
+  s.values()[0] = 1.0f;
+  s.values()[1] = -2.0f;
+  s.values()[2] = 0.5f;
+  AdamWConfig cfg;
+  cfg.beta1 = 0.9f;
+  cfg.beta2 = 0.999f;
+  cfg.eps = 1e-8f;
+  cfg.weight_decay = 0.1f;
+  AdamWShard adam(s, 0, s.numel());
+  const float g1[3] = {0.5f, -1.0f, 0.3f}, g2[3] = {0.1f, 0.2f, -0.4f};
+  for (int i = 0; i < 3; ++i) s.grads()[i] = g1[i];
+  adam.Update(s, cfg, 1, 0.1f, 1.0f);
+  for (int i = 0; i < 3; ++i) s.grads()[i] = g2[i];
+  adam.Update(s, cfg, 2, 0.1f, 1.0f);
+  // Reference values worked out from the update formula in adamw.h.
+  EXPECT_NEAR(s.values()[0], 0.8007959063646517, 1e-6);
+  EXPECT_NEAR(s.values()[1], -1.8100973939804947, 1e-6);
+  EXPECT_NEAR(s.values()[2], 0.41935104369969073, 1e-6);
+}
+
+TEST(AdamW, DecayExemptions) {
+  EXPECT_TRUE(NoWeightDecay(MakeParam("layers.0.ln1.weight", {8})));
+  EXPECT_TRUE(NoWeightDecay(MakeParam("layers.0.attn.qkv.bias", {24})));
+  EXPECT_TRUE(NoWeightDecay(MakeParam("final_norm.weight", {8, 1})));
+  EXPECT_FALSE(NoWeightDecay(MakeParam("layers.0.mlp.fc1.weight", {32, 8})));
+  EXPECT_FALSE(NoWeightDecay(MakeParam("embed.weight", {100, 8})));
+}
+
+TEST(LrSchedule, WarmupThenCosine) {
+  LrSchedule s{1.0, 0.1, 10, 110};
+  EXPECT_DOUBLE_EQ(s.At(0), 0.1);
+  EXPECT_DOUBLE_EQ(s.At(9), 1.0);
+  EXPECT_DOUBLE_EQ(s.At(10), 1.0);
+  EXPECT_NEAR(s.At(60), 0.55, 1e-12);
+  EXPECT_DOUBLE_EQ(s.At(110), 0.1);
+  EXPECT_DOUBLE_EQ(s.At(1000), 0.1);
+}
+
+TEST(ZeroShard, RangesCoverBufferWithPadding) {
+  int64_t covered = 0;
+  for (int r = 0; r < 3; ++r) {
+    ShardRange s = ComputeShard(10, 3, r);
+    EXPECT_EQ(s.shard, 4);
+    EXPECT_EQ(s.padded, 12);
+    EXPECT_EQ(s.begin, covered);
+    covered = s.end;
+  }
+  EXPECT_EQ(covered, 10);
+}
+
+TEST(GradSync, BucketedAllReduceAverages) {
+  LocalGroupHandle g(2);
+  std::vector<std::vector<float>> out(2);
+  RunRanks(2, [&](int r) {
+    ParamStore s;
+    s.Add(MakeParam("a", {5, 3}));
+    s.Add(MakeParam("b", {7}));
+    s.Finalize();
+    for (int64_t i = 0; i < s.numel(); ++i) s.grads()[i] = float(i) * (r == 0 ? 1.f : 3.f);
+    auto comm = g.Member(r);
+    GradSync sync(comm.get(), /*bucket_bytes=*/16, 0.5f);  // 4 floats per bucket
+    sync.Start(s);
+    EXPECT_EQ(sync.num_buckets_last(), 6);
+    sync.Finish();
+    out[r].assign(s.grads(), s.grads() + s.numel());
+  });
+  for (int64_t i = 0; i < 22; ++i) {
+    EXPECT_EQ(out[0][i], 2.0f * i);
+    EXPECT_EQ(out[1][i], 2.0f * i);
+  }
+}
+
+// ---- A small "full model" split over tp x dp x pp, against one rank. ----
+
+struct FullParam {
+  std::string name;
+  std::vector<int64_t> shape;
+  ShardKind kind;
+  int stage;  // 0 or 1 (last); tied params live on both
+  bool tied;
+};
+
+const std::vector<FullParam>& Model() {
+  static const std::vector<FullParam> m = {
+      {"embed.weight", {8, 4}, ShardKind::kSplitDim0, 0, true},
+      {"layers.0.fc1.weight", {6, 4}, ShardKind::kSplitDim0, 0, false},
+      {"layers.0.fc1.bias", {6}, ShardKind::kSplitDim0, 0, false},
+      {"layers.0.fc2.weight", {4, 6}, ShardKind::kSplitDim1, 0, false},
+      {"layers.0.norm.weight", {4}, ShardKind::kReplicated, 0, false},
+      {"layers.1.fc1.weight", {6, 4}, ShardKind::kSplitDim0, 1, false},
+      {"final_norm.weight", {5}, ShardKind::kReplicated, 1, false},
+  };
+  return m;
+}
+
+float FullValue(const std::string& name, int64_t i) {
+  return 0.1f * std::sin(float(i) + float(name.size()));
+}
+// Global gradient of step t (what one rank with the whole batch would see).
+float FullGrad(const std::string& name, int64_t i, int t) {
+  return 0.3f * std::cos(0.7f * float(i) + float(name.size()) + float(t));
+}
+
+// Builds the store of pipeline stage `stage` (of pp) for TP rank tp_rank.
+ParamStore BuildStore(int stage, int pp, int tp_rank, int tp) {
+  ParamStore s;
+  for (const FullParam& f : Model()) {
+    bool here = pp == 1 ? (f.stage == 0 || !f.tied) : (f.stage == stage || (f.tied && stage == pp - 1));
+    if (pp == 1 && f.tied && f.stage != 0) here = false;
+    if (here) s.Add(MakeParam(f.name, f.shape, f.kind, tp_rank, tp, f.tied && pp > 1));
+  }
+  s.Finalize();
+  for (const Param& p : s.params()) {
+    std::vector<float> full(FullNumel(p));
+    for (size_t i = 0; i < full.size(); ++i) full[i] = FullValue(p.name, i);
+    SliceShard(p, full.data(), s.values() + p.offset);
+  }
+  return s;
+}
+
+// Fills grads so that, after the tied sum and the DP mean, they equal FullGrad.
+// exact: splits that float arithmetic undoes exactly (halves, no DP noise), so
+// the norm must match one rank to double rounding.
+void FillGrads(ParamStore& s, int t, int stage, int dp_rank, int dp, bool exact = false) {
+  for (const Param& p : s.params()) {
+    std::vector<float> full(FullNumel(p));
+    for (size_t i = 0; i < full.size(); ++i) {
+      float g = FullGrad(p.name, i, t);
+      if (p.tied) g *= exact ? 0.5f : (stage == 0 ? 0.25f : 0.75f);  // copies sum to g
+      if (dp > 1 && !exact) g += (dp_rank == 0 ? float(dp - 1) : -1.0f) * 0.05f * float(i % 3);  // mean is g
+      full[i] = g;
+    }
+    SliceShard(p, full.data(), s.grads() + p.offset);
+  }
+}
+
+OptimizerOptions Options(int zero) {
+  OptimizerOptions o;
+  o.adam.max_grad_norm = 0.5f;  // the gradients are larger: clipping is active
+  o.lr = LrSchedule{1e-2, 1e-3, 1, 10};
+  o.zero_stage = zero;
+  o.bucket_bytes = 40;
+  return o;
+}
+
+constexpr int kSteps = 3;
+
+// One rank: returns full values by name after kSteps, and the norms.
+std::map<std::string, std::vector<float>> Reference(std::vector<double>* norms) {
+  ParamStore s = BuildStore(0, 1, 0, 1);
+  Optimizer opt({&s}, {true}, Options(0), OptimizerComms{});
+  for (int t = 0; t < kSteps; ++t) {
+    FillGrads(s, t, 0, 0, 1);
+    norms->push_back(opt.Step().grad_norm);
+  }
+  std::map<std::string, std::vector<float>> out;
+  for (const Param& p : s.params()) out[p.name].assign(s.values() + p.offset, s.values() + p.offset + p.numel);
+  return out;
+}
+
+struct PlanCase {
+  int tp, dp, pp, zero;
+  bool exact = false;  // exact gradient splits: norm equal to 1e-12
+};
+
+class OptimizerParity : public ::testing::TestWithParam<PlanCase> {};
+
+TEST_P(OptimizerParity, SameNormAndValuesAsOneRank) {
+  const PlanCase pc = GetParam();
+  std::vector<double> ref_norms;
+  auto ref = Reference(&ref_norms);
+  ASSERT_GT(ref_norms[0], 0.5) << "test needs clipping to be active";
+  auto grid = RankGrid::Create(pc.tp, 1, pc.dp, pc.pp);
+  ASSERT_TRUE(grid.ok());
+  std::vector<Groups> groups = MakeLocalGroups(*grid);
+  const int world = grid->world();
+  std::vector<std::vector<double>> norms(world);
+  std::vector<std::map<std::string, std::vector<float>>> full(world);
+  RunRanks(world, [&](int r) {
+    Groups& g = groups[r];
+    ParamStore s = BuildStore(g.coord.pp, pc.pp, g.coord.tp, pc.tp);
+    OptimizerComms comms{g.dp.get(), g.tp.get(), g.pp.get(), g.tied.get()};
+    Optimizer opt({&s}, {g.coord.pp == 0}, Options(pc.zero), comms);
+    for (int t = 0; t < kSteps; ++t) {
+      FillGrads(s, t, g.coord.pp, g.coord.dp, pc.dp, pc.exact);
+      opt.StartGradSync(0);
+      norms[r].push_back(opt.Step().grad_norm);
+      opt.ParamSync(0);
+    }
+    for (const Param& p : s.params()) {
+      std::vector<float> f(FullNumel(p), 0.0f);
+      PlaceShard(p, s.values() + p.offset, f.data());
+      full[r][p.name] = f;
+    }
+  });
+  for (int r = 0; r < world; ++r) {
+    for (int t = 0; t < kSteps; ++t)
+      EXPECT_NEAR(norms[r][t], ref_norms[t], (pc.exact ? 1e-12 : 1e-6) * ref_norms[t])
+          << "rank " << r << " step " << t;
+    Coord c = grid->CoordOf(r);
+    for (const auto& [name, vals] : full[r]) {
+      const std::vector<float>& want = ref.at(name);
+      const Param probe = [&] {
+        for (const FullParam& f : Model())
+          if (f.name == name) return MakeParam(f.name, f.shape, f.kind, c.tp, pc.tp);
+        return Param{};
+      }();
+      std::vector<float> mine(probe.numel), expect(probe.numel);
+      SliceShard(probe, vals.data(), mine.data());
+      SliceShard(probe, want.data(), expect.data());
+      for (size_t i = 0; i < mine.size(); ++i)
+        ASSERT_NEAR(mine[i], expect[i], 1e-6) << name << "[" << i << "] on rank " << r;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Plans, OptimizerParity,
+                         ::testing::Values(PlanCase{1, 2, 1, 0}, PlanCase{1, 2, 1, 1},
+                                           PlanCase{2, 1, 1, 0}, PlanCase{1, 1, 2, 0},
+                                           PlanCase{2, 2, 2, 0}, PlanCase{2, 2, 2, 1},
+                                           PlanCase{1, 3, 1, 1}, PlanCase{2, 2, 2, 1, true},
+                                           PlanCase{2, 1, 2, 0, true}),
+                         [](const auto& info) {
+                           const PlanCase& p = info.param;
+                           return "tp" + std::to_string(p.tp) + "dp" + std::to_string(p.dp) + "pp" +
+                                  std::to_string(p.pp) + "zero" + std::to_string(p.zero) + (p.exact ? "exact" : "");
+                         });
+
+TEST(Optimizer, ZeroMomentsGatherToTheSameAsPlainDp) {
+  std::vector<std::vector<float>> m0(2), m1(2);
+  for (int zero = 0; zero <= 1; ++zero) {
+    LocalGroupHandle g(2);
+    RunRanks(2, [&](int r) {
+      auto dp = g.Member(r);
+      ParamStore s = BuildStore(0, 1, 0, 1);
+      OptimizerComms comms;
+      comms.dp = dp.get();
+      Optimizer opt({&s}, {true}, Options(zero), comms);
+      FillGrads(s, 0, 0, r, 2);
+      opt.Step();
+      opt.ParamSync(0);
+      std::vector<float> m, v;
+      opt.GatherMoments(0, &m, &v);
+      (zero ? m1 : m0)[r] = m;
+    });
+  }
+  ASSERT_EQ(m0[0].size(), m1[1].size());
+  for (size_t i = 0; i < m0[0].size(); ++i) {
+    EXPECT_NEAR(m1[0][i], m0[0][i], 1e-7);
+    EXPECT_NEAR(m1[1][i], m0[0][i], 1e-7);
+  }
+}
+
+}  // namespace
+}  // namespace dt::rt
