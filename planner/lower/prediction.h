@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/json_fields.h"
-#include "planner/memory/memory_model.h"
+#include "planner/memory/stage_memory.h"
 
 namespace dt {
 

@@ -1,0 +1,78 @@
+// dtplan: command-line entry. Parses flags with CLI11 and dispatches to the
+// subcommands in commands.h; turns every library exception into a message.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "planner/cli/commands.h"
+
+namespace {
+
+void AddCommon(CLI::App* app, dt::cli::CommonOptions* c, bool model_required) {
+  auto* m = app->add_option("--model", c->model, "model file (our schema or a HuggingFace config.json)");
+  if (model_required) m->required();
+  app->add_option("--nodes", c->nodes, "number of nodes")->check(CLI::PositiveNumber);
+  app->add_option("--gpus", c->gpus, "devices (GPUs, or CPU ranks) per node")->check(CLI::PositiveNumber);
+  app->add_option("--device", c->device, "gpu or cpu")->check(CLI::IsMember({"gpu", "cpu"}));
+  app->add_option("--profile", c->profile,
+                  "hardware profile: a bundled name (A100-SXM4-80GB, H100-SXM5-80GB, cpu-generic) or a file");
+  app->add_option("--threads", c->threads, "worker threads (default: all cores)");
+  app->add_flag("--json", c->json, "print JSON instead of a table");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dtplan: find the fastest way to split a model over a cluster (DP x TP x PP x CP),\n"
+               "predicting memory fit and step time by discrete-event simulation."};
+  app.require_subcommand(0, 1);
+  dt::cli::PlanOptions plan;
+  AddCommon(&app, &plan.common, /*model_required=*/false);
+  app.add_option("--global-batch", plan.global_batch, "sequences per step (default: 8 per device)");
+  app.add_option("--seq-length", plan.seq_length, "tokens per sequence (default: the model's)");
+  app.add_option("--top", plan.top, "how many plans to list")->check(CLI::PositiveNumber);
+  app.add_option("--dp", plan.dp, "fix data parallelism");
+  app.add_option("--tp", plan.tp, "fix tensor parallelism");
+  app.add_option("--pp", plan.pp, "fix pipeline parallelism");
+  app.add_option("--cp", plan.cp, "fix context parallelism");
+  app.add_option("--vpp", plan.vpp, "fix virtual stages per pipeline rank (interleaved)");
+  app.add_option("--mbs", plan.mbs, "fix the microbatch size");
+  app.add_option("--schedule", plan.schedule, "fix the schedule: gpipe, 1f1b or interleaved");
+  app.add_option("--recompute", plan.recompute, "fix recompute: none, selective or full");
+  app.add_option("--zero", plan.zero, "fix the ZeRO stage (0-3; 1 = distributed optimizer)");
+  app.add_flag("--sp,!--no-sp", plan.sp, "force sequence parallelism on (--sp) or off (--no-sp)");
+  app.add_option("--out", plan.out, "where to write the best plan (JSON)");
+  app.add_option("--trace", plan.trace, "write the best plan's simulated step as a Chrome trace");
+
+  dt::cli::SimulateOptions sim;
+  CLI::App* sim_cmd = app.add_subcommand("simulate", "predict exactly one plan (JSON out)");
+  AddCommon(sim_cmd, &sim.common, /*model_required=*/false);
+  sim_cmd->add_option("--plan", sim.plan, "plan file written by dtplan --out")->required();
+  sim_cmd->add_option("--trace", sim.trace, "write the simulated step as a Chrome trace");
+
+  dt::cli::ValidateOptions val;
+  CLI::App* val_cmd = app.add_subcommand("validate", "compare predictions with measured cases");
+  val_cmd->add_option("--cases", val.cases, "cases: a JSON case file or a vTrain ground_truth CSV")->required();
+  val_cmd->add_option("--profile", val.profile, "use this profile for every case");
+  val_cmd->add_option("--threads", val.threads, "worker threads");
+  val_cmd->add_flag("--json", val.json, "print JSON");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "dtplan: error: " << e.what() << " (see dtplan --help)\n";
+    return 2;
+  }
+  try {
+    if (*sim_cmd) return dt::cli::RunSimulate(sim);
+    if (*val_cmd) return dt::cli::RunValidate(val);
+    if (plan.common.model.empty()) return dt::cli::Fail("--model is required (e.g. --model examples/models/gpt3-175b.json)");
+    return dt::cli::RunPlan(plan);
+  } catch (const std::exception& e) {
+    std::cerr << "dtplan: internal error: " << e.what() << "\n";
+    return 1;
+  }
+}

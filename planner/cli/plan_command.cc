@@ -1,0 +1,84 @@
+// dtplan (no subcommand): search the plan space and print the ranking.
+#include <iostream>
+
+#include "planner/cli/commands.h"
+#include "planner/cli/report.h"
+#include "planner/cli/setup.h"
+#include "planner/lower/simulate.h"
+#include "planner/search/search.h"
+
+namespace dt::cli {
+
+int Fail(const std::string& message) {
+  std::cerr << "dtplan: error: " << message << "\n";
+  return 2;
+}
+
+int RunPlan(const PlanOptions& o) {
+  auto setup = LoadSetup(o.common);
+  if (!setup.ok()) return Fail(setup.status().message());
+  const auto& [model, cluster, hw] = *setup;
+
+  SearchConstraints k;
+  k.seq_length = o.seq_length > 0 ? o.seq_length : model.seq_length;
+  k.global_batch = o.global_batch > 0 ? o.global_batch : 8LL * cluster.world();
+  k.dp = o.dp; k.tp = o.tp; k.pp = o.pp; k.cp = o.cp; k.vpp = o.vpp;
+  k.micro_batch = o.mbs; k.zero_stage = o.zero; k.sequence_parallel = o.sp;
+  if (!o.schedule.empty()) {
+    auto s = ParseSchedule(o.schedule);
+    if (!s.ok()) return Fail("--schedule: " + s.status().message());
+    k.schedule = *s;
+  }
+  if (!o.recompute.empty()) {
+    auto r = ParseRecompute(o.recompute);
+    if (!r.ok()) return Fail("--recompute: " + r.status().message());
+    k.recompute = *r;
+  }
+  if (model.learned_positions() && k.seq_length > model.max_position)
+    return Fail("--seq-length " + std::to_string(k.seq_length) + " exceeds the model's " +
+                std::to_string(model.max_position) + " learned positions; use --seq-length <= " +
+                std::to_string(model.max_position));
+  ModelSpec m = model;
+  m.seq_length = k.seq_length;
+
+  SearchOptions so;
+  so.top = o.top;
+  so.threads = o.common.threads;
+  auto result = SearchPlans(m, cluster, hw, k, so);
+  if (!result.ok()) return Fail(result.status().message());
+  const SearchResult& r = *result;
+
+  if (o.common.json) {
+    std::cout << SearchToJson(m, cluster, hw, k, r).dump(2) << "\n";
+  } else {
+    std::cout << FormatSearch(m, cluster, hw, k, r);
+  }
+  if (r.top.empty()) {
+    std::string msg = "no plan fits in memory on " + std::to_string(cluster.world()) + " devices";
+    if (r.closest) {
+      const Prediction& p = r.closest->prediction;
+      msg += "; closest: " + Describe(r.closest->plan) + " needs " + Gib(p.peak_memory_bytes) +
+             " GiB per device of " + Gib(p.capacity_bytes) + " GiB (" +
+             std::to_string(static_cast<int>(100 * (p.peak_memory_bytes / p.capacity_bytes - 1) + 0.5)) +
+             "% over); add nodes (--nodes), lower --global-batch or --seq-length";
+    } else {
+      msg += "; relax the fixed dimensions";
+    }
+    return Fail(msg);
+  }
+  const RankedPlan& best = r.top[0];
+  dt::SimulateOptions sim_opt;
+  sim_opt.trace_path = o.trace;
+  auto pred = SimulatePlan(m, cluster, best.plan, hw, sim_opt);
+  if (!pred.ok()) return Fail(pred.status().message());
+  Status w = WriteJsonFile(o.out, PlanFileJson(m, cluster, hw, best.plan, *pred));
+  if (!w.ok()) return Fail("--out: " + w.message());
+  if (!o.common.json) {
+    std::cout << "wrote " << o.out;
+    if (!o.trace.empty()) std::cout << " and trace " << o.trace << " (open in ui.perfetto.dev)";
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+}  // namespace dt::cli

@@ -1,0 +1,107 @@
+#include "planner/cli/report.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace dt::cli {
+namespace {
+
+std::string Fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string Row(const PlanSpec& p, const Prediction& d, int rank) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "%3d  %4d %3d %3d %3d %3d %4d %5d  %-11s %-9s %-3s %4d  %9.3f %12.0f %5.1f%%  %6s/%-6s\n",
+                rank, p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch, p.num_microbatches,
+                ToString(p.schedule), ToString(p.recompute), p.sequence_parallel ? "on" : "off",
+                p.zero_stage, d.step_time_s, d.tokens_per_s, 100 * d.mfu,
+                Gib(d.peak_memory_bytes).c_str(), Gib(d.capacity_bytes).c_str());
+  return buf;
+}
+
+json ReasonsJson(const std::map<std::string, int64_t>& m) {
+  json j = json::object();
+  for (const auto& [k, v] : m) j[k] = v;
+  return j;
+}
+
+}  // namespace
+
+std::string Gib(double bytes) { return Fmt("%.1f", bytes / (1024.0 * 1024 * 1024)); }
+
+std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const HardwareProfile& hw,
+                         const SearchConstraints& k, const SearchResult& r) {
+  std::ostringstream os;
+  os << "model    " << m.name << " (" << ToString(m.family) << ", "
+     << Fmt("%.2f", m.TotalParams() / 1e9) << "B params, " << m.num_layers << " layers, hidden "
+     << m.hidden << ", " << m.heads << " heads)\n";
+  os << "cluster  " << c.nodes << " nodes x " << c.gpus_per_node << " " << c.device << " = "
+     << c.world() << " devices\n";
+  os << "profile  " << hw.name << " (" << Gib(static_cast<double>(hw.device.memory_bytes))
+     << " GiB, " << Fmt("%.0f", hw.device.peak_flops / 1e12) << " TFLOP/s " << hw.device.dtype
+     << ")\n";
+  os << "batch    " << k.global_batch << " sequences x " << k.seq_length << " tokens\n\n";
+  os << "searched " << r.grids_considered << " dp x tp x pp x cp grids and " << r.plans_considered
+     << " plans in " << Fmt("%.2f", r.wall_seconds) << " s on " << r.threads_used << " threads\n";
+  int64_t grid_rej = 0, plan_rej = 0;
+  for (const auto& [_, v] : r.grid_rejects) grid_rej += v;
+  for (const auto& [_, v] : r.plan_rejects) plan_rej += v;
+  if (grid_rej) {
+    os << "  rejected grids: " << grid_rej << "\n";
+    for (const auto& [why, n] : r.grid_rejects) os << "    " << n << "  " << why << "\n";
+  }
+  os << "  rejected plans: " << plan_rej << "\n";
+  for (const auto& [why, n] : r.plan_rejects) os << "    " << n << "  " << why << "\n";
+  os << "  fitting plans: " << r.fitting << " (simulated " << r.simulated << ", pruned by lower bound "
+     << r.pruned << ": could not reach the top " << r.top.size() << ")\n\n";
+  if (r.top.empty()) return os.str();
+  os << "rank   dp  tp  pp  cp vpp  mbs    mb  schedule    recompute sp  zero  step(s)     tokens/s   MFU   mem GiB/cap\n";
+  for (size_t i = 0; i < r.top.size(); ++i)
+    os << Row(r.top[i].plan, r.top[i].prediction, static_cast<int>(i + 1));
+  const Prediction& b = r.top[0].prediction;
+  os << "\nbest: " << Describe(r.top[0].plan) << "\n  step " << Fmt("%.3f", b.step_time_s)
+     << " s = compute " << Fmt("%.3f", b.time.compute) << " + TP comm " << Fmt("%.3f", b.time.tp_exposed)
+     << " + PP comm " << Fmt("%.3f", b.time.pp_exposed) << " + DP comm " << Fmt("%.3f", b.time.dp_exposed)
+     << " + bubble " << Fmt("%.3f", b.time.bubble) << " + optimizer " << Fmt("%.3f", b.time.optimizer)
+     << " (exposed times on the critical stage)\n";
+  if (b.approximated_points)
+    os << "  note: some costs used points outside the profile's measured range (clamped)\n";
+  return os.str();
+}
+
+json SearchToJson(const ModelSpec& m, const ClusterSpec& c, const HardwareProfile& hw,
+                  const SearchConstraints& k, const SearchResult& r) {
+  json top = json::array();
+  for (const auto& t : r.top)
+    top.push_back({{"plan", ToJson(t.plan)}, {"prediction", ToJson(t.prediction)}});
+  json j = {{"model", ToJson(m)},
+            {"cluster", ToJson(c)},
+            {"profile", hw.name},
+            {"global_batch", k.global_batch},
+            {"seq_length", k.seq_length},
+            {"grids_considered", r.grids_considered},
+            {"plans_considered", r.plans_considered},
+            {"grid_rejects", ReasonsJson(r.grid_rejects)},
+            {"plan_rejects", ReasonsJson(r.plan_rejects)},
+            {"fitting", r.fitting},
+            {"simulated", r.simulated},
+            {"pruned", r.pruned},
+            {"wall_seconds", r.wall_seconds},
+            {"top", top}};
+  if (r.closest)
+    j["closest"] = {{"plan", ToJson(r.closest->plan)}, {"prediction", ToJson(r.closest->prediction)}};
+  return j;
+}
+
+json PlanFileJson(const ModelSpec& m, const ClusterSpec& c, const HardwareProfile& hw,
+                  const PlanSpec& p, const Prediction& pred) {
+  json j = ToJson(PlanFile{m, c, p, ToJson(pred)});
+  j["profile"] = hw.name;
+  return j;
+}
+
+}  // namespace dt::cli

@@ -1,0 +1,28 @@
+#include "planner/cli/setup.h"
+
+namespace dt::cli {
+
+StatusOr<HardwareProfile> LoadProfileFor(const std::string& name, const std::string& device) {
+  std::string n = name.empty() ? (device == "cpu" ? "cpu-generic" : "A100-SXM4-80GB") : name;
+  auto hw = LoadProfile(n);
+  if (!hw.ok()) return Status(hw.status().code(), "--profile: " + hw.status().message());
+  if (hw->device.kind != device)
+    return InvalidArgument("--profile " + n + " describes a " + hw->device.kind +
+                           " but --device is " + device + "; pass a matching --profile or --device");
+  return hw;
+}
+
+StatusOr<Setup> LoadSetup(const CommonOptions& o) {
+  Setup s;
+  if (o.model.empty()) return InvalidArgument("--model is required (e.g. --model examples/models/gpt3-175b.json)");
+  auto m = LoadModel(o.model);
+  if (!m.ok()) return Status(m.status().code(), "--model: " + m.status().message());
+  s.model = *m;
+  s.cluster.nodes = o.nodes;
+  s.cluster.gpus_per_node = o.gpus;
+  s.cluster.device = o.device;
+  DT_ASSIGN_OR_RETURN(s.hw, LoadProfileFor(o.profile, o.device));
+  return s;
+}
+
+}  // namespace dt::cli

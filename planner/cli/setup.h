@@ -1,0 +1,23 @@
+// LoadSetup: model, cluster and hardware profile from the common flags,
+// with defaults (profile A100-SXM4-80GB for gpu, cpu-generic for cpu).
+// Errors are Status values naming the flag or file and the fix.
+#pragma once
+
+#include <tuple>
+
+#include "planner/cli/commands.h"
+#include "planner/profile/profile.h"
+#include "planner/spec/plan_spec.h"
+
+namespace dt::cli {
+
+struct Setup {
+  ModelSpec model;
+  ClusterSpec cluster;
+  HardwareProfile hw;
+};
+
+StatusOr<Setup> LoadSetup(const CommonOptions& o);
+StatusOr<HardwareProfile> LoadProfileFor(const std::string& name, const std::string& device);
+
+}  // namespace dt::cli

@@ -1,0 +1,58 @@
+// dtplan simulate: the prediction for exactly one plan, as JSON.
+#include <iostream>
+
+#include "planner/cli/commands.h"
+#include "planner/cli/report.h"
+#include "planner/cli/setup.h"
+#include "planner/lower/simulate.h"
+
+namespace dt::cli {
+
+int RunSimulate(const SimulateOptions& o) {
+  auto file = ReadJsonFile(o.plan);
+  if (!file.ok()) return Fail("--plan: " + file.status().message());
+  const json& j = *file;
+  const std::string where = "plan file '" + o.plan + "'";
+  if (!j.is_object() || !j.contains("plan"))
+    return Fail(where + ": expected an object with a \"plan\" field (write one with dtplan --out)");
+  // The model: --model if given, else the one embedded in the plan file.
+  ModelSpec model;
+  if (!o.common.model.empty()) {
+    auto m = LoadModel(o.common.model);
+    if (!m.ok()) return Fail("--model: " + m.status().message());
+    model = *m;
+  } else if (j.contains("model")) {
+    auto m = ModelFromJson(j["model"], where + " field 'model'");
+    if (!m.ok()) return Fail(m.status().message());
+    model = *m;
+  } else {
+    return Fail("no model: pass --model or use a plan file written by dtplan --out");
+  }
+  auto plan = PlanFromJson(j["plan"], model, where + " field 'plan'");
+  if (!plan.ok()) return Fail(plan.status().message());
+  model.seq_length = plan->seq_length;
+  ClusterSpec cluster;
+  if (j.contains("cluster")) {
+    auto c = ClusterFromJson(j["cluster"], where + " field 'cluster'");
+    if (!c.ok()) return Fail(c.status().message());
+    cluster = *c;
+  } else {
+    cluster.nodes = o.common.nodes;
+    cluster.gpus_per_node = o.common.gpus;
+    cluster.device = o.common.device;
+  }
+  std::string profile = o.common.profile;
+  if (profile.empty() && j.contains("profile") && j["profile"].is_string())
+    profile = j["profile"].get<std::string>();
+  auto hw = LoadProfileFor(profile, cluster.device);
+  if (!hw.ok()) return Fail(hw.status().message());
+  dt::SimulateOptions so;
+  so.trace_path = o.trace;
+  auto pred = SimulatePlan(model, cluster, *plan, *hw, so);
+  if (!pred.ok()) return Fail(pred.status().message());
+  json out = PlanFileJson(model, cluster, *hw, *plan, *pred);
+  std::cout << out.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace dt::cli

@@ -1,0 +1,63 @@
+#include "planner/lower/group_topology.h"
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace dt {
+namespace {
+
+int SizeOf(const PlanSpec& p, const std::string& d) {
+  if (d == "tp") return p.tp;
+  if (d == "cp") return p.cp;
+  if (d == "dp") return p.dp;
+  return p.pp;
+}
+
+// Stride of dimension `d` in the order string (innermost first).
+int StrideOf(const PlanSpec& p, const std::string& d) {
+  std::stringstream ss(p.order);
+  std::string tok;
+  int stride = 1;
+  while (std::getline(ss, tok, '-')) {
+    if (tok == d) return stride;
+    stride *= SizeOf(p, tok);
+  }
+  return stride;
+}
+
+GroupTopology Place(int size, int stride, int gpus_per_node) {
+  GroupTopology t;
+  t.size = size;
+  if (static_cast<int64_t>(stride) * size <= gpus_per_node) {
+    t.per_node = size;
+    t.spans_nodes = false;
+  } else if (stride >= gpus_per_node || gpus_per_node % stride != 0) {
+    t.per_node = 1;
+    t.spans_nodes = size > 1;
+  } else {
+    t.per_node = gpus_per_node / stride;
+    t.spans_nodes = true;
+  }
+  return t;
+}
+
+}  // namespace
+
+GroupTopology TopologyOf(const PlanSpec& p, GroupKind g, int gpus_per_node) {
+  const char* name = g == GroupKind::kTp ? "tp" : g == GroupKind::kCp ? "cp" : g == GroupKind::kDp ? "dp" : "pp";
+  return Place(SizeOf(p, name), StrideOf(p, name), gpus_per_node);
+}
+
+GroupTopology GradGroupTopology(const PlanSpec& p, int gpus_per_node) {
+  // With the default order cp and dp are adjacent: the grad group is one
+  // strided block of dp*cp ranks starting at the smaller stride.
+  int scp = StrideOf(p, "cp"), sdp = StrideOf(p, "dp");
+  int size = p.dp * p.cp;
+  bool adjacent = (scp * p.cp == sdp) || (sdp * p.dp == scp) || p.cp == 1 || p.dp == 1;
+  int stride = p.cp == 1 ? sdp : p.dp == 1 ? scp : std::min(scp, sdp);
+  if (!adjacent) return Place(size, std::max(scp, sdp), gpus_per_node);
+  return Place(size, stride, gpus_per_node);
+}
+
+}  // namespace dt

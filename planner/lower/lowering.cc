@@ -1,0 +1,213 @@
+#include "planner/lower/lowering.h"
+
+#include <algorithm>
+#include <string>
+
+namespace dt {
+
+const std::vector<std::string>& CategoryNames() {
+  static const std::vector<std::string> names = {"compute", "recompute", "tp-comm",
+                                                 "p2p",     "dp-comm",   "optimizer"};
+  return names;
+}
+
+namespace {
+
+// Dense (microbatch, chunk) -> task table.
+class Table {
+ public:
+  Table(int m, int chunks) : chunks_(chunks), v_(static_cast<size_t>(m) * chunks, -1) {}
+  sim::TaskId& at(int mb, int chunk) { return v_[static_cast<size_t>(mb) * chunks_ + chunk]; }
+
+ private:
+  int chunks_;
+  std::vector<sim::TaskId> v_;
+};
+
+std::string Label(const char* what, int mb, int chunk) {
+  return std::string(what) + std::to_string(mb) + "." + std::to_string(chunk);
+}
+
+}  // namespace
+
+Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p,
+                      const PlanCosts& costs, bool trace, sim::Engine* e) {
+  e->Clear();
+  e->EnableTrace(trace);
+  const int pp = p.pp, nch = p.num_chunks(), m = p.num_microbatches;
+  size_t actions = 0;
+  for (const auto& l : schedule) actions += l.size();
+  e->Reserve(actions * 3 + 16, actions * 2 + 16);
+
+  Lowered out;
+  std::vector<sim::StreamId> fwd_link(pp), bwd_link(pp);
+  for (int s = 0; s < pp; ++s) {
+    std::string proc = "stage " + std::to_string(s);
+    out.compute.push_back(e->AddStream(proc, "compute"));
+    out.dp.push_back(e->AddStream(proc, "dp-comm"));
+    fwd_link[s] = e->AddStream(proc, "p2p-fwd");
+    bwd_link[s] = e->AddStream(proc, "p2p-bwd");
+  }
+  out.optimizer.assign(pp, -1);
+  out.dp_end.assign(pp, -1);
+  out.waits.resize(pp);
+
+  Table fwd_first(m, nch), bwd_first(m, nch), fwd_last(m, nch), bwd_last(m, nch);
+  Table act_xfer(m, nch), grad_xfer(m, nch);
+  // The last backward microbatch of each chunk: its backward is split into
+  // DP buckets so gradient reduction overlaps the rest of that backward.
+  std::vector<int> last_bwd(nch, -1);
+  for (const auto& list : schedule)
+    for (const Action& a : list)
+      if (a.kind == ActionKind::kBackward) last_bwd[a.chunk] = a.microbatch;
+
+  const bool names = trace;
+  auto nm = [&](const std::string& s) { return names ? s : std::string(); };
+  for (int s = 0; s < pp; ++s) {
+    const sim::StreamId cs = out.compute[s], ds = out.dp[s];
+    std::vector<sim::TaskId> grad_tasks;  // this stage's gradient reductions
+    std::vector<std::vector<sim::TaskId>> pieces(nch);  // bucket pieces of the last backward
+    for (const Action& a : schedule[s]) {
+      const int mb = a.microbatch, ch = a.chunk;
+      switch (a.kind) {
+        case ActionKind::kForward: {
+          const ChunkCost& k = costs.chunks[ch];
+          sim::TaskId gather = -1;
+          if (k.zero3_gather > 0) gather = e->AddTask(ds, k.zero3_gather, kCatDpComm, nm(Label("AG", mb, ch)));
+          sim::TaskId t = e->AddTask(cs, k.fwd_compute, kCatCompute, nm(Label("F", mb, ch)));
+          fwd_first.at(mb, ch) = t;
+          if (gather >= 0) {
+            e->AddDep(gather, t);
+            out.waits[s].push_back({t, gather, false});
+          }
+          if (k.fwd_comm > 0) t = e->AddTask(cs, k.fwd_comm, kCatTpComm, nm(Label("tpF", mb, ch)));
+          fwd_last.at(mb, ch) = t;
+          break;
+        }
+        case ActionKind::kBackward: {
+          const ChunkCost& k = costs.chunks[ch];
+          sim::TaskId gather = -1;
+          if (k.zero3_gather > 0) gather = e->AddTask(ds, k.zero3_gather, kCatDpComm, nm(Label("AG", mb, ch)));
+          sim::TaskId first = -1, t = -1;
+          // Recompute runs first and is counted apart from the backward proper.
+          if (k.recompute > 0) t = first = e->AddTask(cs, k.recompute, kCatRecompute, nm(Label("R", mb, ch)));
+          const double rest = std::max(0.0, k.bwd_compute - k.recompute);
+          const bool split = (mb == last_bwd[ch]);
+          const int nb = split ? costs.num_buckets_last : 1;
+          for (int i = 0; i < nb; ++i) {
+            t = e->AddTask(cs, rest / nb, kCatCompute, nm(Label("B", mb, ch)));
+            if (first < 0) first = t;
+            if (k.bwd_comm > 0) t = e->AddTask(cs, k.bwd_comm / nb, kCatTpComm, nm(Label("tpB", mb, ch)));
+            if (split) pieces[ch].push_back(t);
+          }
+          bwd_first.at(mb, ch) = first;
+          bwd_last.at(mb, ch) = t;
+          if (gather >= 0) {
+            e->AddDep(gather, first);
+            out.waits[s].push_back({first, gather, false});
+          }
+          if (k.grad_sync_per_microbatch > 0) {
+            sim::TaskId rs = e->AddTask(ds, k.grad_sync_per_microbatch, kCatDpComm, nm(Label("RS", mb, ch)));
+            e->AddDep(t, rs);
+            grad_tasks.push_back(rs);
+          }
+          break;
+        }
+        case ActionKind::kSendAct: {
+          sim::TaskId x = e->AddTask(fwd_link[s], costs.p2p, kCatP2p, nm(Label("act", mb, ch)));
+          e->AddDep(fwd_last.at(mb, ch), x);
+          act_xfer.at(mb, ch) = x;
+          break;
+        }
+        case ActionKind::kSendGrad: {
+          sim::TaskId x = e->AddTask(bwd_link[s], costs.p2p, kCatP2p, nm(Label("grad", mb, ch)));
+          e->AddDep(bwd_last.at(mb, ch), x);
+          grad_xfer.at(mb, ch) = x;
+          break;
+        }
+        case ActionKind::kRecvAct:
+        case ActionKind::kRecvGrad:
+          break;  // dependencies are added once every sender exists (below)
+        case ActionKind::kGradSync: {
+          const ChunkCost& k = costs.chunks[ch];
+          if (k.grad_sync <= 0) break;
+          const auto& pc = pieces[ch];
+          const int nb = std::max<int>(1, static_cast<int>(pc.size()));
+          for (int i = 0; i < nb; ++i) {
+            sim::TaskId g = e->AddTask(ds, k.grad_sync / nb, kCatDpComm, nm("GS" + std::to_string(ch)));
+            if (!pc.empty()) e->AddDep(pc[i], g);
+            grad_tasks.push_back(g);
+          }
+          break;
+        }
+        case ActionKind::kOptimizerStep: {
+          sim::TaskId o = e->AddTask(cs, costs.optimizer[s], kCatOptimizer, nm("OPT"));
+          for (sim::TaskId g : grad_tasks) e->AddDep(g, o);
+          out.waits[s].push_back({o, grad_tasks.empty() ? -1 : grad_tasks.back(), false});
+          out.optimizer[s] = o;
+          break;
+        }
+        case ActionKind::kParamSync: {
+          const ChunkCost& k = costs.chunks[ch];
+          if (k.param_sync <= 0) break;
+          sim::TaskId g = e->AddTask(ds, k.param_sync, kCatDpComm, nm("PS" + std::to_string(ch)));
+          if (out.optimizer[s] >= 0) e->AddDep(out.optimizer[s], g);
+          out.dp_end[s] = g;
+          break;
+        }
+      }
+    }
+  }
+  // Cross-stage dependencies: receives wait for the matching send.
+  for (int mb = 0; mb < m; ++mb) {
+    for (int ch = 0; ch < nch; ++ch) {
+      if (ch > 0 && act_xfer.at(mb, ch - 1) >= 0 && fwd_first.at(mb, ch) >= 0) {
+        e->AddDep(act_xfer.at(mb, ch - 1), fwd_first.at(mb, ch));
+        out.waits[ch % pp].push_back({fwd_first.at(mb, ch), act_xfer.at(mb, ch - 1), true});
+      }
+      if (ch + 1 < nch && grad_xfer.at(mb, ch + 1) >= 0 && bwd_first.at(mb, ch) >= 0) {
+        e->AddDep(grad_xfer.at(mb, ch + 1), bwd_first.at(mb, ch));
+        out.waits[ch % pp].push_back({bwd_first.at(mb, ch), grad_xfer.at(mb, ch + 1), true});
+      }
+    }
+  }
+  return out;
+}
+
+TimeBreakdown ReadBreakdown(const Lowered& l, const sim::Engine& e) {
+  const int pp = static_cast<int>(l.compute.size());
+  // The critical stage: the one with the most work on its compute stream.
+  int crit = 0;
+  for (int s = 1; s < pp; ++s)
+    if (e.BusyTime(l.compute[s]) > e.BusyTime(l.compute[crit]) + 1e-15) crit = s;
+  const sim::StreamId cs = l.compute[crit];
+  TimeBreakdown b;
+  b.compute = e.BusyTime(cs, kCatCompute) + e.BusyTime(cs, kCatRecompute);
+  b.tp_exposed = e.BusyTime(cs, kCatTpComm);
+  b.optimizer = e.BusyTime(cs, kCatOptimizer);
+  // Idle gaps on the compute stream that a transfer or a sync explains.
+  for (const auto& w : l.waits[crit]) {
+    if (w.dep < 0) continue;
+    double gap = e.start(w.task) - e.end(w.dep);
+    if (gap > 1e-12) continue;  // the dependency was not the binding one
+    // Time the task waited after the stream became free.
+    double prev_end = 0;
+    // The stream predecessor's end bounds the wait from below.
+    for (sim::TaskId t = w.task - 1; t >= 0; --t) {
+      if (e.stream_of(t) == cs) { prev_end = e.end(t); break; }
+    }
+    double wait = std::max(0.0, e.start(w.task) - prev_end);
+    double charged = std::min(wait, e.duration(w.dep));
+    if (w.is_p2p) b.pp_exposed += charged;
+    else b.dp_exposed += charged;
+  }
+  // DP work after the optimizer (ZeRO parameter all-gather) is exposed; the
+  // rest of the tail (other stages still finishing) is pipeline skew.
+  const double opt_end = l.optimizer[crit] >= 0 ? e.end(l.optimizer[crit]) : 0;
+  b.dp_exposed += std::max(0.0, l.dp_end[crit] >= 0 ? e.end(l.dp_end[crit]) - opt_end : 0.0);
+  const double accounted = b.compute + b.tp_exposed + b.optimizer + b.pp_exposed + b.dp_exposed;
+  b.bubble = std::max(0.0, e.makespan() - accounted);
+  return b;
+}
+
+}  // namespace dt

@@ -1,0 +1,144 @@
+#include "planner/lower/plan_costs.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "planner/cost/comm_cost.h"
+#include "planner/cost/compute_cost.h"
+#include "planner/cost/layer_ops.h"
+#include "planner/lower/group_topology.h"
+#include "planner/lower/memory_params_for.h"
+#include "planner/memory/param_count.h"
+
+namespace dt {
+namespace {
+
+struct OpListCost {
+  double compute = 0;  // kernels
+  double comm = 0;     // exposed TP/CP collectives
+};
+
+// Prices an op list. TP collectives block the compute stream (Megatron
+// issues them synchronously); CP ring exchanges overlap the attention core
+// they feed, so only their excess over attention compute is exposed.
+OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpec& c,
+                 const HardwareProfile& hw) {
+  OpListCost r;
+  double attention = 0, cp_comm = 0;
+  for (const Op& op : ops) {
+    if (op.kind != OpKind::kCollective) {
+      double t = OpTime(op, hw);
+      r.compute += t;
+      if (op.kind == OpKind::kAttention) attention += t;
+      continue;
+    }
+    GroupTopology g = TopologyOf(p, op.group, c.gpus_per_node);
+    double t = CollectiveTime(op.coll, op.bytes, op.group_size, g.per_node, g.spans_nodes, hw);
+    if (op.group == GroupKind::kCp) cp_comm += t;
+    else r.comm += t;
+  }
+  r.comm += std::max(0.0, cp_comm - attention);
+  return r;
+}
+
+}  // namespace
+
+double ActivationMessageBytes(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
+  // b x s/cp x h per microbatch; with tp > 1 each TP rank sends 1/tp of it
+  // (sequence parallel shards, or Megatron's scatter/gather optimisation).
+  return static_cast<double>(p.micro_batch) * (p.seq_length / p.cp) * m.hidden *
+         bytes_per_element / p.tp;
+}
+
+PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
+                           const HardwareProfile& hw) {
+  const int e = hw.device.bytes_per_element();
+  const MemoryParams mp = MemoryParamsFor(hw);
+  PlanCosts pc;
+  LayerOps layer = TransformerLayerOps(m, p, e);
+  OpListCost lf = Price(layer.forward, p, c, hw);
+  OpListCost lb = Price(layer.backward, p, c, hw);
+  OpListCost lr = Price(layer.recompute, p, c, hw);
+  LayerOps emb = EmbeddingOps(m, p, e), head = HeadOps(m, p, e);
+  OpListCost ef = Price(emb.forward, p, c, hw), eb = Price(emb.backward, p, c, hw);
+  OpListCost hf = Price(head.forward, p, c, hw), hb = Price(head.backward, p, c, hw);
+
+  const GroupTopology grad = GradGroupTopology(p, c.gpus_per_node);
+  const GroupTopology pipe = TopologyOf(p, GroupKind::kPp, c.gpus_per_node);
+  const int64_t layer_params = LayerParamsPerRank(m, p);
+  // Embedding / head parameters: what a stage holds beyond its layers.
+  const int64_t first_extra = StageParamsPerRank(m, p, 0) - p.StageLayers(0) * layer_params;
+  const int64_t last_extra =
+      p.pp > 1 ? StageParamsPerRank(m, p, p.pp - 1) - p.StageLayers(p.pp - 1) * layer_params : 0;
+
+  const int nchunks = p.num_chunks();
+  pc.chunks.resize(nchunks);
+  for (int ch = 0; ch < nchunks; ++ch) {
+    ChunkCost& k = pc.chunks[ch];
+    k.layers = p.layers_per_chunk[ch];
+    const double L = k.layers;
+    k.fwd_compute = L * lf.compute;
+    k.fwd_comm = L * lf.comm;
+    k.bwd_compute = L * (lb.compute + lr.compute);
+    k.bwd_comm = L * (lb.comm + lr.comm);
+    k.recompute = L * lr.compute;
+    double params = L * layer_params;
+    if (ch == 0) {
+      k.fwd_compute += ef.compute; k.fwd_comm += ef.comm;
+      k.bwd_compute += eb.compute; k.bwd_comm += eb.comm;
+      params += first_extra;
+    }
+    if (ch == nchunks - 1) {
+      k.fwd_compute += hf.compute; k.fwd_comm += hf.comm;
+      k.bwd_compute += hb.compute; k.bwd_comm += hb.comm;
+      params += last_extra;
+    }
+    k.grad_bytes = params * mp.grad_bytes;
+    const double weight_bytes = params * mp.weight_bytes;
+    if (grad.size > 1) {
+      auto coll = [&](CollKind kind, double bytes) {
+        return CollectiveTime(kind, bytes, grad.size, grad.per_node, grad.spans_nodes, hw);
+      };
+      switch (p.zero_stage) {
+        case 0: k.grad_sync = coll(CollKind::kAllReduce, k.grad_bytes); break;
+        case 1:
+          k.grad_sync = coll(CollKind::kReduceScatter, k.grad_bytes);
+          k.param_sync = coll(CollKind::kAllGather, weight_bytes);
+          break;
+        case 2:
+          // DeepSpeed ZeRO-2 reduce-scatters after every micro-step's backward.
+          k.grad_sync_per_microbatch = coll(CollKind::kReduceScatter, k.grad_bytes);
+          k.param_sync = coll(CollKind::kAllGather, weight_bytes);
+          break;
+        default:
+          k.grad_sync_per_microbatch = coll(CollKind::kReduceScatter, k.grad_bytes);
+          k.zero3_gather = coll(CollKind::kAllGather, weight_bytes);
+          break;
+      }
+    }
+  }
+  pc.p2p = p.pp > 1 ? P2PTime(ActivationMessageBytes(m, p, e), pipe.spans_nodes, hw) : 0;
+
+  // DP buckets: how finely the last backward of a chunk is split so its
+  // gradient reduction can start before the chunk's backward ends.
+  double max_grad = 0;
+  for (const auto& k : pc.chunks) max_grad = std::max(max_grad, k.grad_bytes);
+  pc.num_buckets_last = std::max(
+      1, std::min(p.layers_per_chunk.empty() ? 1 : *std::min_element(p.layers_per_chunk.begin(), p.layers_per_chunk.end()),
+                  static_cast<int>(std::ceil(max_grad / std::max<double>(1.0, p.dp_bucket_bytes)))));
+
+  // Optimizer: a streaming pass over the rank's (ZeRO-sharded) parameters.
+  pc.optimizer.resize(p.pp);
+  for (int s = 0; s < p.pp; ++s) {
+    double params = static_cast<double>(StageParamsPerRank(m, p, s));
+    if (p.zero_stage >= 1) params /= std::max(1, grad.size);
+    Op op;
+    op.kind = OpKind::kMemoryBound;
+    op.name = "optimizer";
+    op.bytes = params * hw.compute.optimizer_bytes_per_param;
+    pc.optimizer[s] = OpTime(op, hw);
+  }
+  return pc;
+}
+
+}  // namespace dt

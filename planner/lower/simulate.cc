@@ -1,0 +1,107 @@
+#include "planner/lower/simulate.h"
+
+#include <algorithm>
+
+#include "planner/cost/flops.h"
+#include "planner/lower/lowering.h"
+#include "planner/lower/memory_params_for.h"
+#include "planner/memory/stage_memory.h"
+#include "planner/schedule/schedule.h"
+#include "sim/chrome_trace.h"
+
+namespace dt {
+namespace {
+
+void FillMemory(const ModelSpec& m, const PlanSpec& p, const HardwareProfile& hw, bool all_stages,
+                Prediction* out) {
+  const MemoryParams mp = MemoryParamsFor(hw);
+  out->capacity_bytes = mp.capacity_bytes;
+  out->stages.clear();
+  out->peak_memory_bytes = 0;
+  // Under an even split the first stages hold the most layers and the most
+  // microbatches in flight, and the first/last stages hold the embedding and
+  // LM head; so stages 0, 1 and pp-1 bound the peak (the search's fast path).
+  std::vector<int> stages;
+  if (all_stages || p.pp <= 3) {
+    for (int s = 0; s < p.pp; ++s) stages.push_back(s);
+  } else {
+    stages = {0, 1, p.pp - 1};
+  }
+  for (int s : stages) {
+    StagePeak sp;
+    sp.stage = s;
+    sp.in_flight = InFlightMicrobatches(p, s);
+    sp.memory = EstimateStageMemory(m, p, mp, s, sp.in_flight);
+    out->peak_memory_bytes = std::max(out->peak_memory_bytes, sp.memory.total);
+    out->stages.push_back(sp);
+  }
+  out->fits = out->peak_memory_bytes <= out->capacity_bytes;
+}
+
+}  // namespace
+
+Prediction PredictMemory(const ModelSpec& m, const PlanSpec& p, const HardwareProfile& hw) {
+  Prediction out;
+  FillMemory(m, p, hw, /*all_stages=*/false, &out);
+  return out;
+}
+
+double StepTimeLowerBound(const PlanSpec& p, const PlanCosts& c) {
+  // Stage s cannot start before microbatch 0 has passed chunks 0..s-1, and
+  // its last backward must still flow back through chunks s-1..0; in between
+  // it is busy with all its own work (Megatron's bubble argument, made a
+  // bound: exact for uniform 1F1B with free communication).
+  double best = 0, before_f = 0, before_b = 0;
+  for (int s = 0; s < p.pp; ++s) {
+    double busy = 0;
+    for (int ch = s; ch < p.num_chunks(); ch += p.pp) {
+      const ChunkCost& k = c.chunks[ch];
+      busy += p.num_microbatches * (k.fwd_compute + k.fwd_comm + k.bwd_compute + k.bwd_comm);
+    }
+    const double opt = c.optimizer[s];
+    best = std::max(best, before_f + busy + std::max(opt, before_b));
+    const ChunkCost& k = c.chunks[s];
+    before_f += k.fwd_compute + k.fwd_comm;
+    before_b += k.bwd_compute + k.bwd_comm;
+  }
+  return best;
+}
+
+StatusOr<Prediction> SimulatePlan(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
+                                  const HardwareProfile& hw, const SimulateOptions& opt) {
+  DT_RETURN_IF_ERROR(Validate(p, m, "plan"));
+  if (p.world() != c.world())
+    return InvalidArgument("plan uses dp*tp*pp*cp = " + std::to_string(p.world()) +
+                           " devices but the cluster has " + std::to_string(c.world()) +
+                           "; change --nodes/--gpus or the plan");
+  PlanCosts costs = ComputePlanCosts(m, c, p, hw);
+  if (opt.free_communication) {
+    costs.p2p = 0;
+    for (auto& k : costs.chunks) {
+      k.fwd_comm = k.bwd_comm = k.grad_sync = k.grad_sync_per_microbatch = 0;
+      k.param_sync = k.zero3_gather = 0;
+    }
+  }
+  DT_ASSIGN_OR_RETURN(std::vector<ActionList> schedule, BuildSchedule(p));
+  thread_local sim::Engine engine;
+  const bool trace = !opt.trace_path.empty();
+  Lowered lowered = LowerSchedule(schedule, p, costs, trace, &engine);
+  DT_RETURN_IF_ERROR(engine.Run());
+
+  Prediction out;
+  out.step_time_s = engine.makespan();
+  out.time = ReadBreakdown(lowered, engine);
+  FillMemory(m, p, hw, /*all_stages=*/true, &out);
+  out.tokens_per_s = out.step_time_s > 0 ? p.tokens_per_step() / out.step_time_s : 0;
+  out.model_flops_per_step = StepFlops(m, p, /*with_recompute=*/false);
+  out.hardware_flops_per_step = StepFlops(m, p, /*with_recompute=*/true);
+  const double peak = hw.device.peak_flops * c.world();
+  out.mfu = out.step_time_s > 0 && peak > 0 ? out.model_flops_per_step / (out.step_time_s * peak) : 0;
+  out.approximated_points = costs.outside_profile;
+  if (trace) {
+    DT_RETURN_IF_ERROR(sim::WriteChromeTrace(engine, opt.trace_path, CategoryNames()));
+  }
+  return out;
+}
+
+}  // namespace dt
