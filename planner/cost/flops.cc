@@ -1,0 +1,38 @@
+#include "planner/cost/flops.h"
+
+#include "planner/cost/layer_ops.h"
+
+namespace dt {
+
+namespace {
+// Model FLOPs are counted at 16-bit; the element size does not change flops.
+constexpr int kBytes = 2;
+}  // namespace
+
+double StepFlops(const ModelSpec& m, const PlanSpec& p, bool with_recompute) {
+  const LayerOps layer = TransformerLayerOps(m, p, kBytes);
+  double per_layer = SumFlops(layer.forward) + SumFlops(layer.backward);
+  if (with_recompute) per_layer += SumFlops(layer.recompute);
+  const LayerOps emb = EmbeddingOps(m, p, kBytes);
+  const LayerOps head = HeadOps(m, p, kBytes);
+
+  // One microbatch through one model replica, as seen by one rank of each
+  // (tp, cp) group: sum over pipeline ranks of their layers.
+  double per_rank_microbatch = 0;
+  for (int stage = 0; stage < p.pp; ++stage) {
+    per_rank_microbatch += p.StageLayers(stage) * per_layer;
+    if (stage == 0) per_rank_microbatch += SumFlops(emb.forward) + SumFlops(emb.backward);
+    if (stage == p.pp - 1) per_rank_microbatch += SumFlops(head.forward) + SumFlops(head.backward);
+  }
+  const double ranks_per_stage = static_cast<double>(p.dp) * p.tp * p.cp;
+  return per_rank_microbatch * p.num_microbatches * ranks_per_stage;
+}
+
+double NarayananEq3Flops(const ModelSpec& m, int64_t batch, int seq, bool full_recompute) {
+  const double B = static_cast<double>(batch), s = seq, l = m.num_layers, h = m.hidden,
+               V = m.vocab;
+  if (full_recompute) return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
+  return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * l * h));
+}
+
+}  // namespace dt

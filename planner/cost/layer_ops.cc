@@ -1,0 +1,313 @@
+#include "planner/cost/layer_ops.h"
+
+#include "base/check.h"
+
+// Per-rank op lists of one transformer layer, the embedding and the LM head.
+// Formulas and sources: docs/flops.md. Conventions:
+//  * T = micro_batch * seq/cp tokens enter the TP region of a rank; T_r is
+//    the token count of the replicated regions (norms, dropout, residual):
+//    T without sequence parallelism, T/tp with it (Korthikanti et al. 2022).
+//  * Memory-bound ops carry bytes and no flops; FLOP totals (and so MFU) are
+//    GEMM and attention FLOPs only, as in Narayanan et al. SC21 Eq. 3.
+//  * Backward GEMMs: dgrad dX[m,k] = dY[m,n] W^T and wgrad dW[k,n] = X^T dY,
+//    each with the forward's 2*m*n*k flops.
+
+namespace dt {
+
+const char* ToString(CollKind k) {
+  switch (k) {
+    case CollKind::kAllReduce: return "all_reduce";
+    case CollKind::kReduceScatter: return "reduce_scatter";
+    case CollKind::kAllGather: return "all_gather";
+    case CollKind::kSendRecv: return "send_recv";
+  }
+  return "?";
+}
+
+const char* ToString(GroupKind g) {
+  switch (g) {
+    case GroupKind::kTp: return "tp";
+    case GroupKind::kCp: return "cp";
+    case GroupKind::kDp: return "dp";
+    case GroupKind::kPp: return "pp";
+  }
+  return "?";
+}
+
+double SumFlops(const std::vector<Op>& ops) {
+  double f = 0;
+  for (const Op& op : ops) f += op.flops;
+  return f;
+}
+
+namespace {
+
+// Per-rank sizes under the plan.
+struct Dims {
+  int64_t b, s_local, s_full, h, d, a_local, kv_local, f_local, v_local;
+  int64_t T, T_r;  // tokens in the TP region / in the replicated region
+  int tp, cp;
+  bool sp, gpt;
+  double e;  // bytes per element
+};
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+Dims MakeDims(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
+  DT_CHECK(bytes_per_element == 2 || bytes_per_element == 4) << bytes_per_element;
+  DT_CHECK(p.tp >= 1 && p.cp >= 1 && m.heads % p.tp == 0) << "plan not validated";
+  Dims d;
+  d.b = p.micro_batch;
+  d.s_full = p.seq_length;
+  d.s_local = p.seq_length / p.cp;
+  d.h = m.hidden;
+  d.d = m.head_dim();
+  d.a_local = m.heads / p.tp;
+  // KV heads: split over TP when tp divides them; replicated (one per rank)
+  // when tp exceeds them, as Megatron-LM does for GQA.
+  d.kv_local = m.kv_heads >= p.tp ? m.kv_heads / p.tp : 1;
+  d.f_local = CeilDiv(m.ffn_hidden, p.tp);
+  d.v_local = CeilDiv(m.vocab, p.tp);  // Megatron pads the vocabulary to a tp multiple
+  d.T = d.b * d.s_local;
+  d.sp = p.sequence_parallel && p.tp > 1;
+  d.T_r = d.sp ? d.T / p.tp : d.T;
+  d.tp = p.tp;
+  d.cp = p.cp;
+  d.gpt = m.family == ModelFamily::kGpt;
+  d.e = bytes_per_element;
+  return d;
+}
+
+Op Gemm(const char* name, int64_t m, int64_t n, int64_t k) {
+  Op op;
+  op.kind = OpKind::kGemm;
+  op.name = name;
+  op.m = m;
+  op.n = n;
+  op.k = k;
+  op.flops = 2.0 * m * n * k;
+  return op;
+}
+
+Op Mem(const char* name, double bytes) {
+  Op op;
+  op.kind = OpKind::kMemoryBound;
+  op.name = name;
+  op.bytes = bytes;
+  return op;
+}
+
+Op Coll(const char* name, CollKind c, GroupKind g, int size, double bytes) {
+  Op op;
+  op.kind = OpKind::kCollective;
+  op.name = name;
+  op.coll = c;
+  op.group = g;
+  op.group_size = size;
+  op.bytes = bytes;
+  return op;
+}
+
+// Attention core softmax(QK^T)V of the local heads: queries = local
+// sequence, keys = full sequence (under CP every query block meets every
+// key block over the ring). Causal masking is NOT discounted: the flops are
+// those of the full square, as Narayanan et al. SC21 Eq. 3 counts them.
+// Bytes: Q, K, V read, O written, plus the score-matrix traffic of the
+// unfused core (scores written, softmax r/w, dropout r/w + 1-byte mask for
+// GPT, probabilities read by AV) that Korthikanti et al. analyse.
+Op AttentionCore(const Dims& d, const char* name, double scale) {
+  Op op;
+  op.kind = OpKind::kAttention;
+  op.name = name;
+  op.m = d.s_local;
+  op.n = d.s_full;
+  op.k = d.d;
+  op.batch = d.b * d.a_local;
+  const double score = static_cast<double>(d.b) * d.a_local * d.s_local * d.s_full;
+  op.flops = scale * 2.0 * 2.0 * score * d.d;  // QK^T and AV
+  const double io = d.e * d.b * (d.s_local * d.a_local * d.d * 2.0 + 2.0 * d.s_local * d.kv_local * d.d);
+  const double score_bytes = d.gpt ? score * (6 * d.e + 1) : score * (4 * d.e);
+  op.bytes = scale * (io + score_bytes);
+  return op;
+}
+
+// Ring exchange of K/V blocks over the CP group: cp-1 steps, each sending
+// this rank's K and V blocks to the next rank (backward also carries dK/dV).
+void CpRing(const Dims& d, std::vector<Op>* ops, bool backward) {
+  if (d.cp <= 1) return;
+  const double kv_bytes = d.e * 2.0 * d.T * d.kv_local * d.d;
+  for (int step = 0; step + 1 < d.cp; ++step)
+    ops->push_back(Coll(backward ? "cp_kv_dkv_ring" : "cp_kv_ring", CollKind::kSendRecv,
+                        GroupKind::kCp, d.cp, backward ? 2 * kv_bytes : kv_bytes));
+}
+
+// Entry of a column-parallel block: all-gather the sequence shards (SP).
+void TpEnterForward(const Dims& d, const char* name, std::vector<Op>* ops) {
+  if (d.sp) ops->push_back(Coll(name, CollKind::kAllGather, GroupKind::kTp, d.tp, d.e * d.T * d.h));
+}
+// Exit of a row-parallel block: all-reduce, or reduce-scatter under SP.
+void TpExitForward(const Dims& d, const char* name, std::vector<Op>* ops) {
+  if (d.tp <= 1) return;
+  ops->push_back(Coll(name, d.sp ? CollKind::kReduceScatter : CollKind::kAllReduce, GroupKind::kTp,
+                      d.tp, d.e * d.T * d.h));
+}
+// Backward conjugates: the exit's backward is identity (or all-gather of the
+// gradient under SP); the entry's backward all-reduces (or reduce-scatters)
+// the input gradient.
+void TpExitBackward(const Dims& d, const char* name, std::vector<Op>* ops) {
+  if (d.sp) ops->push_back(Coll(name, CollKind::kAllGather, GroupKind::kTp, d.tp, d.e * d.T * d.h));
+}
+void TpEnterBackward(const Dims& d, const char* name, std::vector<Op>* ops) {
+  TpExitForward(d, name, ops);
+}
+
+std::vector<Op> LayerForward(const Dims& d) {
+  std::vector<Op> f;
+  const double e = d.e;
+  const int64_t n_qkv = (d.a_local + 2 * d.kv_local) * d.d;
+  // Attention block.
+  f.push_back(Mem(d.gpt ? "ln1" : "rmsnorm1", 2 * e * d.T_r * d.h));
+  TpEnterForward(d, "sp_allgather_attn", &f);
+  f.push_back(Gemm("qkv", d.T, n_qkv, d.h));
+  if (d.gpt) f.push_back(Mem("qkv_bias", 2 * e * d.T * n_qkv));
+  if (!d.gpt) f.push_back(Mem("rope", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
+  CpRing(d, &f, /*backward=*/false);
+  f.push_back(AttentionCore(d, "attn_core", 1.0));
+  f.push_back(Gemm("proj", d.T, d.h, d.a_local * d.d));
+  TpExitForward(d, d.sp ? "sp_reducescatter_attn" : "tp_allreduce_attn", &f);
+  if (d.gpt)
+    f.push_back(Mem("bias_dropout_add_attn", (3 * e + 1) * d.T_r * d.h));
+  else
+    f.push_back(Mem("residual_add_attn", 3 * e * d.T_r * d.h));
+  // MLP block.
+  f.push_back(Mem(d.gpt ? "ln2" : "rmsnorm2", 2 * e * d.T_r * d.h));
+  TpEnterForward(d, "sp_allgather_mlp", &f);
+  if (d.gpt) {
+    f.push_back(Gemm("fc1", d.T, d.f_local, d.h));
+    f.push_back(Mem("bias_gelu", 2 * e * d.T * d.f_local));
+  } else {
+    f.push_back(Gemm("fc1_gate", d.T, d.f_local, d.h));
+    f.push_back(Gemm("fc1_up", d.T, d.f_local, d.h));
+    f.push_back(Mem("swiglu", 3 * e * d.T * d.f_local));
+  }
+  f.push_back(Gemm("fc2", d.T, d.h, d.f_local));
+  TpExitForward(d, d.sp ? "sp_reducescatter_mlp" : "tp_allreduce_mlp", &f);
+  if (d.gpt)
+    f.push_back(Mem("bias_dropout_add_mlp", (3 * e + 1) * d.T_r * d.h));
+  else
+    f.push_back(Mem("residual_add_mlp", 3 * e * d.T_r * d.h));
+  return f;
+}
+
+void GemmBackward(const Op& fwd, const char* dgrad, const char* wgrad, std::vector<Op>* ops) {
+  ops->push_back(Gemm(dgrad, fwd.m, fwd.k, fwd.n));
+  ops->push_back(Gemm(wgrad, fwd.k, fwd.n, fwd.m));
+}
+
+std::vector<Op> LayerBackward(const Dims& d) {
+  std::vector<Op> g;
+  const double e = d.e;
+  const int64_t n_qkv = (d.a_local + 2 * d.kv_local) * d.d;
+  // MLP block, in reverse.
+  if (d.gpt)
+    g.push_back(Mem("bias_dropout_add_mlp_bwd", (2 * e + 1) * d.T_r * d.h));
+  else
+    g.push_back(Mem("residual_add_mlp_bwd", 3 * e * d.T_r * d.h));
+  TpExitBackward(d, "sp_allgather_mlp_grad", &g);
+  GemmBackward(Gemm("fc2", d.T, d.h, d.f_local), "fc2_dgrad", "fc2_wgrad", &g);
+  if (d.gpt) {
+    g.push_back(Mem("bias_gelu_bwd", 3 * e * d.T * d.f_local));
+  } else {
+    g.push_back(Mem("swiglu_bwd", 5 * e * d.T * d.f_local));
+  }
+  // Under SP only the sequence shard of the fc1 input is stored; Megatron
+  // all-gathers it again for the weight gradient.
+  TpEnterForward(d, "sp_allgather_mlp_input", &g);
+  if (d.gpt) {
+    GemmBackward(Gemm("fc1", d.T, d.f_local, d.h), "fc1_dgrad", "fc1_wgrad", &g);
+  } else {
+    GemmBackward(Gemm("fc1_up", d.T, d.f_local, d.h), "fc1_up_dgrad", "fc1_up_wgrad", &g);
+    GemmBackward(Gemm("fc1_gate", d.T, d.f_local, d.h), "fc1_gate_dgrad", "fc1_gate_wgrad", &g);
+  }
+  TpEnterBackward(d, d.sp ? "sp_reducescatter_mlp_grad" : "tp_allreduce_mlp_grad", &g);
+  g.push_back(Mem(d.gpt ? "ln2_bwd" : "rmsnorm2_bwd", 3 * e * d.T_r * d.h));
+  // Attention block, in reverse.
+  if (d.gpt)
+    g.push_back(Mem("bias_dropout_add_attn_bwd", (2 * e + 1) * d.T_r * d.h));
+  else
+    g.push_back(Mem("residual_add_attn_bwd", 3 * e * d.T_r * d.h));
+  TpExitBackward(d, "sp_allgather_attn_grad", &g);
+  GemmBackward(Gemm("proj", d.T, d.h, d.a_local * d.d), "proj_dgrad", "proj_wgrad", &g);
+  CpRing(d, &g, /*backward=*/true);
+  g.push_back(AttentionCore(d, "attn_core_bwd", 2.0));
+  if (d.gpt) g.push_back(Mem("qkv_bias_bwd", e * d.T * n_qkv));
+  if (!d.gpt) g.push_back(Mem("rope_bwd", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
+  TpEnterForward(d, "sp_allgather_attn_input", &g);
+  GemmBackward(Gemm("qkv", d.T, n_qkv, d.h), "qkv_dgrad", "qkv_wgrad", &g);
+  TpEnterBackward(d, d.sp ? "sp_reducescatter_attn_grad" : "tp_allreduce_attn_grad", &g);
+  g.push_back(Mem(d.gpt ? "ln1_bwd" : "rmsnorm1_bwd", 3 * e * d.T_r * d.h));
+  return g;
+}
+
+}  // namespace
+
+LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
+  const Dims d = MakeDims(m, p, bytes_per_element);
+  LayerOps ops;
+  ops.forward = LayerForward(d);
+  ops.backward = LayerBackward(d);
+  if (p.recompute == Recompute::kFull) {
+    ops.recompute = ops.forward;
+  } else if (p.recompute == Recompute::kSelective) {
+    // Korthikanti et al. 2022: recompute only the attention core (QK^T,
+    // softmax, dropout, AV). Under CP the core includes its K/V ring.
+    CpRing(d, &ops.recompute, /*backward=*/false);
+    ops.recompute.push_back(AttentionCore(d, "attn_core", 1.0));
+  }
+  return ops;
+}
+
+LayerOps EmbeddingOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
+  const Dims d = MakeDims(m, p, bytes_per_element);
+  const double e = d.e;
+  LayerOps ops;
+  // Vocab-parallel lookup: each TP rank writes its rows (zeros elsewhere);
+  // GPT adds the learned position embedding.
+  ops.forward.push_back(Mem("embedding_lookup", (d.gpt ? 4 : 2) * e * d.T * d.h));
+  if (d.tp > 1)
+    ops.forward.push_back(Coll(d.sp ? "embedding_reducescatter" : "embedding_allreduce",
+                               d.sp ? CollKind::kReduceScatter : CollKind::kAllReduce, GroupKind::kTp,
+                               d.tp, e * d.T * d.h));
+  if (d.gpt) ops.forward.push_back(Mem("embedding_dropout", (2 * e + 1) * d.T_r * d.h));
+
+  if (d.gpt) ops.backward.push_back(Mem("embedding_dropout_bwd", (2 * e + 1) * d.T_r * d.h));
+  TpExitBackward(d, "embedding_grad_allgather", &ops.backward);
+  ops.backward.push_back(Mem("embedding_grad_scatter_add", (d.gpt ? 5 : 3) * e * d.T * d.h));
+  return ops;
+}
+
+LayerOps HeadOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
+  const Dims d = MakeDims(m, p, bytes_per_element);
+  const double e = d.e;
+  LayerOps ops;
+  auto& f = ops.forward;
+  f.push_back(Mem(d.gpt ? "final_ln" : "final_rmsnorm", 2 * e * d.T_r * d.h));
+  TpEnterForward(d, "sp_allgather_head", &f);
+  const Op head = Gemm("lm_head", d.T, d.v_local, d.h);
+  f.push_back(head);
+  // Vocab-parallel cross-entropy (Megatron): fp32 logits, a max, the target
+  // logit and the sum of exponentials, each all-reduced over TP ([b,s] fp32).
+  f.push_back(Mem("cross_entropy", d.T * d.v_local * (e + 2 * 4.0)));
+  if (d.tp > 1) {
+    for (const char* name : {"ce_max_allreduce", "ce_target_allreduce", "ce_sumexp_allreduce"})
+      f.push_back(Coll(name, CollKind::kAllReduce, GroupKind::kTp, d.tp, 4.0 * d.T));
+  }
+  auto& g = ops.backward;
+  g.push_back(Mem("cross_entropy_bwd", d.T * d.v_local * (4.0 + e)));
+  GemmBackward(head, "lm_head_dgrad", "lm_head_wgrad", &g);
+  TpEnterBackward(d, d.sp ? "sp_reducescatter_head_grad" : "tp_allreduce_head_grad", &g);
+  g.push_back(Mem(d.gpt ? "final_ln_bwd" : "final_rmsnorm_bwd", 3 * e * d.T_r * d.h));
+  return ops;
+}
+
+}  // namespace dt

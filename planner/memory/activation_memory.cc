@@ -1,0 +1,70 @@
+#include "planner/memory/activation_memory.h"
+
+#include "base/check.h"
+
+namespace dt {
+
+namespace {
+
+struct Local {
+  double T, T_r, h, d, a, kv, f, b, s_local, s_full, e;
+  bool gpt;
+};
+
+Local MakeLocal(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
+  DT_CHECK(bytes_per_element == 2 || bytes_per_element == 4) << bytes_per_element;
+  Local l;
+  l.b = p.micro_batch;
+  l.s_local = static_cast<double>(p.seq_length / p.cp);
+  l.s_full = p.seq_length;
+  l.T = l.b * l.s_local;
+  const bool sp = p.sequence_parallel && p.tp > 1;
+  l.T_r = sp ? l.T / p.tp : l.T;
+  l.h = m.hidden;
+  l.d = m.head_dim();
+  l.a = m.heads / p.tp;
+  l.kv = m.kv_heads >= p.tp ? m.kv_heads / p.tp : 1;
+  l.f = (m.ffn_hidden + p.tp - 1) / p.tp;
+  l.e = bytes_per_element;
+  l.gpt = m.family == ModelFamily::kGpt;
+  return l;
+}
+
+double ScoreBytes(const Local& l) {
+  const double scores = l.b * l.a * l.s_local * l.s_full;
+  // GPT: softmax output (e) + dropout mask (1 byte) + dropout output (e);
+  // Llama trains without attention dropout: softmax output only.
+  return l.gpt ? scores * (2 * l.e + 1) : scores * l.e;
+}
+
+}  // namespace
+
+double AttentionScoreBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
+  return ScoreBytes(MakeLocal(m, p, bytes_per_element));
+}
+
+double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,
+                                  Recompute mode) {
+  const Local l = MakeLocal(m, p, bytes_per_element);
+  const double e = l.e;
+  if (mode == Recompute::kFull) return e * l.T_r * l.h;  // the layer input only
+  // Replicated region (sharded over TP only under SP): inputs of norm 1,
+  // QKV, norm 2 and fc1, plus GPT's two 1-byte dropout masks. GPT 16-bit:
+  // 4*2 + 2*1 = 10 sbh (Korthikanti Table 2).
+  double bytes = 4 * e * l.T_r * l.h;
+  if (l.gpt) bytes += 2 * l.T_r * l.h;
+  // TP region: Q, K, V (the QK^T and AV inputs) and the proj input. MHA
+  // 16-bit: 4 * 2 sbh/t = 8 sbh/t.
+  bytes += e * l.T * l.d * (2 * l.a + 2 * l.kv);
+  // MLP: GPT stores the GeLU input and the fc2 input (2 * 4h each in
+  // 16-bit: 16 sbh/t); Llama stores gate, up and the fc2 input.
+  bytes += (l.gpt ? 2 : 3) * e * l.T * l.f;
+  if (mode == Recompute::kNone) bytes += ScoreBytes(l);
+  return bytes;
+}
+
+double ActivationBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
+  return ActivationBytesPerLayerFor(m, p, bytes_per_element, p.recompute);
+}
+
+}  // namespace dt

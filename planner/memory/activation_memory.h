@@ -1,0 +1,24 @@
+// Activation memory of one transformer layer for one microbatch on one GPU:
+// the tensors the forward stores for the backward, after Korthikanti et al.
+// 2022 ("Reducing Activation Recomputation in Large Transformer Models",
+// Sec. 4 and Table 2), generalised to Llama (SwiGLU, RMSNorm, no dropout),
+// GQA, fp32 (bytes_per_element = 4) and context parallelism (s -> s/cp for
+// the stored tensors; the softmax scores are s/cp x s per head).
+// Pure functions of validated inputs; no failure modes. docs/memory.md.
+#pragma once
+
+#include "planner/spec/model_spec.h"
+#include "planner/spec/plan_spec.h"
+
+namespace dt {
+
+// Bytes stored per layer per microbatch under the plan's recompute mode.
+double ActivationBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
+// Same, for an explicit recompute mode (the plan's own mode is ignored).
+double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,
+                                  Recompute mode);
+// The attention-score part (softmax output, dropout mask and output): what
+// selective recompute drops and what its backward rebuilds for one layer.
+double AttentionScoreBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
+
+}  // namespace dt

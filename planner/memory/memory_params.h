@@ -1,0 +1,39 @@
+// MemoryParams: the per-device constants of the memory model (bytes per
+// weight, gradient and optimizer state element; capacity; reserved bytes;
+// fragmentation). Plain data with two presets; docs/memory.md names the
+// source of every default. No failure modes.
+#pragma once
+
+#include <cstdint>
+
+namespace dt {
+
+struct MemoryParams {
+  int weight_bytes = 2;       // bytes per weight element: 2 (bf16/fp16) or 4 (fp32)
+  int grad_bytes = 2;         // bytes per gradient element (Megatron bf16 with
+                              // fp32 grad accumulation: 4)
+  int optimizer_bytes = 12;   // Adam, mixed precision: fp32 master + m + v (ZeRO's K = 12)
+  int activation_bytes = 2;   // bytes per activation element: 2 or 4
+  double capacity_bytes = 80e9;          // device memory (A100/H100 80 GB)
+  double reserved_bytes = 2.0 * (1 << 30);  // CUDA context, cuBLAS workspace, NCCL buffers
+  double fragmentation = 0.05;  // allocator slack as a fraction of allocated bytes
+
+  // bf16 weights and activations, bf16 gradients, fp32 Adam master + m + v.
+  static MemoryParams MixedPrecision(double capacity_bytes) {
+    MemoryParams p;
+    p.capacity_bytes = capacity_bytes;
+    return p;
+  }
+  // fp32 everything: the fp32 weights are the master copy; Adam m + v = 8.
+  static MemoryParams Fp32(double capacity_bytes) {
+    MemoryParams p;
+    p.weight_bytes = 4;
+    p.grad_bytes = 4;
+    p.optimizer_bytes = 8;
+    p.activation_bytes = 4;
+    p.capacity_bytes = capacity_bytes;
+    return p;
+  }
+};
+
+}  // namespace dt

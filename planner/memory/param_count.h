@@ -1,0 +1,22 @@
+// Parameters held by one GPU: one transformer layer's TP shard and the
+// whole of a pipeline rank (its layers, plus the embedding on the first
+// pipeline rank and final norm + LM head on the last), before any ZeRO
+// sharding. Megatron-LM's layout: column/row-parallel matrices and the
+// column-parallel biases split over TP, row-parallel biases and norms
+// replicated, vocabulary split over TP (padded to a multiple of tp),
+// learned position embeddings replicated; a tied embedding is copied onto
+// the last pipeline rank when pp > 1. Pure functions; no failure modes.
+#pragma once
+
+#include <cstdint>
+
+#include "planner/spec/model_spec.h"
+#include "planner/spec/plan_spec.h"
+
+namespace dt {
+
+int64_t LayerParamsPerRank(const ModelSpec& m, const PlanSpec& p);
+// Aborts (DT_CHECK) unless 0 <= pipeline_rank < p.pp.
+int64_t StageParamsPerRank(const ModelSpec& m, const PlanSpec& p, int pipeline_rank);
+
+}  // namespace dt

@@ -1,0 +1,31 @@
+// Memory of one GPU of a pipeline rank: weights, gradients, optimizer
+// states (with ZeRO sharding over the dp*cp replicas, Rajbhandari et al.
+// 2020), activations (Korthikanti et al. 2022, see activation_memory.h),
+// temporaries and reserved bytes. Pure function of validated inputs; a
+// pipeline_rank outside [0, pp) aborts. Formulas: docs/memory.md.
+#pragma once
+
+#include "planner/memory/memory_params.h"
+#include "planner/spec/model_spec.h"
+#include "planner/spec/plan_spec.h"
+
+namespace dt {
+
+struct StageMemory {  // bytes per GPU
+  double weights = 0, gradients = 0, optimizer = 0, activations = 0, temporary = 0, reserved = 0;
+  double total = 0;  // (sum of the above but reserved) * (1 + fragmentation) + reserved
+};
+
+// in_flight_microbatches: peak (microbatch, chunk) pairs live on the rank,
+// in microbatches of one model chunk (planner/schedule/in_flight.h). Stored
+// activations = per-layer bytes x (StageLayers / vpp) x in_flight, plus the
+// recompute working set, the first/last-stage extras and p2p buffers.
+StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const MemoryParams& mp,
+                                int pipeline_rank, int in_flight_microbatches);
+
+// total <= capacity_bytes.
+inline bool FitsDevice(const StageMemory& s, const MemoryParams& mp) {
+  return s.total <= mp.capacity_bytes;
+}
+
+}  // namespace dt

@@ -1,0 +1,227 @@
+#include "planner/cost/layer_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace dt {
+namespace {
+
+ModelSpec Gpt(int h, int a, int layers) {
+  ModelSpec m;
+  m.family = ModelFamily::kGpt;
+  m.num_layers = layers;
+  m.hidden = h;
+  m.heads = a;
+  m.kv_heads = a;
+  m.ffn_hidden = 4 * h;
+  m.vocab = 51200;
+  m.seq_length = 2048;
+  m.max_position = 2048;
+  return m;
+}
+
+ModelSpec Llama8B() {
+  ModelSpec m;
+  m.family = ModelFamily::kLlama;
+  m.num_layers = 32;
+  m.hidden = 4096;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.ffn_hidden = 14336;
+  m.vocab = 128256;
+  m.seq_length = 8192;
+  m.max_position = 8192;
+  m.tied_embeddings = false;
+  return m;
+}
+
+PlanSpec Plan(const ModelSpec& m, int tp, int cp, bool sp) {
+  PlanSpec p;
+  p.tp = tp;
+  p.cp = cp;
+  p.sequence_parallel = sp;
+  p.micro_batch = 2;
+  p.seq_length = m.seq_length;
+  p.layers_per_chunk = {m.num_layers};
+  return p;
+}
+
+int Count(const std::vector<Op>& ops, CollKind c, GroupKind g) {
+  int n = 0;
+  for (const Op& op : ops)
+    if (op.kind == OpKind::kCollective && op.coll == c && op.group == g) ++n;
+  return n;
+}
+
+double KindFlops(const std::vector<Op>& ops, OpKind k) {
+  double f = 0;
+  for (const Op& op : ops)
+    if (op.kind == k) f += op.flops;
+  return f;
+}
+
+TEST(LayerOps, GptForwardFlopsMatchMegatronCount) {
+  // Per layer, whole model: 24 b s h^2 + 4 b s^2 h (Narayanan et al. SC21).
+  const ModelSpec m = Gpt(4096, 32, 36);
+  const PlanSpec p = Plan(m, 1, 1, false);
+  const LayerOps ops = TransformerLayerOps(m, p, 2);
+  const double b = 2, s = 2048, h = 4096;
+  EXPECT_DOUBLE_EQ(SumFlops(ops.forward), 24 * b * s * h * h + 4 * b * s * s * h);
+  EXPECT_DOUBLE_EQ(KindFlops(ops.forward, OpKind::kAttention), 4 * b * s * s * h);
+}
+
+TEST(LayerOps, TensorParallelSplitsFlopsEvenly) {
+  const ModelSpec m = Gpt(4096, 32, 36);
+  const double one = SumFlops(TransformerLayerOps(m, Plan(m, 1, 1, false), 2).forward);
+  const double eight = SumFlops(TransformerLayerOps(m, Plan(m, 8, 1, false), 2).forward);
+  EXPECT_DOUBLE_EQ(eight * 8, one);
+}
+
+TEST(LayerOps, BackwardIsTwiceForwardGemmsWithTransposedShapes) {
+  for (const ModelSpec& m : {Gpt(4096, 32, 36), Llama8B()}) {
+    const LayerOps ops = TransformerLayerOps(m, Plan(m, 4, 2, true), 2);
+    EXPECT_DOUBLE_EQ(KindFlops(ops.backward, OpKind::kGemm), 2 * KindFlops(ops.forward, OpKind::kGemm));
+    EXPECT_DOUBLE_EQ(KindFlops(ops.backward, OpKind::kAttention),
+                     2 * KindFlops(ops.forward, OpKind::kAttention));
+    const Op* qkv = nullptr;
+    const Op* dgrad = nullptr;
+    const Op* wgrad = nullptr;
+    for (const Op& op : ops.forward)
+      if (std::string(op.name) == "qkv") qkv = &op;
+    for (const Op& op : ops.backward) {
+      if (std::string(op.name) == "qkv_dgrad") dgrad = &op;
+      if (std::string(op.name) == "qkv_wgrad") wgrad = &op;
+    }
+    ASSERT_TRUE(qkv && dgrad && wgrad);
+    EXPECT_EQ(dgrad->m, qkv->m);  // dX[T,h] = dY[T,n] W^T
+    EXPECT_EQ(dgrad->n, qkv->k);
+    EXPECT_EQ(dgrad->k, qkv->n);
+    EXPECT_EQ(wgrad->m, qkv->k);  // dW[h,n] = X^T dY
+    EXPECT_EQ(wgrad->n, qkv->n);
+    EXPECT_EQ(wgrad->k, qkv->m);
+  }
+}
+
+TEST(LayerOps, TensorParallelCollectivesWithoutSp) {
+  const ModelSpec m = Gpt(4096, 32, 36);
+  const LayerOps ops = TransformerLayerOps(m, Plan(m, 8, 1, false), 2);
+  EXPECT_EQ(Count(ops.forward, CollKind::kAllReduce, GroupKind::kTp), 2);
+  EXPECT_EQ(Count(ops.backward, CollKind::kAllReduce, GroupKind::kTp), 2);
+  EXPECT_EQ(Count(ops.forward, CollKind::kAllGather, GroupKind::kTp), 0);
+  for (const Op& op : ops.forward)
+    if (op.kind == OpKind::kCollective) {
+      EXPECT_DOUBLE_EQ(op.bytes, 2.0 * 2 * 2048 * 4096);
+    }
+  // The all-reduce follows the row-parallel proj GEMM.
+  for (size_t i = 0; i + 1 < ops.forward.size(); ++i)
+    if (std::string(ops.forward[i].name) == "proj") {
+      EXPECT_EQ(ops.forward[i + 1].coll, CollKind::kAllReduce);
+    }
+  const LayerOps none = TransformerLayerOps(m, Plan(m, 1, 1, false), 2);
+  for (const Op& op : none.forward) EXPECT_NE(op.kind, OpKind::kCollective);
+}
+
+TEST(LayerOps, SequenceParallelUsesAllGatherAndReduceScatter) {
+  const ModelSpec m = Gpt(4096, 32, 36);
+  const LayerOps ops = TransformerLayerOps(m, Plan(m, 8, 1, true), 2);
+  EXPECT_EQ(Count(ops.forward, CollKind::kAllReduce, GroupKind::kTp), 0);
+  EXPECT_EQ(Count(ops.forward, CollKind::kAllGather, GroupKind::kTp), 2);
+  EXPECT_EQ(Count(ops.forward, CollKind::kReduceScatter, GroupKind::kTp), 2);
+  // Backward: gradient all-gathers, input re-gathers for wgrad, reduce-scatters.
+  EXPECT_EQ(Count(ops.backward, CollKind::kAllGather, GroupKind::kTp), 4);
+  EXPECT_EQ(Count(ops.backward, CollKind::kReduceScatter, GroupKind::kTp), 2);
+  EXPECT_EQ(Count(ops.backward, CollKind::kAllReduce, GroupKind::kTp), 0);
+  // The first op is the norm on the sequence shard: T/t tokens.
+  const LayerOps nosp = TransformerLayerOps(m, Plan(m, 8, 1, false), 2);
+  EXPECT_DOUBLE_EQ(ops.forward[0].bytes * 8, nosp.forward[0].bytes);
+  EXPECT_EQ(std::string(ops.forward[1].name), "sp_allgather_attn");
+}
+
+TEST(LayerOps, ContextParallelRingAndFullKeyLength) {
+  const ModelSpec m = Llama8B();
+  const LayerOps ops = TransformerLayerOps(m, Plan(m, 2, 4, false), 2);
+  EXPECT_EQ(Count(ops.forward, CollKind::kSendRecv, GroupKind::kCp), 3);
+  EXPECT_EQ(Count(ops.backward, CollKind::kSendRecv, GroupKind::kCp), 3);
+  for (const Op& op : ops.forward) {
+    if (op.kind == OpKind::kAttention) {
+      EXPECT_EQ(op.m, 8192 / 4);
+      EXPECT_EQ(op.n, 8192);
+      EXPECT_EQ(op.k, 128);
+      EXPECT_EQ(op.batch, 2 * 16);
+    }
+    if (op.kind == OpKind::kCollective && op.group == GroupKind::kCp) {
+      EXPECT_EQ(op.group_size, 4);
+      // K and V of 4 local KV heads (8/tp), 2*2048 tokens, bf16.
+      EXPECT_DOUBLE_EQ(op.bytes, 2.0 * 2 * (2 * 2048) * 4 * 128);
+    }
+  }
+  // CP splits flops evenly too.
+  const double cp1 = SumFlops(TransformerLayerOps(m, Plan(m, 2, 1, false), 2).forward);
+  EXPECT_DOUBLE_EQ(SumFlops(ops.forward) * 4, cp1);
+}
+
+TEST(LayerOps, LlamaHasThreeMlpGemmsAndSmallerKv) {
+  const ModelSpec m = Llama8B();
+  const LayerOps ops = TransformerLayerOps(m, Plan(m, 1, 1, false), 2);
+  int mlp_gemms = 0;
+  for (const Op& op : ops.forward) {
+    const std::string n = op.name;
+    if (n == "fc1_gate" || n == "fc1_up" || n == "fc2") ++mlp_gemms;
+    if (n == "qkv") {
+      EXPECT_EQ(op.n, 4096 + 2 * 1024);
+    }
+  }
+  EXPECT_EQ(mlp_gemms, 3);
+  const double T = 2 * 8192.0, h = 4096, f = 14336, kv = 1024;
+  EXPECT_DOUBLE_EQ(KindFlops(ops.forward, OpKind::kGemm),
+                   2 * T * (h * (h + 2 * kv) + h * h + 3 * h * f));
+}
+
+TEST(LayerOps, RecomputeLists) {
+  const ModelSpec m = Gpt(4096, 32, 36);
+  PlanSpec p = Plan(m, 8, 1, true);
+  EXPECT_TRUE(TransformerLayerOps(m, p, 2).recompute.empty());
+  p.recompute = Recompute::kFull;
+  const LayerOps full = TransformerLayerOps(m, p, 2);
+  ASSERT_EQ(full.recompute.size(), full.forward.size());
+  for (size_t i = 0; i < full.forward.size(); ++i)
+    EXPECT_STREQ(full.recompute[i].name, full.forward[i].name);
+  p.recompute = Recompute::kSelective;
+  const LayerOps sel = TransformerLayerOps(m, p, 2);
+  ASSERT_EQ(sel.recompute.size(), 1u);
+  EXPECT_EQ(sel.recompute[0].kind, OpKind::kAttention);
+  EXPECT_DOUBLE_EQ(SumFlops(sel.recompute), KindFlops(sel.forward, OpKind::kAttention));
+}
+
+TEST(LayerOps, BytesScaleWithElementSize) {
+  const ModelSpec m = Llama8B();
+  const PlanSpec p = Plan(m, 4, 1, true);
+  const LayerOps b16 = TransformerLayerOps(m, p, 2), b32 = TransformerLayerOps(m, p, 4);
+  ASSERT_EQ(b16.forward.size(), b32.forward.size());
+  for (size_t i = 0; i < b16.forward.size(); ++i) {
+    EXPECT_DOUBLE_EQ(b32.forward[i].bytes, 2 * b16.forward[i].bytes) << b16.forward[i].name;
+    EXPECT_DOUBLE_EQ(b32.forward[i].flops, b16.forward[i].flops);
+  }
+}
+
+TEST(LayerOps, EmbeddingAndHeadAreVocabParallel) {
+  const ModelSpec m = Gpt(4096, 32, 36);
+  const PlanSpec p = Plan(m, 8, 1, false);
+  const LayerOps emb = EmbeddingOps(m, p, 2);
+  EXPECT_EQ(Count(emb.forward, CollKind::kAllReduce, GroupKind::kTp), 1);
+  EXPECT_DOUBLE_EQ(SumFlops(emb.forward), 0);
+  const LayerOps head = HeadOps(m, p, 2);
+  EXPECT_DOUBLE_EQ(SumFlops(head.forward), 2.0 * 2 * 2048 * (51200 / 8) * 4096);
+  EXPECT_DOUBLE_EQ(SumFlops(head.backward), 2 * SumFlops(head.forward));
+  EXPECT_EQ(Count(head.forward, CollKind::kAllReduce, GroupKind::kTp), 3);  // cross-entropy
+  EXPECT_EQ(Count(head.backward, CollKind::kAllReduce, GroupKind::kTp), 1);
+  const LayerOps emb_sp = EmbeddingOps(m, Plan(m, 8, 1, true), 2);
+  EXPECT_EQ(Count(emb_sp.forward, CollKind::kReduceScatter, GroupKind::kTp), 1);
+  EXPECT_EQ(Count(emb_sp.backward, CollKind::kAllGather, GroupKind::kTp), 1);
+  EXPECT_STREQ(ToString(CollKind::kReduceScatter), "reduce_scatter");
+  EXPECT_STREQ(ToString(GroupKind::kCp), "cp");
+}
+
+}  // namespace
+}  // namespace dt

@@ -1,0 +1,228 @@
+#include <gtest/gtest.h>
+
+#include "planner/memory/activation_memory.h"
+#include "planner/memory/memory_params.h"
+#include "planner/memory/param_count.h"
+#include "planner/memory/stage_memory.h"
+
+namespace dt {
+namespace {
+
+ModelSpec Gpt(int h, int a, int layers) {
+  ModelSpec m;
+  m.family = ModelFamily::kGpt;
+  m.num_layers = layers;
+  m.hidden = h;
+  m.heads = a;
+  m.kv_heads = a;
+  m.ffn_hidden = 4 * h;
+  m.vocab = 51200;
+  m.seq_length = 2048;
+  m.max_position = 2048;
+  return m;
+}
+
+ModelSpec Llama8B() {
+  ModelSpec m;
+  m.family = ModelFamily::kLlama;
+  m.num_layers = 32;
+  m.hidden = 4096;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.ffn_hidden = 14336;
+  m.vocab = 128256;
+  m.seq_length = 8192;
+  m.max_position = 8192;
+  m.tied_embeddings = false;
+  return m;
+}
+
+PlanSpec Plan(const ModelSpec& m, int tp, int b, bool sp, Recompute rc) {
+  PlanSpec p;
+  p.tp = tp;
+  p.micro_batch = b;
+  p.seq_length = m.seq_length;
+  p.sequence_parallel = sp;
+  p.recompute = rc;
+  p.layers_per_chunk = {m.num_layers};
+  return p;
+}
+
+// Korthikanti et al. 2022, Table 2, evaluated by hand for their 22B
+// (h=6144, a=64, s=2048, b=4, t=8) and 175B (h=12288, a=96, s=2048, b=1,
+// t=8) configurations (Table 3). Bytes per layer per GPU, 16-bit.
+struct Row {
+  bool sp;
+  Recompute rc;
+  int tp;
+  double bytes_22b, bytes_175b;
+};
+
+TEST(ActivationMemory, KorthikantiTable2For22BAnd175B) {
+  const ModelSpec m22 = Gpt(6144, 64, 48), m175 = Gpt(12288, 96, 96);
+  const Row rows[] = {
+      {false, Recompute::kNone, 1, 7079985152.0, 2868903936.0},   // sbh(34 + 5as/h)
+      {false, Recompute::kNone, 8, 1325400064.0, 578813952.0},    // sbh(10 + 24/t + 5as/(ht))
+      {true, Recompute::kNone, 8, 884998144.0, 358612992.0},      // sbh/t (34 + 5as/h)
+      {false, Recompute::kSelective, 8, 654311424.0, 327155712.0},  // sbh(10 + 24/t)
+      {true, Recompute::kSelective, 8, 213909504.0, 106954752.0},   // 34 sbh/t
+      {false, Recompute::kFull, 8, 100663296.0, 50331648.0},        // 2 sbh
+  };
+  for (const Row& r : rows) {
+    EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(m22, Plan(m22, r.tp, 4, r.sp, r.rc), 2), r.bytes_22b);
+    EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(m175, Plan(m175, r.tp, 1, r.sp, r.rc), 2), r.bytes_175b);
+  }
+  // Full recompute under SP keeps the sequence shard of the input: 2sbh/t.
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(m175, Plan(m175, 8, 1, true, Recompute::kFull), 2),
+                   6291456.0);
+}
+
+TEST(ActivationMemory, OrderingsAndScaling) {
+  for (const ModelSpec& m : {Gpt(6144, 64, 48), Llama8B()}) {
+    for (int tp : {2, 4, 8}) {
+      for (bool sp : {false, true}) {
+        const double none = ActivationBytesPerLayer(m, Plan(m, tp, 2, sp, Recompute::kNone), 2);
+        const double sel = ActivationBytesPerLayer(m, Plan(m, tp, 2, sp, Recompute::kSelective), 2);
+        const double full = ActivationBytesPerLayer(m, Plan(m, tp, 2, sp, Recompute::kFull), 2);
+        EXPECT_LT(sel, none);
+        EXPECT_LT(full, sel);
+        if (sp) {
+          const double nosp = ActivationBytesPerLayer(m, Plan(m, tp, 2, false, Recompute::kNone), 2);
+          EXPECT_LT(none, nosp);
+        }
+      }
+    }
+    // fp32 stores every tensor at 4 bytes; 1-byte masks stay 1 byte.
+    const PlanSpec p = Plan(m, 4, 1, true, Recompute::kSelective);
+    const double b16 = ActivationBytesPerLayer(m, p, 2), b32 = ActivationBytesPerLayer(m, p, 4);
+    if (m.family == ModelFamily::kLlama)
+      EXPECT_DOUBLE_EQ(b32, 2 * b16);
+    else
+      EXPECT_LT(b32, 2 * b16);
+  }
+}
+
+TEST(ActivationMemory, ContextParallelAndGqa) {
+  const ModelSpec m = Llama8B();
+  PlanSpec p = Plan(m, 2, 1, true, Recompute::kSelective);
+  const double cp1 = ActivationBytesPerLayer(m, p, 2);
+  p.cp = 4;
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(m, p, 2) * 4, cp1);  // linear terms: s -> s/cp
+  p.recompute = Recompute::kNone;
+  const double none_cp4 = ActivationBytesPerLayer(m, p, 2);
+  p.cp = 1;
+  // The score term is (s/cp) x s: it also shrinks by cp, not cp^2.
+  EXPECT_DOUBLE_EQ(none_cp4 * 4, ActivationBytesPerLayer(m, p, 2));
+  // GQA: Llama-8B's K/V (8 heads) are 4x smaller than an MHA variant's.
+  ModelSpec mha = m;
+  mha.kv_heads = 32;
+  p.recompute = Recompute::kSelective;
+  // K and V live in the TP region (8192 tokens): 2 tensors x (16 - 4) local heads.
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(mha, p, 2) - ActivationBytesPerLayer(m, p, 2),
+                   2.0 * 8192 * 128 * 2 * (16 - 4));
+}
+
+TEST(ParamCount, LayerShardsSumToTheModel) {
+  for (const ModelSpec& m : {Gpt(4096, 32, 36), Llama8B()}) {
+    const PlanSpec p1 = Plan(m, 1, 1, false, Recompute::kNone);
+    EXPECT_EQ(LayerParamsPerRank(m, p1), m.LayerParams());
+    EXPECT_EQ(StageParamsPerRank(m, p1, 0), m.TotalParams());
+  }
+}
+
+TEST(StageMemory, MoreTensorParallelNeverRaisesWeights) {
+  const ModelSpec m = Gpt(12288, 96, 96);
+  const MemoryParams mp = MemoryParams::MixedPrecision(80e9);
+  PlanSpec p = Plan(m, 1, 1, false, Recompute::kNone);
+  p.pp = 8;
+  p.layers_per_chunk = EvenSplit(96, 8);
+  for (int stage : {0, 3, 7}) {
+    double prev = 1e300;
+    for (int tp : {1, 2, 4, 8}) {
+      p.tp = tp;
+      const double w = EstimateStageMemory(m, p, mp, stage, 1).weights;
+      EXPECT_LE(w, prev) << "tp=" << tp << " stage=" << stage;
+      prev = w;
+    }
+  }
+}
+
+TEST(StageMemory, ZeroStagesNeverRaiseMemory) {
+  for (const ModelSpec& m : {Gpt(4096, 32, 36), Llama8B()}) {
+    const MemoryParams mp = MemoryParams::MixedPrecision(80e9);
+    PlanSpec p = Plan(m, 2, 1, true, Recompute::kSelective);
+    p.dp = 8;
+    p.pp = 4;
+    p.layers_per_chunk = EvenSplit(m.num_layers, 4);
+    for (int stage = 0; stage < 4; ++stage) {
+      double prev = 1e300;
+      for (int z = 0; z <= 3; ++z) {
+        p.zero_stage = z;
+        const StageMemory s = EstimateStageMemory(m, p, mp, stage, 4 - stage);
+        EXPECT_LE(s.total, prev) << "zero=" << z << " stage=" << stage;
+        prev = s.total;
+      }
+    }
+    // Stage 1 shards exactly the optimizer states over dp*cp.
+    p.zero_stage = 0;
+    const StageMemory z0 = EstimateStageMemory(m, p, mp, 1, 3);
+    p.zero_stage = 1;
+    EXPECT_DOUBLE_EQ(EstimateStageMemory(m, p, mp, 1, 3).optimizer * 8, z0.optimizer);
+  }
+}
+
+TEST(StageMemory, ModelStatesFollowZeroPaperBytesPerParameter) {
+  // Rajbhandari et al. 2020: (2 + 2 + K) Psi bytes with K = 12, no sharding.
+  const ModelSpec m = Gpt(4096, 32, 36);
+  const PlanSpec p = Plan(m, 1, 1, false, Recompute::kNone);
+  const StageMemory s = EstimateStageMemory(m, p, MemoryParams::MixedPrecision(80e9), 0, 1);
+  const double psi = static_cast<double>(m.TotalParams());
+  EXPECT_DOUBLE_EQ(s.weights + s.gradients + s.optimizer, 16 * psi);
+  const StageMemory f = EstimateStageMemory(m, p, MemoryParams::Fp32(80e9), 0, 1);
+  EXPECT_DOUBLE_EQ(f.weights + f.gradients + f.optimizer, 16 * psi);  // 4 + 4 + 8
+}
+
+TEST(StageMemory, ActivationsScaleWithInFlightAndRecompute) {
+  const ModelSpec m = Gpt(12288, 96, 96);
+  const MemoryParams mp = MemoryParams::MixedPrecision(80e9);
+  PlanSpec p = Plan(m, 8, 1, true, Recompute::kNone);
+  p.pp = 8;
+  p.layers_per_chunk = EvenSplit(96, 8);
+  const double per_layer = ActivationBytesPerLayer(m, p, 2);
+  const double a1 = EstimateStageMemory(m, p, mp, 3, 1).activations;
+  const double a5 = EstimateStageMemory(m, p, mp, 3, 5).activations;
+  EXPECT_DOUBLE_EQ(a5 - a1, 4 * 12 * per_layer);
+  double prev = 1e300;
+  for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    p.recompute = rc;
+    const StageMemory s = EstimateStageMemory(m, p, mp, 0, 8);
+    EXPECT_LT(s.activations, prev);
+    prev = s.activations;
+    EXPECT_GT(s.total, s.weights + s.gradients + s.optimizer + s.activations + s.temporary);
+  }
+  // The last stage holds fp32 logits: 4 b s V/t bytes.
+  p.recompute = Recompute::kFull;
+  const double last = EstimateStageMemory(m, p, mp, 7, 1).activations;
+  const double mid = EstimateStageMemory(m, p, mp, 6, 1).activations;
+  EXPECT_GT(last - mid, 4.0 * 2048 * 51200 / 8);
+}
+
+TEST(StageMemory, TiedEmbeddingCopiedOntoLastStage) {
+  ModelSpec m = Gpt(4096, 32, 36);
+  PlanSpec p = Plan(m, 4, 1, false, Recompute::kNone);
+  p.pp = 4;
+  p.layers_per_chunk = EvenSplit(36, 4);
+  const int64_t word = 51200 / 4 * 4096;
+  EXPECT_EQ(StageParamsPerRank(m, p, 3) - StageParamsPerRank(m, p, 2), word + 2 * 4096);
+  m.tied_embeddings = false;
+  EXPECT_EQ(StageParamsPerRank(m, p, 3) - StageParamsPerRank(m, p, 2), word + 2 * 4096);
+  p.pp = 1;
+  p.layers_per_chunk = {36};
+  m.tied_embeddings = true;
+  const int64_t tied = StageParamsPerRank(m, p, 0);
+  m.tied_embeddings = false;
+  EXPECT_EQ(StageParamsPerRank(m, p, 0) - tied, word);
+}
+
+}  // namespace
+}  // namespace dt
