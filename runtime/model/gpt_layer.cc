@@ -1,0 +1,190 @@
+#include "runtime/model/gpt_layer.h"
+
+#include <cmath>
+
+#include "base/check.h"
+#include "runtime/model/init.h"
+#include "runtime/model/tp_ops.h"
+#include "runtime/ops/attention.h"
+#include "runtime/ops/gelu.h"
+#include "runtime/ops/layernorm.h"
+#include "runtime/ops/linear.h"
+#include "runtime/ops/residual.h"
+
+namespace dt::rt {
+
+GptLayer::GptLayer(LayerContext* ctx, int layer, int num_layers)
+    : ctx_(ctx), layer_(layer), num_layers_(num_layers) {
+  const std::string p = "layers." + std::to_string(layer) + ".";
+  const int64_t h = ctx->hidden, f = ctx->ffn_local * ctx->tp_size;
+  ln1_w_ = DeclareParam(ctx, p + "ln1.weight", {h}, ShardKind::kReplicated, true);
+  ln1_b_ = DeclareParam(ctx, p + "ln1.bias", {h}, ShardKind::kReplicated, true);
+  // QKV rows are ordered [head, {q,k,v}, head_dim] so a dim-0 shard is whole heads.
+  qkv_w_ = DeclareParam(ctx, p + "attn.qkv.weight", {3 * h, h}, ShardKind::kSplitDim0, false);
+  qkv_b_ = DeclareParam(ctx, p + "attn.qkv.bias", {3 * h}, ShardKind::kSplitDim0, false);
+  proj_w_ = DeclareParam(ctx, p + "attn.proj.weight", {h, h}, ShardKind::kSplitDim1, false);
+  proj_b_ = DeclareParam(ctx, p + "attn.proj.bias", {h}, ShardKind::kReplicated, true);
+  ln2_w_ = DeclareParam(ctx, p + "ln2.weight", {h}, ShardKind::kReplicated, true);
+  ln2_b_ = DeclareParam(ctx, p + "ln2.bias", {h}, ShardKind::kReplicated, true);
+  fc1_w_ = DeclareParam(ctx, p + "mlp.fc1.weight", {f, h}, ShardKind::kSplitDim0, false);
+  fc1_b_ = DeclareParam(ctx, p + "mlp.fc1.bias", {f}, ShardKind::kSplitDim0, false);
+  fc2_w_ = DeclareParam(ctx, p + "mlp.fc2.weight", {h, f}, ShardKind::kSplitDim1, false);
+  fc2_b_ = DeclareParam(ctx, p + "mlp.fc2.bias", {h}, ShardKind::kReplicated, true);
+}
+
+void GptLayer::Init(uint64_t seed) {
+  const auto& ps = ctx_->store->params();
+  auto normal = [&](int i, float std) { InitNormal(ps[i], seed, std, ctx_->W(i)); };
+  auto constant = [&](int i, float v) { InitConstant(ps[i], v, ctx_->W(i)); };
+  const float out_std = 0.02f / std::sqrt(2.0f * num_layers_);  // GPT-2 residual scaling
+  constant(ln1_w_, 1.0f);
+  constant(ln1_b_, 0.0f);
+  normal(qkv_w_, 0.02f);
+  constant(qkv_b_, 0.0f);
+  normal(proj_w_, out_std);
+  constant(proj_b_, 0.0f);
+  constant(ln2_w_, 1.0f);
+  constant(ln2_b_, 0.0f);
+  normal(fc1_w_, 0.02f);
+  constant(fc1_b_, 0.0f);
+  normal(fc2_w_, out_std);
+  constant(fc2_b_, 0.0f);
+}
+
+Tensor GptLayer::Forward(Tensor x, Recompute mode, LayerStash* s) {
+  DT_CHECK_EQ(x.numel(), ctx_->local_rows * ctx_->hidden) << "layer " << layer_ << " input";
+  s->x = std::move(x);
+  Tensor out;
+  ForwardInto(s, mode == Recompute::kNone, &out);
+  if (mode == Recompute::kFull) {  // keep only the input
+    Tensor keep = std::move(s->x);
+    *s = LayerStash();
+    s->x = std::move(keep);
+  }
+  return out;
+}
+
+void GptLayer::ForwardInto(LayerStash* s, bool keep_probs, Tensor* out) {
+  Backend& be = *ctx_->be;
+  const int64_t rl = ctx_->local_rows, rows = ctx_->rows, h = ctx_->hidden;
+  const int64_t hl = ctx_->heads_local * ctx_->head_dim, fl = ctx_->ffn_local;
+  const AttentionDims ad{ctx_->seq, ctx_->batch, ctx_->heads_local, ctx_->head_dim};
+
+  s->mean1 = Tensor({rl});
+  s->rstd1 = Tensor({rl});
+  s->ln1 = Tensor({rl, h});
+  LayerNormForward(be, s->x.data(), ctx_->W(ln1_w_), ctx_->W(ln1_b_), rl, h, s->ln1.data(),
+                   s->mean1.data(), s->rstd1.data());
+  {
+    Tensor ln1_full = GatherSeq(ctx_, s->ln1);
+    s->qkv = Tensor({rows, 3 * hl});
+    LinearForward(be, ln1_full.data(), rows, h, ctx_->W(qkv_w_), ctx_->W(qkv_b_), 3 * hl, s->qkv.data());
+  }
+  Tensor probs({ad.batch, ad.heads, ad.seq, ad.seq});
+  s->attn = Tensor({rows, hl});
+  AttentionForward(be, ad, s->qkv.data(), probs.data(), s->attn.data());
+  if (keep_probs) s->probs = std::move(probs);
+  probs = Tensor();
+  Tensor proj;
+  {
+    Tensor partial({rows, h});
+    LinearForward(be, s->attn.data(), rows, hl, ctx_->W(proj_w_), nullptr, h, partial.data());
+    proj = ReduceSeq(ctx_, &partial);
+  }
+  be.AddBias(proj.data(), ctx_->W(proj_b_), rl, h);
+  s->x2 = Tensor({rl, h});
+  ResidualAddForward(be, s->x.data(), proj.data(), rl * h, s->x2.data());
+  proj = Tensor();
+
+  s->mean2 = Tensor({rl});
+  s->rstd2 = Tensor({rl});
+  s->ln2 = Tensor({rl, h});
+  LayerNormForward(be, s->x2.data(), ctx_->W(ln2_w_), ctx_->W(ln2_b_), rl, h, s->ln2.data(),
+                   s->mean2.data(), s->rstd2.data());
+  {
+    Tensor ln2_full = GatherSeq(ctx_, s->ln2);
+    s->fc1 = Tensor({rows, fl});
+    LinearForward(be, ln2_full.data(), rows, h, ctx_->W(fc1_w_), ctx_->W(fc1_b_), fl, s->fc1.data());
+  }
+  s->act = Tensor({rows, fl});
+  GeluForward(be, s->fc1.data(), rows * fl, s->act.data());
+  Tensor mlp;
+  {
+    Tensor partial({rows, h});
+    LinearForward(be, s->act.data(), rows, fl, ctx_->W(fc2_w_), nullptr, h, partial.data());
+    mlp = ReduceSeq(ctx_, &partial);
+  }
+  be.AddBias(mlp.data(), ctx_->W(fc2_b_), rl, h);
+  *out = Tensor({rl, h});
+  ResidualAddForward(be, s->x2.data(), mlp.data(), rl * h, out->data());
+  s->complete = true;
+}
+
+Tensor GptLayer::Backward(const Tensor& dout, LayerStash* s) {
+  Backend& be = *ctx_->be;
+  const int64_t rl = ctx_->local_rows, rows = ctx_->rows, h = ctx_->hidden;
+  const int64_t hl = ctx_->heads_local * ctx_->head_dim, fl = ctx_->ffn_local;
+  const AttentionDims ad{ctx_->seq, ctx_->batch, ctx_->heads_local, ctx_->head_dim};
+  DT_CHECK_EQ(dout.numel(), rl * h) << "layer " << layer_ << " grad";
+  if (!s->complete) {  // full recompute: rerun the forward from the stashed input
+    Tensor discard;
+    ForwardInto(s, true, &discard);
+  }
+  if (s->probs.empty()) {  // selective recompute: only the attention probabilities
+    s->probs = Tensor({ad.batch, ad.heads, ad.seq, ad.seq});
+    AttentionProbs(be, ad, s->qkv.data(), s->probs.data());
+  }
+
+  // ---- MLP block: out = x2 + fc2(gelu(fc1(LN2(x2)))) + b2 ----
+  Tensor dx2 = dout.Clone();
+  be.BiasGrad(dout.data(), ctx_->G(fc2_b_), rl, h);
+  Tensor dln2_full({rows, h});
+  {
+    Tensor dmlp_full = GatherSeq(ctx_, dout);
+    Tensor dact({rows, fl});
+    LinearBackward(be, s->act.data(), rows, fl, ctx_->W(fc2_w_), h, dmlp_full.data(), dact.data(),
+                   ctx_->G(fc2_w_), nullptr);
+    GeluBackward(be, s->fc1.data(), dact.data(), rows * fl, dact.data());
+    Tensor ln2_full = GatherSeq(ctx_, s->ln2);
+    LinearBackward(be, ln2_full.data(), rows, h, ctx_->W(fc1_w_), fl, dact.data(), dln2_full.data(),
+                   ctx_->G(fc1_w_), ctx_->G(fc1_b_));
+  }
+  s->act = Tensor();
+  s->fc1 = Tensor();
+  {
+    Tensor dln2 = ReduceSeq(ctx_, &dln2_full);
+    Tensor dtmp({rl, h});
+    LayerNormBackward(be, s->x2.data(), ctx_->W(ln2_w_), s->mean2.data(), s->rstd2.data(), dln2.data(),
+                      rl, h, dtmp.data(), ctx_->G(ln2_w_), ctx_->G(ln2_b_));
+    be.Axpy(1.0f, dtmp.data(), dx2.data(), rl * h);
+  }
+
+  // ---- attention block: x2 = x + proj(attn(QKV(LN1(x)))) + bp ----
+  Tensor dx = dx2.Clone();
+  be.BiasGrad(dx2.data(), ctx_->G(proj_b_), rl, h);
+  Tensor dln1_full({rows, h});
+  {
+    Tensor dproj_full = GatherSeq(ctx_, dx2);
+    Tensor dattn({rows, hl});
+    LinearBackward(be, s->attn.data(), rows, hl, ctx_->W(proj_w_), h, dproj_full.data(), dattn.data(),
+                   ctx_->G(proj_w_), nullptr);
+    Tensor dqkv({rows, 3 * hl});
+    Tensor scratch({ad.seq, ad.seq});
+    AttentionBackward(be, ad, s->qkv.data(), s->probs.data(), dattn.data(), dqkv.data(), scratch.data());
+    s->probs = Tensor();
+    Tensor ln1_full = GatherSeq(ctx_, s->ln1);
+    LinearBackward(be, ln1_full.data(), rows, h, ctx_->W(qkv_w_), 3 * hl, dqkv.data(),
+                   dln1_full.data(), ctx_->G(qkv_w_), ctx_->G(qkv_b_));
+  }
+  {
+    Tensor dln1 = ReduceSeq(ctx_, &dln1_full);
+    Tensor dtmp({rl, h});
+    LayerNormBackward(be, s->x.data(), ctx_->W(ln1_w_), s->mean1.data(), s->rstd1.data(), dln1.data(),
+                      rl, h, dtmp.data(), ctx_->G(ln1_w_), ctx_->G(ln1_b_));
+    be.Axpy(1.0f, dtmp.data(), dx.data(), rl * h);
+  }
+  *s = LayerStash();
+  return dx;
+}
+
+}  // namespace dt::rt

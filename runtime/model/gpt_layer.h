@@ -1,0 +1,57 @@
+// GptLayer: one GPT-2 transformer layer on one TP rank, forward and
+// backward, following planner/cost/layer_ops.h:
+//   x -> LN1 -> [SP all-gather | f] -> QKV (column-parallel) -> attention
+//     -> proj (row-parallel) -> [SP reduce-scatter | g] -> +bias -> +x = x2
+//   x2 -> LN2 -> [SP all-gather | f] -> fc1 (column) -> GeLU -> fc2 (row)
+//     -> [SP reduce-scatter | g] -> +bias -> +x2 = out
+// Activations are sequence-major [local_rows, hidden]. No dropout (the
+// runtime trains deterministically; parity tests compare plans bitwise-ish).
+//
+// What the forward keeps (LayerStash) depends on the recompute mode:
+//   none      everything backward reads (incl. attention probabilities)
+//   selective all but the attention probabilities, recomputed from QKV
+//   full      only the layer input; backward reruns Forward first
+// Stash memory comes from the runtime allocator. Backward accumulates
+// parameter grads (through LayerContext::G) and returns the input grad.
+// Not thread-safe. Misuse (wrong shapes) aborts.
+#pragma once
+
+#include <string>
+
+#include "planner/spec/plan_spec.h"
+#include "runtime/model/layer_context.h"
+#include "runtime/tensor/tensor.h"
+
+namespace dt::rt {
+
+struct LayerStash {
+  Tensor x;                          // input [local_rows, h] (always)
+  Tensor mean1, rstd1, ln1;          // LN1 stats and output (local rows)
+  Tensor qkv, probs, attn;           // [rows, 3h/tp], [b, heads/tp, s, s], [rows, h/tp]
+  Tensor x2, mean2, rstd2, ln2;      // residual after attention; LN2
+  Tensor fc1, act;                   // [rows, ffn/tp] pre- and post-GeLU
+  bool complete = false;             // false: only x (full recompute)
+};
+
+class GptLayer {
+ public:
+  // Declares this layer's parameters (global layer index `layer`) in the store.
+  GptLayer(LayerContext* ctx, int layer, int num_layers);
+  // Sets initial values (after the store is finalised).
+  void Init(uint64_t seed);
+
+  // Consumes x (moved into the stash); returns the layer output.
+  Tensor Forward(Tensor x, Recompute mode, LayerStash* stash);
+  // Returns the grad of the layer input; frees the stash contents.
+  Tensor Backward(const Tensor& dout, LayerStash* stash);
+
+ private:
+  void ForwardInto(LayerStash* s, bool keep_probs, Tensor* out);
+
+  LayerContext* ctx_;
+  int layer_, num_layers_;
+  int ln1_w_, ln1_b_, qkv_w_, qkv_b_, proj_w_, proj_b_;
+  int ln2_w_, ln2_b_, fc1_w_, fc1_b_, fc2_w_, fc2_b_;
+};
+
+}  // namespace dt::rt

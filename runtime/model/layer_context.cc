@@ -1,0 +1,70 @@
+#include "runtime/model/layer_context.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+#include "runtime/model/init.h"
+#include "runtime/model/tp_ops.h"
+
+namespace dt::rt {
+
+int DeclareParam(LayerContext* ctx, const std::string& name, std::vector<int64_t> full_shape,
+                 ShardKind shard, bool sp_partial, bool tied) {
+  Param p;
+  p.name = name;
+  p.full_shape = full_shape;
+  p.local_shape = full_shape;
+  p.shard = shard;
+  p.tp_rank = ctx->tp_rank;
+  p.tp_size = ctx->tp_size;
+  p.tied = tied;
+  if (shard != ShardKind::kReplicated) {
+    const size_t d = shard == ShardKind::kSplitDim0 ? 0 : 1;
+    DT_CHECK_LT(d, full_shape.size()) << name;
+    p.local_shape[d] = ShardBegin(full_shape[d], ctx->tp_rank + 1, ctx->tp_size) -
+                       ShardBegin(full_shape[d], ctx->tp_rank, ctx->tp_size);
+  }
+  int64_t numel = 1;
+  for (int64_t x : p.local_shape) numel *= x;
+  const int idx = ctx->store->Add(std::move(p));
+  DT_CHECK_EQ(static_cast<size_t>(idx), ctx->sp_offset.size()) << "params declared outside DeclareParam";
+  if (sp_partial && ctx->sp) {
+    ctx->sp_offset.push_back(static_cast<int64_t>(ctx->sp_grads.size()));
+    ctx->sp_grads.resize(ctx->sp_grads.size() + numel, 0.0f);
+  } else {
+    ctx->sp_offset.push_back(-1);
+  }
+  return idx;
+}
+
+Tensor GatherSeq(LayerContext* ctx, const Tensor& local) {
+  if (!ctx->sp) return local.Reshaped(local.shape());
+  Tensor full({ctx->rows, ctx->hidden});
+  SpAllGather(ctx->tp, local.data(), ctx->local_rows, ctx->hidden, full.data());
+  return full;
+}
+
+Tensor ReduceSeq(LayerContext* ctx, Tensor* full) {
+  if (ctx->sp) {
+    Tensor local({ctx->local_rows, ctx->hidden});
+    SpReduceScatter(ctx->tp, full->data(), ctx->local_rows, ctx->hidden, local.data());
+    return local;
+  }
+  TpAllReduce(ctx->tp, full->data(), full->numel());
+  return std::move(*full);
+}
+
+void FlushSpGrads(LayerContext* ctx) {
+  if (!ctx->sp || ctx->sp_grads.empty()) return;
+  TpAllReduce(ctx->tp, ctx->sp_grads.data(), static_cast<int64_t>(ctx->sp_grads.size()));
+  for (size_t i = 0; i < ctx->sp_offset.size(); ++i) {
+    if (ctx->sp_offset[i] < 0) continue;
+    const Param& p = ctx->store->params()[i];
+    float* g = ctx->store->grad(static_cast<int>(i));
+    const float* s = ctx->sp_grads.data() + ctx->sp_offset[i];
+    for (int64_t k = 0; k < p.numel; ++k) g[k] += s[k];
+  }
+  std::fill(ctx->sp_grads.begin(), ctx->sp_grads.end(), 0.0f);
+}
+
+}  // namespace dt::rt

@@ -1,0 +1,65 @@
+// LayerContext: what the pieces of a model chunk (embedding, transformer
+// layers, head) share on one rank: the backend, the TP comm, per-rank
+// dimensions, the parameter store and where gradients of sequence-parallel
+// partial parameters go. Owned by ModelChunk; pieces hold a pointer to it.
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/backend/backend.h"
+#include "runtime/comm/comm.h"
+#include "runtime/model/param_store.h"
+#include "runtime/tensor/allocator.h"
+#include "runtime/tensor/tensor.h"
+
+namespace dt::rt {
+
+struct LayerContext {
+  Backend* be = nullptr;
+  Comm* tp = nullptr;       // null or size 1: no tensor parallelism
+  int tp_rank = 0, tp_size = 1;
+  bool sp = false;          // Megatron sequence parallelism (tp_size > 1)
+  int64_t seq = 0, batch = 0;
+  int64_t rows = 0;         // seq * batch
+  int64_t local_rows = 0;   // rows / tp under SP, else rows
+  int64_t hidden = 0, heads_local = 0, head_dim = 0, ffn_local = 0;
+  ParamStore* store = nullptr;
+  // Under SP, parameters applied to sequence shards (LayerNorms, the biases
+  // added after a reduce-scatter) get only this shard's share of the
+  // gradient: it goes to sp_grads (sp_offset[i] >= 0) and is all-reduced
+  // over TP once per microbatch backward, then added to the store.
+  std::vector<int64_t> sp_offset;
+  std::vector<float, TrackingAllocator<float>> sp_grads;
+
+  float* W(int i) const { return store->value(i); }
+  float* G(int i) {
+    if (sp && sp_offset[i] >= 0) return sp_grads.data() + sp_offset[i];
+    return store->grad(i);
+  }
+};
+
+}  // namespace dt::rt
+
+namespace dt::rt {
+
+// Adds a parameter to ctx->store with its TP shard of `full_shape`; if
+// sp_partial, reserves room for it in ctx->sp_grads. Returns its index.
+int DeclareParam(LayerContext* ctx, const std::string& name, std::vector<int64_t> full_shape,
+                 ShardKind shard, bool sp_partial, bool tied = false);
+
+// Before a column-parallel linear: under SP the all-gather of the sequence
+// shard [local_rows, h] into [rows, h]; otherwise a view of `local` (f: identity).
+Tensor GatherSeq(LayerContext* ctx, const Tensor& local);
+// Conjugate of GatherSeq in backward, and the row-parallel output reduction
+// in forward: [rows, h] partial sums -> under SP the reduce-scatter to
+// [local_rows, h]; otherwise the in-place all-reduce (moves `full` out).
+Tensor ReduceSeq(LayerContext* ctx, Tensor* full);
+
+// Under SP: all-reduces ctx->sp_grads over TP, adds them into the store's
+// grads and zeroes them. No-op without SP.
+void FlushSpGrads(LayerContext* ctx);
+
+}  // namespace dt::rt

@@ -1,0 +1,116 @@
+// ModelChunk: model chunk `chunk` of a PlanSpec on one TP rank: layers
+// [ChunkFirstLayer(chunk), +layers_per_chunk[chunk]), plus the token and
+// learned position embedding on chunk 0, plus the final LayerNorm, LM head
+// (tied to the token embedding) and vocab-parallel cross-entropy on the
+// last chunk. GPT-2 architecture (LayerNorm, GeLU MLP, causal MHA); no
+// dropout (training is deterministic so plans can be compared exactly).
+//
+// Parallelism: Megatron tensor parallelism over comms.tp (column-parallel
+// QKV/fc1, row-parallel proj/fc2, vocab-parallel embedding/head/loss) and,
+// if plan.sequence_parallel, sequence parallelism (LayerNorms on sequence
+// shards, all-gather / reduce-scatter around the parallel linears; the
+// shard-partial grads of LayerNorms and row-parallel biases are all-reduced
+// over TP inside each Backward). Context parallelism (cp > 1) is not
+// supported (DT_CHECK). dp/pp/tied comms are not used here: the
+// interpreter moves activations, reduces grads over DP (and `tied`
+// params — the embedding on first and last chunk when pp > 1 — over the
+// tied group).
+//
+// Data layout: tokens/targets are [micro_batch * seq] batch-major
+// (tokens[b * seq + t]). Activations exchanged between chunks are
+// sequence-major [seq_local, micro_batch, hidden] (row = t * batch + b;
+// seq_local = seq / tp under SP, else seq): a buffer of that many floats.
+//
+// Loss convention: Forward on the last chunk returns the mean token loss
+// of the microbatch (a {1} tensor, also in *loss). The step loss is the
+// mean over microbatches and DP ranks, so the interpreter passes
+// loss_scale = 1 / num_microbatches to Backward and the DP gradient
+// reduction averages (sum / dp).
+//
+// Initialisation is a pure function of (seed, global name, global index)
+// (runtime/model/init.h): identical values for any plan. N(0, 0.02);
+// attn.proj and mlp.fc2 weights N(0, 0.02 / sqrt(2 * num_layers));
+// LayerNorm weight 1, biases 0.
+//
+// Ownership: the chunk owns its ParamStore and per-microbatch stashes; it
+// refers to the Backend and Comms (not owned; must outlive it). Not
+// thread-safe. Misuse (unknown microbatch, wrong sizes) aborts.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "planner/spec/model_spec.h"
+#include "planner/spec/plan_spec.h"
+#include "runtime/backend/backend.h"
+#include "runtime/comm/comm.h"
+#include "runtime/model/gpt_layer.h"
+#include "runtime/model/layer_context.h"
+#include "runtime/model/param_store.h"
+#include "runtime/tensor/tensor.h"
+
+namespace dt::rt {
+
+struct ParallelComms {
+  Comm* tp = nullptr;    // null: tp must be 1
+  Comm* dp = nullptr;
+  Comm* pp = nullptr;
+  Comm* tied = nullptr;  // first + last pipeline stage, or nullptr
+};
+
+class ModelChunk {
+ public:
+  ModelChunk(const ModelSpec& model, const PlanSpec& plan, int chunk, int tp_rank,
+             const ParallelComms& comms, Backend& backend, uint64_t seed);
+
+  // Forward of microbatch mb. The first chunk reads tokens; others read
+  // `input` (seq_local * batch * hidden floats). The last chunk reads
+  // targets, returns the mean loss as a {1} tensor and sets *loss (if
+  // non-null); other chunks return the output activation.
+  Tensor Forward(int mb, const Tensor* input, const int32_t* tokens, const int32_t* targets,
+                 float* loss);
+  // Backward of mb. grad_output: grad of this chunk's output (ignored on the
+  // last chunk, whose loss grad is loss_scale). Accumulates parameter grads
+  // into params(); returns the grad of the input (empty on the first chunk).
+  // Frees mb's stash.
+  Tensor Backward(int mb, const Tensor* grad_output, float loss_scale);
+
+  ParamStore& params() { return store_; }
+  bool is_first() const { return is_first_; }
+  bool is_last() const { return is_last_; }
+  int64_t activation_numel() const { return ctx_.local_rows * ctx_.hidden; }
+  int num_stashed() const { return static_cast<int>(stash_.size()); }
+
+ private:
+  struct HeadStash {
+    Tensor x, mean, rstd, lnf, logits, lse;
+    std::vector<int32_t> targets;  // sequence-major
+  };
+  struct Stash {
+    std::vector<int32_t> tokens;  // sequence-major (first chunk)
+    std::vector<LayerStash> layers;
+    HeadStash head;
+  };
+  Tensor EmbedForward(const int32_t* tokens, Stash* s);
+  void EmbedBackward(const Tensor& dx, Stash* s);
+  float HeadForward(Tensor x, const int32_t* targets, HeadStash* s);
+  Tensor HeadBackward(HeadStash* s, float loss_scale);
+  std::vector<int32_t> SeqMajor(const int32_t* batch_major) const;
+  void InitParams(uint64_t seed);
+
+  ModelSpec model_;
+  PlanSpec plan_;
+  int chunk_;
+  bool is_first_, is_last_;
+  ParallelComms comms_;
+  ParamStore store_;
+  LayerContext ctx_;
+  std::vector<std::unique_ptr<GptLayer>> layers_;
+  int64_t vocab_start_ = 0, vocab_local_ = 0;
+  int word_ = -1, pos_ = -1, lnf_w_ = -1, lnf_b_ = -1, head_w_ = -1;
+  std::map<int, Stash> stash_;
+};
+
+}  // namespace dt::rt
