@@ -1,0 +1,53 @@
+#include "planner/schedule/in_flight.h"
+
+#include <algorithm>
+
+#include "base/check.h"
+
+namespace dt {
+
+InFlight PeakInFlight(const ActionList& rank_actions, const PlanSpec& p, int pipeline_rank) {
+  InFlight out;
+  out.per_chunk_peak.assign(p.vpp, 0);
+  std::vector<int> live(p.vpp, 0);
+  int total = 0;
+  for (const Action& a : rank_actions) {
+    if (a.kind != ActionKind::kForward && a.kind != ActionKind::kBackward) continue;
+    DT_CHECK(a.chunk >= 0 && a.chunk < p.num_chunks() && a.chunk % p.pp == pipeline_rank)
+        << ToString(a) << " is not on pipeline rank " << pipeline_rank;
+    const int local = a.chunk / p.pp;
+    const int delta = a.kind == ActionKind::kForward ? 1 : -1;
+    live[local] += delta;
+    total += delta;
+    out.per_chunk_peak[local] = std::max(out.per_chunk_peak[local], live[local]);
+    out.total_peak = std::max(out.total_peak, total);
+  }
+  return out;
+}
+
+int InFlightMicrobatches(const PlanSpec& p, int pipeline_rank) {
+  const int m = p.num_microbatches, r = pipeline_rank;
+  if (p.pp == 1) return 1;
+  switch (p.schedule) {
+    case Schedule::kGpipe:
+      return m;
+    case Schedule::k1F1B:
+      return std::min(p.pp - r, m);
+    case Schedule::kInterleaved:
+      return std::min(2 * (p.pp - r - 1) + (p.vpp - 1) * p.pp + 1, m * p.vpp);
+  }
+  DT_CHECK(false) << "unknown schedule";
+  return 0;
+}
+
+double BubbleOverIdeal(const PlanSpec& p) {
+  const double x = static_cast<double>(p.pp - 1) / p.num_microbatches;
+  return p.schedule == Schedule::kInterleaved ? x / p.vpp : x;
+}
+
+double BubbleFraction(const PlanSpec& p) {
+  const double x = BubbleOverIdeal(p);
+  return x / (1.0 + x);
+}
+
+}  // namespace dt

@@ -1,0 +1,199 @@
+// Tests of the schedule generators, the validator and the in-flight counts.
+#include "planner/schedule/schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+namespace dt {
+namespace {
+
+PlanSpec Plan(Schedule s, int pp, int vpp, int m, int zero = 0) {
+  PlanSpec p;
+  p.schedule = s;
+  p.pp = pp;
+  p.vpp = vpp;
+  p.num_microbatches = m;
+  p.zero_stage = zero;
+  p.layers_per_chunk.assign(pp * vpp, 1);
+  return p;
+}
+
+std::string Join(const ActionList& l, bool compute_only = false) {
+  std::string s;
+  for (const Action& a : l) {
+    if (compute_only && a.kind != ActionKind::kForward && a.kind != ActionKind::kBackward) continue;
+    s += (s.empty() ? "" : " ") + ToString(a);
+  }
+  return s;
+}
+
+int Count(const ActionList& l, ActionKind k) {
+  return static_cast<int>(
+      std::count_if(l.begin(), l.end(), [&](const Action& a) { return a.kind == k; }));
+}
+
+// Builds, checks and verifies counts and in-flight peaks against the closed forms.
+void ExpectValid(const PlanSpec& p) {
+  SCOPED_TRACE(Describe(p));
+  auto s = BuildSchedule(p);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  ASSERT_EQ(static_cast<int>(s->size()), p.pp);
+  Status st = CheckSchedule(*s, p);
+  ASSERT_TRUE(st.ok()) << st.message();
+  const int m = p.num_microbatches;
+  for (int r = 0; r < p.pp; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const ActionList& l = (*s)[r];
+    EXPECT_EQ(Count(l, ActionKind::kForward), m * p.vpp);
+    EXPECT_EQ(Count(l, ActionKind::kBackward), m * p.vpp);
+    EXPECT_EQ(Count(l, ActionKind::kGradSync), p.vpp);
+    EXPECT_EQ(Count(l, ActionKind::kOptimizerStep), 1);
+    EXPECT_EQ(Count(l, ActionKind::kParamSync), p.zero_stage >= 1 ? p.vpp : 0);
+    InFlight f = PeakInFlight(l, p, r);
+    ASSERT_EQ(static_cast<int>(f.per_chunk_peak.size()), p.vpp);
+    int expected = 0;
+    if (p.pp == 1)
+      expected = 1;
+    else if (p.schedule == Schedule::kGpipe)
+      expected = m;
+    else if (p.schedule == Schedule::k1F1B)
+      expected = std::min(p.pp - r, m);
+    else
+      expected = std::min(2 * (p.pp - r - 1) + (p.vpp - 1) * p.pp + 1, m * p.vpp);
+    EXPECT_EQ(f.total_peak, expected);
+    EXPECT_EQ(InFlightMicrobatches(p, r), f.total_peak);
+    for (int peak : f.per_chunk_peak) {
+      EXPECT_GE(peak, 1);
+      EXPECT_LE(peak, std::min(m, f.total_peak));
+    }
+  }
+}
+
+TEST(Schedule, GpipeAnd1F1BGridPassCheck) {
+  for (Schedule sched : {Schedule::kGpipe, Schedule::k1F1B})
+    for (int pp = 1; pp <= 8; ++pp)
+      for (int m : {1, 2, 3, pp - 1, pp, pp + 1, 2 * pp, 3 * pp + 1, 16})
+        for (int zero : {0, 1, 3})
+          if (m >= 1) ExpectValid(Plan(sched, pp, 1, m, zero));
+}
+
+TEST(Schedule, InterleavedGridPassCheck) {
+  for (int pp = 2; pp <= 8; ++pp)
+    for (int vpp = 1; vpp <= 4; ++vpp)
+      for (int k : {1, 2, 3, 4})
+        for (int zero : {0, 1}) ExpectValid(Plan(Schedule::kInterleaved, pp, vpp, k * pp, zero));
+}
+
+TEST(Schedule, OneFOneBGoldenTwoStages) {
+  auto s = BuildSchedule(Plan(Schedule::k1F1B, 2, 1, 3, /*zero=*/1));
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(Join((*s)[0]),
+            "F0.0 SA0.0 F1.0 SA1.0 RG0.0 B0.0 F2.0 SA2.0 RG1.0 B1.0 RG2.0 B2.0 GS0 OPT PS0");
+  EXPECT_EQ(Join((*s)[1]),
+            "RA0.1 F0.1 B0.1 SG0.1 RA1.1 F1.1 B1.1 SG1.1 RA2.1 F2.1 B2.1 SG2.1 GS1 OPT PS1");
+}
+
+TEST(Schedule, GpipeGoldenAllForwardsThenBackwards) {
+  auto s = BuildSchedule(Plan(Schedule::kGpipe, 2, 1, 3));
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(Join((*s)[0], true), "F0.0 F1.0 F2.0 B0.0 B1.0 B2.0");
+  EXPECT_EQ(Join((*s)[1], true), "F0.1 F1.1 F2.1 B0.1 B1.1 B2.1");
+}
+
+TEST(Schedule, SingleStageIsForwardBackwardPerMicrobatch) {
+  for (Schedule sched : {Schedule::kGpipe, Schedule::k1F1B}) {
+    auto s = BuildSchedule(Plan(sched, 1, 1, 3, /*zero=*/2));
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(Join((*s)[0]), "F0.0 B0.0 F1.0 B1.0 F2.0 B2.0 GS0 OPT PS0");
+  }
+}
+
+// Hand-derived from Megatron-LM's interleaved ordering: pp=2, vpp=2, m=4, rank 1
+// (chunks 1 and 3): warmup 2, forward chunk groups [1,1,3,3,1,1,3,3], backward [3,3,1,1,...].
+TEST(Schedule, InterleavedGoldenOrder) {
+  auto s = BuildSchedule(Plan(Schedule::kInterleaved, 2, 2, 4));
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(Join((*s)[1], true),
+            "F0.1 F1.1 F0.3 B0.3 F1.3 B1.3 F2.1 B0.1 F3.1 B1.1 F2.3 B2.3 F3.3 B3.3 B2.1 B3.1");
+  // Rank 0: warmup min(2*1 + 1*2, 8) = 4.
+  EXPECT_EQ(Join((*s)[0], true),
+            "F0.0 F1.0 F0.2 F1.2 F2.0 B0.2 F3.0 B1.2 F2.2 B0.0 F3.2 B1.0 B2.2 B3.2 B2.0 B3.0");
+  EXPECT_EQ(WarmupForwards(Plan(Schedule::kInterleaved, 2, 2, 4), 0), 4);
+}
+
+TEST(Schedule, GradSyncFollowsLastBackwardOfItsChunk) {
+  auto s = BuildSchedule(Plan(Schedule::kInterleaved, 4, 2, 8));
+  ASSERT_TRUE(s.ok());
+  for (int r = 0; r < 4; ++r) {
+    const ActionList& l = (*s)[r];
+    for (int i = 0; i < static_cast<int>(l.size()); ++i) {
+      if (l[i].kind != ActionKind::kGradSync) continue;
+      int last_b = -1;
+      for (int j = 0; j < static_cast<int>(l.size()); ++j)
+        if (l[j].kind == ActionKind::kBackward && l[j].chunk == l[i].chunk) last_b = j;
+      const int after = l[last_b].chunk > 0 ? 2 : 1;  // B, then SG unless chunk 0
+      EXPECT_EQ(i, last_b + after) << "rank " << r << " " << Join(l);
+    }
+  }
+  // Chunk r+4 (local chunk 1) finishes its backwards first: its GradSync precedes chunk r's.
+  const ActionList& l0 = (*s)[0];
+  auto gs = [&](int c) {
+    return std::find(l0.begin(), l0.end(), Action{ActionKind::kGradSync, -1, c}) - l0.begin();
+  };
+  EXPECT_LT(gs(4), gs(0));
+}
+
+// Megatron's memory claim: the first stage of the interleaved schedule holds
+// pp*(1 + (pp-1)/(pp*v)) microbatches of stage activations, i.e. pp*v + pp - 1 chunk-microbatches.
+TEST(Schedule, InterleavedFirstStagePeakMatchesMegatron) {
+  for (int pp : {2, 4, 8})
+    for (int vpp : {2, 3, 4}) {
+      PlanSpec p = Plan(Schedule::kInterleaved, pp, vpp, 4 * pp);
+      auto s = BuildSchedule(p);
+      ASSERT_TRUE(s.ok());
+      EXPECT_EQ(PeakInFlight((*s)[0], p, 0).total_peak, pp * vpp + pp - 1);
+      EXPECT_EQ(PeakInFlight((*s)[pp - 1], p, pp - 1).total_peak, (vpp - 1) * pp + 1);
+    }
+  // pp=4, vpp=2, m=8: rank 0 peaks at 11 chunk-microbatches (6 of chunk 0, 5 of chunk 4).
+  PlanSpec p = Plan(Schedule::kInterleaved, 4, 2, 8);
+  auto s = BuildSchedule(p);
+  InFlight f = PeakInFlight((*s)[0], p, 0);
+  EXPECT_EQ(f.total_peak, 11);
+  EXPECT_EQ(f.per_chunk_peak, (std::vector<int>{8, 4}));
+}
+
+TEST(Schedule, Deterministic) {
+  PlanSpec p = Plan(Schedule::kInterleaved, 4, 3, 12, 1);
+  auto a = BuildSchedule(p), b = BuildSchedule(p);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, *b);
+}
+
+TEST(Schedule, RejectsUnschedulablePlans) {
+  auto expect_bad = [](const PlanSpec& p, const std::string& field) {
+    auto s = BuildSchedule(p);
+    ASSERT_FALSE(s.ok()) << Describe(p);
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.status().message().find(field), std::string::npos) << s.status().message();
+  };
+  expect_bad(Plan(Schedule::kInterleaved, 4, 2, 6), "num_microbatches");
+  expect_bad(Plan(Schedule::kInterleaved, 1, 2, 4), "pp >= 2");
+  expect_bad(Plan(Schedule::k1F1B, 4, 2, 8), "vpp");
+  expect_bad(Plan(Schedule::k1F1B, 4, 1, 0), "num_microbatches");
+  expect_bad(Plan(Schedule::k1F1B, 0, 1, 4), "pp");
+  expect_bad(Plan(Schedule::k1F1B, 2, 1, 4, 4), "zero_stage");
+}
+
+TEST(Schedule, BubbleHelpers) {
+  EXPECT_DOUBLE_EQ(BubbleOverIdeal(Plan(Schedule::k1F1B, 4, 1, 8)), 3.0 / 8);
+  EXPECT_DOUBLE_EQ(BubbleFraction(Plan(Schedule::k1F1B, 4, 1, 8)), 3.0 / 11);
+  EXPECT_DOUBLE_EQ(BubbleFraction(Plan(Schedule::kGpipe, 4, 1, 8)), 3.0 / 11);
+  EXPECT_DOUBLE_EQ(BubbleOverIdeal(Plan(Schedule::kInterleaved, 4, 2, 8)), 3.0 / 16);
+  EXPECT_DOUBLE_EQ(BubbleFraction(Plan(Schedule::kInterleaved, 4, 2, 8)), 3.0 / 19);
+  EXPECT_DOUBLE_EQ(BubbleFraction(Plan(Schedule::k1F1B, 1, 1, 8)), 0.0);
+}
+
+}  // namespace
+}  // namespace dt
