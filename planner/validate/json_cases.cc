@@ -1,0 +1,105 @@
+#include <map>
+
+#include "planner/validate/case.h"
+
+namespace dt {
+namespace {
+
+StatusOr<std::string> ProfileForGpu(const std::string& gpu, const std::string& where) {
+  static const std::map<std::string, std::string> known = {
+      {"A100-SXM4-80GB", "A100-SXM4-80GB"}, {"A100", "A100-SXM4-80GB"},
+      {"H100-SXM5-80GB", "H100-SXM5-80GB"}, {"H100", "H100-SXM5-80GB"}};
+  auto it = known.find(gpu);
+  if (it == known.end())
+    return InvalidArgument(where + ": hardware.gpu '" + gpu +
+                           "' has no bundled profile; use A100-SXM4-80GB or H100-SXM5-80GB");
+  return it->second;
+}
+
+template <typename T>
+void SetIf(FieldReader& r, const char* key, std::optional<T>* out) {
+  if (r.Has(key)) *out = static_cast<T>(r.Int(key));
+}
+
+StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t index) {
+  std::string where = "case file '" + file + "' case " + std::to_string(index);
+  FieldReader top(c, where);
+  ValidationCase v;
+  v.id = top.StrOr("id", "case" + std::to_string(index));
+  where = "case file '" + file + "' case '" + v.id + "'";
+  if (!c.contains("hardware") || !c.contains("model") || !c.contains("plan") || !c.contains("measured"))
+    return InvalidArgument(where + ": needs \"hardware\", \"model\", \"plan\" and \"measured\"");
+  FieldReader hw(c["hardware"], where + " field 'hardware'");
+  DT_ASSIGN_OR_RETURN(v.profile, ProfileForGpu(hw.Str("gpu"), where));
+  v.cluster.gpus_per_node = static_cast<int>(hw.IntOr("gpus_per_node", 8));
+  if (!hw.ok()) return hw.status();
+  DT_ASSIGN_OR_RETURN(v.model, ModelFromJson(c["model"], where + " field 'model'"));
+  v.group = v.model.name == "model" ? v.id : v.model.name;
+  v.group = ToString(v.model.family) + std::string("-h") + std::to_string(v.model.hidden) + "-l" +
+            std::to_string(v.model.num_layers);
+
+  FieldReader p(c["plan"], where + " field 'plan'");
+  SearchConstraints& k = v.constraints;
+  SetIf(p, "tp", &k.tp);
+  SetIf(p, "pp", &k.pp);
+  SetIf(p, "dp", &k.dp);
+  SetIf(p, "cp", &k.cp);
+  SetIf(p, "microbatch_size", &k.micro_batch);
+  SetIf(p, "virtual_stages", &k.vpp);
+  k.global_batch = p.Int("global_batch_size");
+  k.seq_length = v.model.seq_length;
+  if (p.Has("recompute")) {
+    auto rc = ParseRecompute(p.Str("recompute"));
+    if (!rc.ok()) p.Fail(rc.status().message());
+    else k.recompute = *rc;
+  }
+  if (p.Has("schedule")) {
+    auto s = ParseSchedule(p.Str("schedule"));
+    if (!s.ok()) p.Fail(s.status().message());
+    else k.schedule = *s;
+  }
+  if (p.Has("sequence_parallel")) k.sequence_parallel = p.BoolOr("sequence_parallel", false);
+  int zero = static_cast<int>(p.IntOr("zero_stage", 0));
+  if (p.BoolOr("distributed_optimizer", false)) zero = std::max(zero, 1);
+  if (p.Has("zero_stage") || p.Has("distributed_optimizer")) k.zero_stage = zero;
+  if (!p.ok()) return p.status();
+  if (!k.dp || !k.tp || !k.pp)
+    return InvalidArgument(where + ": plan needs tp, pp and dp to size the cluster");
+  const int world = *k.dp * *k.tp * *k.pp * k.cp.value_or(1);
+  if (world % v.cluster.gpus_per_node == 0) {
+    v.cluster.nodes = world / v.cluster.gpus_per_node;
+  } else {
+    v.cluster.nodes = 1;
+    v.cluster.gpus_per_node = world;
+  }
+  FieldReader meas(c["measured"], where + " field 'measured'");
+  if (meas.Has("iteration_time_s")) {
+    v.measured_s = meas.Num("iteration_time_s");
+  } else {
+    meas.Fail("needs 'iteration_time_s'");
+  }
+  if (!meas.ok()) return meas.status();
+  v.note = top.StrOr("notes", "");
+  return v;
+}
+
+}  // namespace
+
+StatusOr<std::vector<ValidationCase>> ReadJsonCases(const std::string& path) {
+  DT_ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
+  if (!j.is_object() || !j.contains("cases") || !j["cases"].is_array())
+    return InvalidArgument("case file '" + path + "': expected {\"cases\": [...]}");
+  std::vector<ValidationCase> out;
+  for (size_t i = 0; i < j["cases"].size(); ++i) {
+    DT_ASSIGN_OR_RETURN(ValidationCase c, OneCase(j["cases"][i], path, i));
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+StatusOr<std::vector<ValidationCase>> ReadCases(const std::string& path) {
+  if (path.size() >= 4 && path.substr(path.size() - 4) == ".csv") return ReadVtrainCsv(path);
+  return ReadJsonCases(path);
+}
+
+}  // namespace dt

@@ -1,0 +1,134 @@
+#include "planner/validate/run_validation.h"
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "planner/lower/simulate.h"
+#include "planner/profile/profile.h"
+#include "planner/search/search.h"
+#include "planner/validate/metrics.h"
+
+namespace dt {
+namespace {
+
+// NIC efficiency assumed when a case states its inter-node line rate: the
+// bundled profiles' achievable/line ratio (docs/profiles.md, 23/25 GB/s).
+constexpr double kNicEfficiency = 0.92;
+
+HardwareProfile Apply(const HardwareProfile& base, const HardwareOverride& o) {
+  HardwareProfile hw = base;
+  if (o.inter_node_Bps_per_node) {
+    const double per_rank = kNicEfficiency * *o.inter_node_Bps_per_node / hw.network.gpus_per_node;
+    for (auto& table : hw.network.collectives)
+      for (auto& e : table.inter) e.busbw_Bps = per_rank * e.key;
+  }
+  return hw;
+}
+
+bool FullyFixed(const SearchConstraints& k) {
+  return k.tp && k.pp && k.dp && k.micro_batch && k.schedule && k.recompute && k.zero_stage &&
+         k.sequence_parallel && (k.vpp || (k.schedule && *k.schedule != Schedule::kInterleaved));
+}
+
+StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base) {
+  HardwareProfile hw = Apply(base, c.hardware);
+  CaseResult r;
+  r.id = c.id;
+  r.group = c.group;
+  r.measured_s = c.measured_s;
+  const SearchConstraints& k = c.constraints;
+  ModelSpec m = c.model;
+  m.seq_length = k.seq_length;
+  if (FullyFixed(k)) {
+    PlanSpec p;
+    p.tp = *k.tp; p.pp = *k.pp; p.dp = *k.dp; p.cp = k.cp.value_or(1); p.vpp = k.vpp.value_or(1);
+    p.micro_batch = *k.micro_batch;
+    p.num_microbatches = static_cast<int>(k.global_batch / (static_cast<int64_t>(p.dp) * p.micro_batch));
+    p.seq_length = k.seq_length;
+    p.schedule = *k.schedule; p.recompute = *k.recompute;
+    p.sequence_parallel = *k.sequence_parallel; p.zero_stage = *k.zero_stage;
+    if (c.dp_bucket_bytes > 0) p.dp_bucket_bytes = c.dp_bucket_bytes;
+    p.layers_per_chunk = EvenSplit(m.num_layers, p.pp * p.vpp);
+    DT_RETURN_IF_ERROR(Validate(p, m, "case '" + c.id + "'"));
+    DT_ASSIGN_OR_RETURN(Prediction pred, SimulatePlan(m, c.cluster, p, hw));
+    r.plan = p;
+    r.predicted_s = pred.step_time_s;
+    r.fits = pred.fits;
+  } else {
+    SearchOptions so;
+    so.top = 1;
+    so.threads = 1;
+    DT_ASSIGN_OR_RETURN(SearchResult s, SearchPlans(m, c.cluster, hw, k, so));
+    if (s.top.empty())
+      return Infeasible("case '" + c.id + "': no plan fits in memory under the case's constraints");
+    r.plan = s.top[0].plan;
+    r.predicted_s = s.top[0].prediction.step_time_s;
+    r.searched = true;
+  }
+  r.error = (r.predicted_s - r.measured_s) / r.measured_s;
+  return r;
+}
+
+}  // namespace
+
+StatusOr<ValidationReport> RunValidation(const std::vector<ValidationCase>& cases,
+                                         const ValidationOptions& opt) {
+  std::map<std::string, HardwareProfile> profiles;
+  for (const auto& c : cases) {
+    std::string name = opt.profile_override.empty() ? c.profile : opt.profile_override;
+    if (profiles.count(name)) continue;
+    DT_ASSIGN_OR_RETURN(HardwareProfile hw, LoadProfile(name));
+    profiles.emplace(name, std::move(hw));
+  }
+  std::vector<StatusOr<CaseResult>> results(cases.size(), Status(StatusCode::kInternal, "not run"));
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < cases.size(); i = next++) {
+      const std::string& name = opt.profile_override.empty() ? cases[i].profile : opt.profile_override;
+      results[i] = RunOne(cases[i], profiles.at(name));
+    }
+  };
+  int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+
+  ValidationReport rep;
+  std::vector<double> pred, meas;
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> groups;
+  for (auto& r : results) {
+    if (!r.ok()) return r.status();
+    rep.cases.push_back(*r);
+    pred.push_back(r->predicted_s);
+    meas.push_back(r->measured_s);
+    groups[r->group].first.push_back(r->predicted_s);
+    groups[r->group].second.push_back(r->measured_s);
+  }
+  rep.mape = Mape(pred, meas);
+  rep.max_error = MaxApe(pred, meas);
+  for (const auto& [g, v] : groups) {
+    rep.spearman[g] = Spearman(v.first, v.second);
+    rep.group_size[g] = static_cast<int>(v.first.size());
+  }
+  return rep;
+}
+
+json ToJson(const ValidationReport& r) {
+  json cases = json::array();
+  for (const auto& c : r.cases)
+    cases.push_back({{"id", c.id},
+                     {"group", c.group},
+                     {"plan", ToJson(c.plan)},
+                     {"searched", c.searched},
+                     {"measured_s", c.measured_s},
+                     {"predicted_s", c.predicted_s},
+                     {"error", c.error},
+                     {"fits", c.fits}});
+  json sp = json::object();
+  for (const auto& [g, v] : r.spearman) sp[g] = {{"rho", v}, {"cases", r.group_size.at(g)}};
+  return json{{"cases", cases}, {"mape", r.mape}, {"max_error", r.max_error}, {"spearman", sp}};
+}
+
+}  // namespace dt

@@ -1,0 +1,121 @@
+// Reader for vTrain's measured iteration times (shared/validation/vtrain).
+// Columns are found by header name, so both files (the multi-node one has a
+// leading parameter-count column) use the same code. Run settings that the
+// CSVs do not carry come from the vTrain README: A100, 8 GPUs per node,
+// 1F1B, full activation recompute, no gradient bucketing, 800 Gbit/s of
+// inter-node bandwidth per node, vocabulary 50257, FFN = 4h, mixed precision.
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "planner/validate/case.h"
+
+namespace dt {
+namespace {
+
+std::vector<std::string> SplitCsv(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream ss(line);
+  std::string cell;
+  while (std::getline(ss, cell, ',')) {
+    while (!cell.empty() && (cell.back() == '\r' || cell.back() == ' ')) cell.pop_back();
+    out.push_back(cell);
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::vector<ValidationCase>> ReadVtrainCsv(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFound("cannot open '" + path + "': check the path");
+  std::string line;
+  if (!std::getline(in, line)) return InvalidArgument("'" + path + "' is empty");
+  if (line.size() >= 3 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line = line.substr(3);
+  std::vector<std::string> header = SplitCsv(line);
+  std::map<std::string, size_t> col;
+  for (size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
+  const char* required[] = {"# GPUs", "global batch", "micro batch", "hidden size",
+                            "attention heads", "# layers", "sequence length",
+                            "tensor parallelism", "data parallelism", "pipeline parallelism",
+                            "iteration time (ms)"};
+  for (const char* r : required)
+    if (!col.count(r))
+      return InvalidArgument("'" + path + "': missing column '" + r +
+                             "' (expected vTrain's ground_truth CSV header)");
+  std::vector<ValidationCase> out;
+  int lineno = 1;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty() || line == "\r") continue;
+    std::vector<std::string> cells = SplitCsv(line);
+    const std::string where = "'" + path + "' line " + std::to_string(lineno);
+    if (cells.size() < header.size())
+      return InvalidArgument(where + ": expected " + std::to_string(header.size()) + " columns, got " +
+                             std::to_string(cells.size()));
+    auto num = [&](const char* name, double* v) -> Status {
+      try {
+        size_t used = 0;
+        *v = std::stod(cells[col[name]], &used);
+        if (used != cells[col[name]].size()) throw std::invalid_argument("trailing");
+      } catch (const std::exception&) {
+        return InvalidArgument(where + ": column '" + name + "' is not a number: '" + cells[col[name]] + "'");
+      }
+      return Status::Ok();
+    };
+    double gpus, gb, mbs, h, a, l, s, tp, dp, pp, ms;
+    DT_RETURN_IF_ERROR(num("# GPUs", &gpus));
+    DT_RETURN_IF_ERROR(num("global batch", &gb));
+    DT_RETURN_IF_ERROR(num("micro batch", &mbs));
+    DT_RETURN_IF_ERROR(num("hidden size", &h));
+    DT_RETURN_IF_ERROR(num("attention heads", &a));
+    DT_RETURN_IF_ERROR(num("# layers", &l));
+    DT_RETURN_IF_ERROR(num("sequence length", &s));
+    DT_RETURN_IF_ERROR(num("tensor parallelism", &tp));
+    DT_RETURN_IF_ERROR(num("data parallelism", &dp));
+    DT_RETURN_IF_ERROR(num("pipeline parallelism", &pp));
+    DT_RETURN_IF_ERROR(num("iteration time (ms)", &ms));
+    ValidationCase v;
+    v.profile = "A100-SXM4-80GB";
+    json mj = {{"name", "gpt-h" + std::to_string(int(h)) + "-l" + std::to_string(int(l))},
+               {"family", "gpt"},
+               {"num_layers", int(l)},
+               {"hidden_size", int(h)},
+               {"num_attention_heads", int(a)},
+               {"ffn_hidden_size", 4 * int(h)},
+               {"vocab_size", 50257},
+               {"seq_length", int(s)}};
+    auto model = ModelFromJson(mj, where);
+    if (!model.ok()) return model.status();
+    v.model = *model;
+    v.group = v.model.name + "-s" + std::to_string(int(s));
+    v.id = v.group + "-g" + std::to_string(int(gpus)) + "-gb" + std::to_string(int(gb)) + "-mb" +
+           std::to_string(int(mbs)) + "-t" + std::to_string(int(tp)) + "d" + std::to_string(int(dp)) +
+           "p" + std::to_string(int(pp));
+    if (int(gpus) != int(tp * dp * pp))
+      return InvalidArgument(where + ": # GPUs (" + std::to_string(int(gpus)) + ") != tp*dp*pp");
+    if (gpus <= 8) {
+      v.cluster.nodes = 1;
+      v.cluster.gpus_per_node = int(gpus);
+    } else {
+      v.cluster.nodes = int(gpus) / 8;
+      v.cluster.gpus_per_node = 8;
+    }
+    SearchConstraints& k = v.constraints;
+    k.global_batch = static_cast<int64_t>(gb);
+    k.seq_length = int(s);
+    k.tp = int(tp); k.dp = int(dp); k.pp = int(pp); k.cp = 1; k.vpp = 1;
+    k.micro_batch = int(mbs);
+    k.schedule = Schedule::k1F1B;
+    k.recompute = Recompute::kFull;
+    k.sequence_parallel = false;
+    k.zero_stage = 0;
+    v.dp_bucket_bytes = int64_t{1} << 60;  // no gradient bucketing: one reduction after backward
+    v.hardware.inter_node_Bps_per_node = 800e9 / 8;  // 800 Gbit/s per node
+    v.measured_s = ms / 1000.0;
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+}  // namespace dt
