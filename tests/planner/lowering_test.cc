@@ -1,0 +1,146 @@
+// Lowering + engine + schedules together: the simulated pipeline bubble
+// equals the closed forms, the lower bound never exceeds the simulation,
+// and more bandwidth or FLOP/s never makes a plan slower.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "planner/lower/lowering.h"
+#include "planner/lower/simulate.h"
+#include "planner/schedule/schedule.h"
+#include "planner/search/enumerate.h"
+
+namespace dt {
+namespace {
+
+PlanSpec Pipeline(Schedule s, int pp, int vpp, int m) {
+  PlanSpec p;
+  p.pp = pp; p.vpp = vpp; p.num_microbatches = m; p.schedule = s; p.seq_length = 8;
+  p.layers_per_chunk.assign(pp * vpp, 1);
+  return p;
+}
+
+// Uniform chunks, free communication, no optimizer: the only idle time on
+// a stage's compute stream is the pipeline bubble.
+double SimulatedBubble(const PlanSpec& p, double fwd, double bwd) {
+  PlanCosts c;
+  c.chunks.resize(p.num_chunks());
+  for (auto& k : c.chunks) {
+    k.layers = 1;
+    k.fwd_compute = fwd / p.vpp;
+    k.bwd_compute = bwd / p.vpp;
+  }
+  c.optimizer.assign(p.pp, 0.0);
+  auto sched = BuildSchedule(p);
+  EXPECT_TRUE(sched.ok()) << sched.status().message();
+  sim::Engine e;
+  Lowered l = LowerSchedule(*sched, p, c, false, &e);
+  EXPECT_TRUE(e.Run().ok());
+  double busy = e.BusyTime(l.compute[0]);
+  EXPECT_NEAR(busy, p.num_microbatches * (fwd + bwd), 1e-9);
+  TimeBreakdown b = ReadBreakdown(l, e);
+  EXPECT_NEAR(b.bubble, e.makespan() - busy, 1e-9);
+  return (e.makespan() - busy) / e.makespan();
+}
+
+TEST(Lowering, OneFOneBAndGpipeBubbleIsPMinus1OverMPlusPMinus1) {
+  for (Schedule s : {Schedule::k1F1B, Schedule::kGpipe}) {
+    for (int pp : {2, 4, 8}) {
+      for (int m : {1, 4, 8, 16}) {
+        double expect = double(pp - 1) / (m + pp - 1);
+        EXPECT_NEAR(SimulatedBubble(Pipeline(s, pp, 1, m), 1.0, 2.0), expect, 1e-9)
+            << ToString(s) << " pp=" << pp << " m=" << m;
+      }
+    }
+  }
+}
+
+TEST(Lowering, InterleavedBubbleShrinksByV) {
+  for (int pp : {2, 4}) {
+    for (int v : {2, 3, 4}) {
+      for (int m : {pp * 2, pp * 4}) {
+        // Narayanan et al. SC21: bubble / ideal = (1/v) (p-1)/m, so the
+        // fraction of the step is (p-1) / (v m + p - 1).
+        double expect = double(pp - 1) / (v * m + pp - 1);
+        EXPECT_NEAR(SimulatedBubble(Pipeline(Schedule::kInterleaved, pp, v, m), 1.0, 2.0), expect, 1e-9)
+            << "pp=" << pp << " v=" << v << " m=" << m;
+      }
+    }
+  }
+}
+
+TEST(Lowering, BubbleTestCanFail) {
+  // Not a tautology: with p = 4 and m = 4 the 1F1B bubble is 3/7, not 3/8.
+  EXPECT_GT(std::fabs(SimulatedBubble(Pipeline(Schedule::k1F1B, 4, 1, 4), 1, 2) - 3.0 / 8), 0.01);
+}
+
+class PlannerFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = LoadModel(std::string(DT_SOURCE_DIR) + "/examples/models/gpt2-124m.json");
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    model_ = *m;
+    auto hw = LoadProfile("A100-SXM4-80GB");
+    ASSERT_TRUE(hw.ok()) << hw.status().message();
+    hw_ = *hw;
+    cluster_.nodes = 2;
+    cluster_.gpus_per_node = 8;
+    SearchConstraints k;
+    k.global_batch = 64;
+    k.seq_length = model_.seq_length;
+    k.max_vpp = 3;
+    auto e = EnumeratePlans(model_, cluster_, k);
+    ASSERT_TRUE(e.ok());
+    // A deterministic sample of the space, every kind of plan included.
+    for (size_t i = 0; i < e->plans.size(); i += 37) plans_.push_back(e->plans[i]);
+    ASSERT_GT(plans_.size(), 50u);
+  }
+  ModelSpec model_;
+  HardwareProfile hw_;
+  ClusterSpec cluster_;
+  std::vector<PlanSpec> plans_;
+};
+
+TEST_F(PlannerFixture, LowerBoundNeverExceedsSimulation) {
+  for (const PlanSpec& p : plans_) {
+    auto pred = SimulatePlan(model_, cluster_, p, hw_);
+    ASSERT_TRUE(pred.ok()) << Describe(p) << ": " << pred.status().message();
+    double lb = StepTimeLowerBound(p, ComputePlanCosts(model_, cluster_, p, hw_));
+    EXPECT_LE(lb, pred->step_time_s * (1 + 1e-9)) << Describe(p);
+    EXPECT_GT(lb, 0.3 * pred->step_time_s) << "bound uselessly loose for " << Describe(p);
+  }
+}
+
+TEST_F(PlannerFixture, MoreBandwidthOrFlopsNeverSlower) {
+  HardwareProfile fast_net = hw_, fast_gpu = hw_;
+  for (auto& t : fast_net.network.collectives) {
+    for (auto& e : t.intra) e.busbw_Bps *= 2;
+    for (auto& e : t.inter) e.busbw_Bps *= 2;
+  }
+  fast_gpu.device.peak_flops *= 2;
+  ASSERT_TRUE(PrepareProfile(&fast_net, "fast_net").ok());
+  ASSERT_TRUE(PrepareProfile(&fast_gpu, "fast_gpu").ok());
+  int faster = 0;
+  for (const PlanSpec& p : plans_) {
+    double base = SimulatePlan(model_, cluster_, p, hw_)->step_time_s;
+    double net = SimulatePlan(model_, cluster_, p, fast_net)->step_time_s;
+    double gpu = SimulatePlan(model_, cluster_, p, fast_gpu)->step_time_s;
+    EXPECT_LE(net, base * (1 + 1e-12)) << Describe(p);
+    EXPECT_LE(gpu, base * (1 + 1e-12)) << Describe(p);
+    faster += (net < base) + (gpu < base);
+  }
+  EXPECT_GT(faster, static_cast<int>(plans_.size()));  // the knobs do matter
+}
+
+TEST_F(PlannerFixture, BreakdownAddsUpToStepTime) {
+  for (const PlanSpec& p : plans_) {
+    auto pred = SimulatePlan(model_, cluster_, p, hw_);
+    ASSERT_TRUE(pred.ok());
+    const TimeBreakdown& b = pred->time;
+    double sum = b.compute + b.tp_exposed + b.pp_exposed + b.dp_exposed + b.bubble + b.optimizer;
+    EXPECT_NEAR(sum, pred->step_time_s, 1e-6 * pred->step_time_s + 1e-12) << Describe(p);
+  }
+}
+
+}  // namespace
+}  // namespace dt
