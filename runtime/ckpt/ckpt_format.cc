@@ -1,0 +1,182 @@
+#include "runtime/ckpt/ckpt_format.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "runtime/ckpt/crc32.h"
+
+namespace dt::rt {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kFormat = "dtplan-checkpoint-1";
+constexpr const char* kBlob = "tensors.bin";
+constexpr const char* kManifest = "manifest.json";
+
+std::string Errno(const std::string& what, const std::string& path) {
+  return what + " '" + path + "' failed: " + std::strerror(errno);
+}
+
+// Writes bytes to path and fsyncs the file.
+Status WriteFileSynced(const std::string& path, const char* data, size_t n) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return IoError(Errno("creating", path) + "; check the checkpoint directory is writable");
+  size_t done = 0;
+  while (done < n) {
+    ssize_t w = ::write(fd, data + done, n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) {
+      Status s = IoError(Errno("writing", path) + " (disk full?)");
+      ::close(fd);
+      return s;
+    }
+    done += static_cast<size_t>(w);
+  }
+  if (::fsync(fd) != 0) {
+    Status s = IoError(Errno("fsync of", path));
+    ::close(fd);
+    return s;
+  }
+  if (::close(fd) != 0) return IoError(Errno("closing", path));
+  return Status::Ok();
+}
+
+Status SyncDir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return IoError(Errno("opening directory", dir));
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return IoError(Errno("fsync of directory", dir));
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string StepDirName(int64_t step) { return "step-" + std::to_string(step); }
+
+const NamedTensor* CheckpointContents::Find(const std::string& name) const {
+  for (const NamedTensor& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+Status WriteCheckpoint(const std::string& root, const CheckpointContents& c) {
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (ec) return IoError("creating checkpoint root '" + root + "' failed: " + ec.message());
+  const std::string final_dir = (fs::path(root) / StepDirName(c.step)).string();
+  const std::string tmp_dir = final_dir + ".tmp";
+  fs::remove_all(tmp_dir, ec);
+  fs::create_directory(tmp_dir, ec);
+  if (ec) return IoError("creating '" + tmp_dir + "' failed: " + ec.message());
+
+  json tensors = json::array();
+  std::string blob;
+  for (const NamedTensor& t : c.tensors) {
+    int64_t numel = 1;
+    for (int64_t d : t.shape) numel *= d;
+    if (numel != static_cast<int64_t>(t.data.size()))
+      return Internal("checkpoint tensor '" + t.name + "': shape holds " + std::to_string(numel) +
+                      " elements but data has " + std::to_string(t.data.size()));
+    const size_t bytes = t.data.size() * sizeof(float);
+    tensors.push_back({{"name", t.name},
+                       {"shape", t.shape},
+                       {"dtype", "f32"},
+                       {"offset", blob.size()},
+                       {"bytes", bytes},
+                       {"crc32", Crc32(t.data.data(), bytes)}});
+    blob.append(reinterpret_cast<const char*>(t.data.data()), bytes);
+  }
+  json manifest = {{"format", kFormat}, {"step", c.step},       {"meta", c.meta},
+                   {"blob", kBlob},     {"blob_bytes", blob.size()}, {"tensors", tensors}};
+  DT_RETURN_IF_ERROR(WriteFileSynced(tmp_dir + "/" + kBlob, blob.data(), blob.size()));
+  const std::string text = manifest.dump(1);
+  DT_RETURN_IF_ERROR(WriteFileSynced(tmp_dir + "/" + kManifest, text.data(), text.size()));
+  DT_RETURN_IF_ERROR(SyncDir(tmp_dir));
+  fs::remove_all(final_dir, ec);
+  fs::rename(tmp_dir, final_dir, ec);
+  if (ec) return IoError("renaming '" + tmp_dir + "' to '" + final_dir + "' failed: " + ec.message());
+  DT_RETURN_IF_ERROR(SyncDir(root));
+  const std::string latest = (fs::path(root) / "latest").string();
+  const std::string pointer = StepDirName(c.step) + "\n";
+  DT_RETURN_IF_ERROR(WriteFileSynced(latest + ".tmp", pointer.data(), pointer.size()));
+  fs::rename(latest + ".tmp", latest, ec);
+  if (ec) return IoError("renaming '" + latest + ".tmp' failed: " + ec.message());
+  return SyncDir(root);
+}
+
+StatusOr<std::string> LatestCheckpointDir(const std::string& root) {
+  const std::string latest = (fs::path(root) / "latest").string();
+  std::ifstream in(latest);
+  if (!in) return NotFound("no checkpoint in '" + root + "': '" + latest + "' does not exist");
+  std::string name;
+  std::getline(in, name);
+  if (name.empty() || name.find('/') != std::string::npos)
+    return IoError("checkpoint pointer '" + latest + "' is corrupt (holds '" + name + "')");
+  return (fs::path(root) / name).string();
+}
+
+StatusOr<CheckpointContents> ReadCheckpoint(const std::string& path) {
+  std::string dir = path;
+  if (!fs::exists(fs::path(path) / kManifest)) {
+    DT_ASSIGN_OR_RETURN(dir, LatestCheckpointDir(path));
+  }
+  const std::string manifest_path = (fs::path(dir) / kManifest).string();
+  DT_ASSIGN_OR_RETURN(json manifest, ReadJsonFile(manifest_path));
+  CheckpointContents c;
+  std::string blob_path;
+  int64_t blob_bytes = 0;
+  try {
+    if (manifest.value("format", "") != kFormat)
+      return IoError("'" + manifest_path + "' is not a dtplan checkpoint manifest (format '" +
+                     manifest.value("format", "") + "', expected '" + kFormat + "')");
+    c.step = manifest.at("step").get<int64_t>();
+    c.meta = manifest.value("meta", json::object());
+    blob_path = (fs::path(dir) / manifest.at("blob").get<std::string>()).string();
+    blob_bytes = manifest.at("blob_bytes").get<int64_t>();
+  } catch (const json::exception& e) {
+    return IoError("checkpoint manifest '" + manifest_path + "' is malformed: " + e.what());
+  }
+  std::ifstream in(blob_path, std::ios::binary);
+  if (!in) return IoError("checkpoint blob '" + blob_path + "' is missing");
+  std::string blob((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (static_cast<int64_t>(blob.size()) != blob_bytes)
+    return IoError("checkpoint blob '" + blob_path + "' is truncated or padded: " +
+                   std::to_string(blob.size()) + " bytes, manifest says " + std::to_string(blob_bytes) +
+                   "; restore it or load an older step");
+  try {
+    for (const json& t : manifest.at("tensors")) {
+      NamedTensor nt;
+      nt.name = t.at("name").get<std::string>();
+      nt.shape = t.at("shape").get<std::vector<int64_t>>();
+      const int64_t offset = t.at("offset").get<int64_t>(), bytes = t.at("bytes").get<int64_t>();
+      if (t.value("dtype", "") != "f32")
+        return IoError("checkpoint tensor '" + nt.name + "' in '" + manifest_path + "' has dtype '" +
+                       t.value("dtype", "") + "'; only f32 is supported");
+      int64_t numel = 1;
+      for (int64_t d : nt.shape) numel *= d;
+      if (offset < 0 || bytes != numel * 4 || offset + bytes > blob_bytes)
+        return IoError("checkpoint tensor '" + nt.name + "' in '" + manifest_path +
+                       "' has an inconsistent offset/size");
+      const uint32_t crc = Crc32(blob.data() + offset, static_cast<size_t>(bytes));
+      if (crc != t.at("crc32").get<uint32_t>())
+        return IoError("checkpoint tensor '" + nt.name + "' in '" + blob_path +
+                       "' fails its CRC-32 check (corrupt data); restore the file or load an older step");
+      nt.data.resize(static_cast<size_t>(numel));
+      std::memcpy(nt.data.data(), blob.data() + offset, static_cast<size_t>(bytes));
+      c.tensors.push_back(std::move(nt));
+    }
+  } catch (const json::exception& e) {
+    return IoError("checkpoint manifest '" + manifest_path + "' is malformed: " + e.what());
+  }
+  return c;
+}
+
+}  // namespace dt::rt

@@ -1,0 +1,50 @@
+// Checkpoint on-disk format: plan-independent full tensors by global name.
+//
+//   <root>/step-N/manifest.json   {"format": "dtplan-checkpoint-1", "step": N,
+//                                  "meta": {...}, "blob": "tensors.bin",
+//                                  "blob_bytes": B, "tensors": [{"name",
+//                                  "shape", "dtype": "f32", "offset", "bytes",
+//                                  "crc32"}, ...]}
+//   <root>/step-N/tensors.bin     the tensors' little-endian fp32 data, back to back
+//   <root>/latest                 one line: "step-N" (the newest complete save)
+//
+// Atomicity: WriteCheckpoint writes into step-N.tmp/, fsyncs both files and
+// the directory, renames it to step-N/ (replacing an older step-N), fsyncs
+// the root, then replaces "latest" by writing latest.tmp + fsync + rename. A
+// crash at any point leaves "latest" naming the previous complete checkpoint
+// (a leftover step-N.tmp/ is ignored and removed by the next save of step N).
+// ReadCheckpoint verifies the blob size and every tensor's CRC-32; errors
+// (kIoError) name the file and the tensor. Single-process; not thread-safe
+// for the same root.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/json_fields.h"
+
+namespace dt::rt {
+
+struct NamedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+};
+
+struct CheckpointContents {
+  int64_t step = 0;
+  json meta = json::object();
+  std::vector<NamedTensor> tensors;
+  const NamedTensor* Find(const std::string& name) const;
+};
+
+Status WriteCheckpoint(const std::string& root, const CheckpointContents& c);
+// `path` is either a step directory (holding manifest.json) or a root with a
+// "latest" pointer.
+StatusOr<CheckpointContents> ReadCheckpoint(const std::string& path);
+// The step directory "latest" points to; NotFound when there is none.
+StatusOr<std::string> LatestCheckpointDir(const std::string& root);
+std::string StepDirName(int64_t step);  // "step-N"
+
+}  // namespace dt::rt

@@ -1,0 +1,223 @@
+// Tests of the checkpoint format (round trip, corruption, truncation,
+// interrupted save), CRC-32, and resharding across plans.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/ckpt/checkpoint.h"
+#include "runtime/ckpt/ckpt_format.h"
+#include "runtime/ckpt/crc32.h"
+#include "runtime/ckpt/reshard.h"
+#include "runtime/comm/local_comm.h"
+
+namespace dt::rt {
+namespace {
+namespace fs = std::filesystem;
+
+std::string FreshDir(const std::string& name) {
+  std::string d = ::testing::TempDir() + "/dt_ckpt_" + name;
+  fs::remove_all(d);
+  return d;
+}
+
+CheckpointContents Sample(int64_t step) {
+  CheckpointContents c;
+  c.step = step;
+  c.meta = {{"note", "hello"}};
+  c.tensors.push_back({"param/a", {2, 3}, {1, 2, 3, 4, 5, float(step)}});
+  c.tensors.push_back({"param/b", {4}, {-1, -2, -3, -4}});
+  return c;
+}
+
+TEST(Crc32, KnownValue) {
+  EXPECT_EQ(Crc32("123456789", 9), 0xCBF43926u);
+  EXPECT_EQ(Crc32("6789", 4, Crc32("12345", 5)), 0xCBF43926u);
+}
+
+TEST(CkptFormat, RoundTripAndLatestPointer) {
+  const std::string root = FreshDir("roundtrip");
+  ASSERT_TRUE(WriteCheckpoint(root, Sample(1)).ok());
+  ASSERT_TRUE(WriteCheckpoint(root, Sample(2)).ok());
+  auto latest = LatestCheckpointDir(root);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(fs::path(*latest).filename(), "step-2");
+  auto c = ReadCheckpoint(root);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->step, 2);
+  EXPECT_EQ(c->meta["note"], "hello");
+  ASSERT_NE(c->Find("param/a"), nullptr);
+  EXPECT_EQ(c->Find("param/a")->data, (std::vector<float>{1, 2, 3, 4, 5, 2}));
+  EXPECT_EQ(c->Find("param/b")->shape, (std::vector<int64_t>{4}));
+  auto old = ReadCheckpoint(root + "/step-1");
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ(old->Find("param/a")->data[5], 1.0f);
+}
+
+TEST(CkptFormat, CorruptByteIsDetectedAndNamed) {
+  const std::string root = FreshDir("corrupt");
+  ASSERT_TRUE(WriteCheckpoint(root, Sample(3)).ok());
+  const std::string blob = root + "/step-3/tensors.bin";
+  {
+    std::fstream f(blob, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(24 + 5);  // inside param/b (param/a is 24 bytes)
+    f.put('\x7f');
+  }
+  auto c = ReadCheckpoint(root);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kIoError);
+  EXPECT_NE(c.status().message().find("param/b"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("tensors.bin"), std::string::npos);
+}
+
+TEST(CkptFormat, TruncatedBlobIsDetected) {
+  const std::string root = FreshDir("truncated");
+  ASSERT_TRUE(WriteCheckpoint(root, Sample(4)).ok());
+  fs::resize_file(root + "/step-4/tensors.bin", 30);
+  auto c = ReadCheckpoint(root);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("truncated"), std::string::npos) << c.status().message();
+}
+
+TEST(CkptFormat, InterruptedSaveLeavesPreviousCheckpoint) {
+  const std::string root = FreshDir("interrupted");
+  ASSERT_TRUE(WriteCheckpoint(root, Sample(5)).ok());
+  // A crash mid-save of step 6: its tmp directory holds a partial blob and
+  // no manifest; "latest" was never updated.
+  fs::create_directories(root + "/step-6.tmp");
+  std::ofstream(root + "/step-6.tmp/tensors.bin") << "partial";
+  auto c = ReadCheckpoint(root);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->step, 5);
+  // The next save of step 6 replaces the leftover.
+  ASSERT_TRUE(WriteCheckpoint(root, Sample(6)).ok());
+  EXPECT_FALSE(fs::exists(root + "/step-6.tmp"));
+  EXPECT_EQ(ReadCheckpoint(root)->step, 6);
+}
+
+TEST(CkptFormat, MissingCheckpointIsNotFound) {
+  auto c = ReadCheckpoint(FreshDir("empty"));
+  EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
+}
+
+Param P(const std::string& name, std::vector<int64_t> full, ShardKind kind, int r, int tp) {
+  Param p;
+  p.name = name;
+  p.full_shape = full;
+  p.local_shape = full;
+  p.shard = kind;
+  p.tp_rank = r;
+  p.tp_size = tp;
+  if (kind == ShardKind::kSplitDim0) p.local_shape[0] /= tp;
+  if (kind == ShardKind::kSplitDim1) p.local_shape[1] /= tp;
+  return p;
+}
+
+TEST(Reshard, SliceAndPlaceAreInverse) {
+  std::vector<float> full(12);
+  for (int i = 0; i < 12; ++i) full[i] = float(i);
+  Param col = P("w", {3, 4}, ShardKind::kSplitDim1, 1, 2);
+  col.numel = 6;
+  std::vector<float> local(6);
+  SliceShard(col, full.data(), local.data());
+  EXPECT_EQ(local, (std::vector<float>{2, 3, 6, 7, 10, 11}));
+  Param row = P("w", {4, 3}, ShardKind::kSplitDim0, 1, 2);
+  row.numel = 6;
+  SliceShard(row, full.data(), local.data());
+  EXPECT_EQ(local, (std::vector<float>{6, 7, 8, 9, 10, 11}));
+  std::vector<float> back(12, -1.f);
+  PlaceShard(row, local.data(), back.data());
+  EXPECT_EQ(back[6], 6.f);
+  EXPECT_EQ(back[5], -1.f);
+}
+
+// The model of the distributed tests: two stages, a tied embedding.
+ParamStore Store(int stage, int pp, int tp_rank, int tp) {
+  ParamStore s;
+  if (stage == 0 || pp > 1) s.Add(P("embed.weight", {8, 4}, ShardKind::kSplitDim0, tp_rank, tp));
+  if (stage == 0) {
+    s.Add(P("layers.0.fc1.weight", {6, 4}, ShardKind::kSplitDim0, tp_rank, tp));
+    s.Add(P("layers.0.fc2.weight", {4, 6}, ShardKind::kSplitDim1, tp_rank, tp));
+    s.Add(P("layers.0.norm.weight", {4}, ShardKind::kReplicated, tp_rank, tp));
+  }
+  if (stage == pp - 1) s.Add(P("final_norm.weight", {4}, ShardKind::kReplicated, tp_rank, tp));
+  if (pp > 1 && stage == 0) s.params()[0].tied = true;
+  s.Finalize();
+  return s;
+}
+
+float Value(const std::string& name, int64_t i) { return float(name.size()) * 100.f + float(i); }
+
+void FillFromFull(ParamStore& s, std::vector<float>* m, std::vector<float>* v) {
+  m->assign(s.numel(), 0.f);
+  v->assign(s.numel(), 0.f);
+  for (const Param& p : s.params()) {
+    std::vector<float> full(FullNumel(p));
+    for (size_t i = 0; i < full.size(); ++i) full[i] = Value(p.name, i);
+    SliceShard(p, full.data(), s.values() + p.offset);
+    for (float& x : full) x *= 0.5f;
+    SliceShard(p, full.data(), m->data() + p.offset);
+    for (float& x : full) x *= 0.5f;
+    SliceShard(p, full.data(), v->data() + p.offset);
+  }
+}
+
+TEST(Checkpoint, SavedUnderTp2Pp2Dp2LoadsIntoOneRankAndBack) {
+  const std::string root = FreshDir("dist");
+  auto grid = RankGrid::Create(2, 1, 2, 2);
+  ASSERT_TRUE(grid.ok());
+  std::vector<Groups> groups = MakeLocalGroups(*grid);
+  std::vector<Status> results(8);
+  RunRanks(8, [&](int r) {
+    Groups& g = groups[r];
+    ParamStore s = Store(g.coord.pp, 2, g.coord.tp, 2);
+    std::vector<float> m, v;
+    FillFromFull(s, &m, &v);
+    TrainState st;
+    st.step = 7;
+    st.optimizer_step = 7;
+    st.data_position = 7;
+    st.data_seed = 99;
+    st.rng_state = "rng-text";
+    results[r] = SaveCheckpoint(root, st, {{&s, &m, &v}}, g);
+  });
+  for (const Status& s : results) ASSERT_TRUE(s.ok()) << s.message();
+
+  // TP=1, PP=1: full tensors.
+  ParamStore one = Store(0, 1, 0, 1);
+  std::vector<float> m1, v1;
+  auto st = LoadCheckpoint(root, {{&one, &m1, &v1}});
+  ASSERT_TRUE(st.ok()) << st.status().message();
+  EXPECT_EQ(st->step, 7);
+  EXPECT_EQ(st->data_seed, 99u);
+  EXPECT_EQ(st->rng_state, "rng-text");
+  for (const Param& p : one.params())
+    for (int64_t i = 0; i < p.numel; ++i) {
+      ASSERT_EQ(one.values()[p.offset + i], Value(p.name, i)) << p.name << "[" << i << "]";
+      ASSERT_EQ(m1[p.offset + i], 0.5f * Value(p.name, i)) << p.name;
+      ASSERT_EQ(v1[p.offset + i], 0.25f * Value(p.name, i)) << p.name;
+    }
+
+  // TP=2 again (rank 1 of the last stage): the shards come back.
+  ParamStore again = Store(1, 2, 1, 2), expect = Store(1, 2, 1, 2);
+  std::vector<float> m2, v2, em, ev;
+  ASSERT_TRUE(LoadCheckpoint(root, {{&again, &m2, &v2}}).ok());
+  FillFromFull(expect, &em, &ev);
+  for (int64_t i = 0; i < again.numel(); ++i) ASSERT_EQ(again.values()[i], expect.values()[i]);
+  EXPECT_EQ(m2, em);
+}
+
+TEST(Checkpoint, WrongModelIsRejected) {
+  const std::string root = FreshDir("wrong_model");
+  CheckpointContents c = Sample(1);
+  c.meta = {{"step", 1}, {"optimizer_step", 1}, {"data_position", 1}, {"data_seed", 0}, {"rng_state", ""}};
+  ASSERT_TRUE(WriteCheckpoint(root, c).ok());
+  ParamStore s = Store(0, 1, 0, 1);
+  auto st = LoadCheckpoint(root, {{&s, nullptr, nullptr}});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.status().message().find("embed.weight"), std::string::npos) << st.status().message();
+}
+
+}  // namespace
+}  // namespace dt::rt
