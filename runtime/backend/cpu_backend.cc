@@ -1,6 +1,10 @@
 // CpuBackend: Eigen GEMMs over row-major maps, OpenMP loops elsewhere.
 // Reductions run in a fixed order so results do not depend on thread count
-// (recompute and parity tests compare bitwise).
+// (recompute and parity tests compare bitwise). Eigen's own threading picks
+// its blocking from the thread count it gets (which varies under load), so
+// it is disabled; GEMMs are split into fixed 64-row blocks of C instead,
+// each a single-threaded Eigen product, spread over OpenMP threads.
+#define EIGEN_DONT_PARALLELIZE
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -48,12 +52,23 @@ class CpuBackend final : public Backend {
     if (k == 0) return;
     DT_CHECK(a != nullptr && b != nullptr) << "gemm null input";
     const bool tra = ta == Trans::kYes, trb = tb == Trans::kYes;
-    CMap A(a, tra ? k : m, tra ? m : k, Eigen::OuterStride<>(lda));
     CMap B(b, trb ? n : k, trb ? k : n, Eigen::OuterStride<>(ldb));
-    if (!tra && !trb) C.noalias() += alpha * A * B;
-    if (!tra && trb) C.noalias() += alpha * A * B.transpose();
-    if (tra && !trb) C.noalias() += alpha * A.transpose() * B;
-    if (tra && trb) C.noalias() += alpha * A.transpose() * B.transpose();
+    constexpr int64_t kRowBlock = 64;
+    const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
+#pragma omp parallel for schedule(static) if (blocks > 1 && m * n * k > (1 << 18))
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t r0 = blk * kRowBlock, rows = std::min(kRowBlock, m - r0);
+      MMap Cb(c + r0 * ldc, rows, n, Eigen::OuterStride<>(ldc));
+      if (!tra) {
+        CMap A(a + r0 * lda, rows, k, Eigen::OuterStride<>(lda));
+        if (trb) Cb.noalias() += alpha * A * B.transpose();
+        else Cb.noalias() += alpha * A * B;
+      } else {  // op(A) rows r0.. are stored columns r0..
+        CMap A(a + r0, k, rows, Eigen::OuterStride<>(lda));
+        if (trb) Cb.noalias() += alpha * A.transpose() * B.transpose();
+        else Cb.noalias() += alpha * A.transpose() * B;
+      }
+    }
   }
 
   void Add(const float* a, const float* b, float* out, int64_t n) override {

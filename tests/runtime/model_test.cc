@@ -218,8 +218,8 @@ TEST_F(ModelTest, TwoChunksEqualOneChunk) {
       float g2 = 0;
       if (i0 >= 0) g2 += c0.params().grad(i0)[k];
       if (i1 >= 0) g2 += c1.params().grad(i1)[k];
-      if (i0 >= 0) EXPECT_EQ(c0.params().value(i0)[k], whole.params().value(i)[k]);
-      if (i1 >= 0) EXPECT_EQ(c1.params().value(i1)[k], whole.params().value(i)[k]);
+      if (i0 >= 0) { EXPECT_EQ(c0.params().value(i0)[k], whole.params().value(i)[k]); }
+      if (i1 >= 0) { EXPECT_EQ(c1.params().value(i1)[k], whole.params().value(i)[k]); }
       ASSERT_NEAR(g2, whole.params().grad(i)[k], 1e-6) << p.name << "[" << k << "]";
     }
     if (p.name == "embedding.word.weight") {
@@ -266,10 +266,12 @@ void CheckTp2(bool sp) {
       const float* v = ps.values() + prm.offset;
       const float* rg = ref.params().grads() + ref.params().params()[i].offset;
       const float* rv = ref.params().values() + ref.params().params()[i].offset;
+      float scale = 0;  // summation order differs from TP=1: tolerance relative to the tensor's largest grad
+      for (int64_t k = 0; k < ref.params().params()[i].numel; ++k) scale = std::max(scale, std::fabs(rg[k]));
       for (int64_t k = 0; k < prm.numel; ++k) {
         const int64_t gk = GlobalIndex(prm, k);
         ASSERT_EQ(v[k], rv[gk]) << prm.name;
-        ASSERT_NEAR(g[k], rg[gk], 2e-6 + 1e-4 * std::fabs(rg[gk])) << prm.name << " rank " << r << " [" << k << "]";
+        ASSERT_NEAR(g[k], rg[gk], 1e-5f * scale + 1e-4f * std::fabs(rg[gk])) << prm.name << " rank " << r << " [" << k << "]";
       }
     }
   }
