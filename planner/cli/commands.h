@@ -29,6 +29,7 @@ struct PlanOptions {
   std::optional<int> dp, tp, pp, cp, vpp, mbs, zero;
   std::string schedule, recompute;
   std::optional<bool> sp;
+  std::string attention;  // flash | unfused; default flash on gpu, unfused on cpu
   std::string out = "plan.json";
   std::string trace;
 };

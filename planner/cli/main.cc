@@ -10,8 +10,8 @@ namespace {
 void AddCommon(CLI::App* app, dt::cli::CommonOptions* c, bool model_required) {
   auto* m = app->add_option("--model", c->model, "model file (our schema or a HuggingFace config.json)");
   if (model_required) m->required();
-  app->add_option("--nodes", c->nodes, "number of nodes")->check(CLI::PositiveNumber);
-  app->add_option("--gpus", c->gpus, "devices (GPUs, or CPU ranks) per node")->check(CLI::PositiveNumber);
+  app->add_option("--nodes", c->nodes, "number of nodes")->check(CLI::Range(1, 1 << 20));
+  app->add_option("--gpus", c->gpus, "devices (GPUs, or CPU ranks) per node")->check(CLI::Range(1, 1024));
   app->add_option("--device", c->device, "gpu or cpu")->check(CLI::IsMember({"gpu", "cpu"}));
   app->add_option("--profile", c->profile,
                   "hardware profile: a bundled name (A100-SXM4-80GB, H100-SXM5-80GB, cpu-generic) or a file");
@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   AddCommon(&app, &plan.common, /*model_required=*/false);
   app.add_option("--global-batch", plan.global_batch, "sequences per step (default: 8 per device)");
   app.add_option("--seq-length", plan.seq_length, "tokens per sequence (default: the model's)");
-  app.add_option("--top", plan.top, "how many plans to list")->check(CLI::PositiveNumber);
+  app.add_option("--top", plan.top, "how many plans to list")->check(CLI::Range(1, 1000));
   app.add_option("--dp", plan.dp, "fix data parallelism");
   app.add_option("--tp", plan.tp, "fix tensor parallelism");
   app.add_option("--pp", plan.pp, "fix pipeline parallelism");
@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
   app.add_option("--recompute", plan.recompute, "fix recompute: none, selective or full");
   app.add_option("--zero", plan.zero, "fix the ZeRO stage (0-3; 1 = distributed optimizer)");
   app.add_flag("--sp,!--no-sp", plan.sp, "force sequence parallelism on (--sp) or off (--no-sp)");
+  app.add_option("--attention", plan.attention,
+                 "attention kernel: flash (fused, default on gpu) or unfused (default on cpu)")
+      ->check(CLI::IsMember({"flash", "unfused"}));
   app.add_option("--out", plan.out, "where to write the best plan (JSON)");
   app.add_option("--trace", plan.trace, "write the best plan's simulated step as a Chrome trace");
 

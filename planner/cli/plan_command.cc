@@ -24,6 +24,7 @@ int RunPlan(const PlanOptions& o) {
   k.global_batch = o.global_batch > 0 ? o.global_batch : 8LL * cluster.world();
   k.dp = o.dp; k.tp = o.tp; k.pp = o.pp; k.cp = o.cp; k.vpp = o.vpp;
   k.micro_batch = o.mbs; k.zero_stage = o.zero; k.sequence_parallel = o.sp;
+  k.flash_attention = o.attention.empty() ? cluster.device != "cpu" : o.attention == "flash";
   if (!o.schedule.empty()) {
     auto s = ParseSchedule(o.schedule);
     if (!s.ok()) return Fail("--schedule: " + s.status().message());

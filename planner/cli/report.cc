@@ -56,8 +56,11 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
   }
   os << "  rejected plans: " << plan_rej << "\n";
   for (const auto& [why, n] : r.plan_rejects) os << "    " << n << "  " << why << "\n";
-  os << "  fitting plans: " << r.fitting << " (simulated " << r.simulated << ", pruned by lower bound "
-     << r.pruned << ": could not reach the top " << r.top.size() << ")\n\n";
+  os << "  fitting plans: " << r.fitting;
+  if (r.fitting > 0)
+    os << " (simulated " << r.simulated << "; pruned " << r.pruned
+       << " whose lower bound could not reach the top " << r.top.size() << ")";
+  os << "\n\n";
   if (r.top.empty()) return os.str();
   os << "rank   dp  tp  pp  cp vpp  mbs    mb  schedule    recompute sp  zero  step(s)     tokens/s   MFU   mem GiB/cap\n";
   for (size_t i = 0; i < r.top.size(); ++i)

@@ -59,7 +59,13 @@ double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int byt
   // MLP: GPT stores the GeLU input and the fc2 input (2 * 4h each in
   // 16-bit: 16 sbh/t); Llama stores gate, up and the fc2 input.
   bytes += (l.gpt ? 2 : 3) * e * l.T * l.f;
-  if (mode == Recompute::kNone) bytes += ScoreBytes(l);
+  if (!p.flash_attention) {
+    if (mode == Recompute::kNone) bytes += ScoreBytes(l);
+  } else {
+    // Fused attention keeps its output and the fp32 softmax statistics
+    // (log-sum-exp per query row and head) instead of the score matrix.
+    bytes += 4.0 * l.b * l.a * l.s_local;
+  }
   return bytes;
 }
 

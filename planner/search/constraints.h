@@ -16,6 +16,7 @@ struct SearchConstraints {
   std::optional<Schedule> schedule;
   std::optional<Recompute> recompute;
   std::optional<bool> sequence_parallel;
+  bool flash_attention = true;  // a software choice, not searched
   int max_micro_batch = 16;  // searched microbatch sizes are divisors up to this
   int max_vpp = 8;           // searched virtual stages per rank
 };

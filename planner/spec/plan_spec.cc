@@ -114,6 +114,7 @@ json ToJson(const PlanSpec& p) {
               {"schedule", ToString(p.schedule)},
               {"recompute", ToString(p.recompute)},
               {"sequence_parallel", p.sequence_parallel},
+              {"flash_attention", p.flash_attention},
               {"zero_stage", p.zero_stage},
               {"dp_bucket_bytes", p.dp_bucket_bytes},
               {"layers_per_chunk", p.layers_per_chunk},
@@ -147,6 +148,7 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   if (!rc.ok()) r.Fail(rc.status().message());
   else p.recompute = *rc;
   p.sequence_parallel = r.BoolOr("sequence_parallel", false);
+  p.flash_attention = r.BoolOr("flash_attention", true);
   p.zero_stage = static_cast<int>(r.IntOr("zero_stage", 0));
   p.dp_bucket_bytes = r.IntOr("dp_bucket_bytes", p.dp_bucket_bytes);
   p.order = r.StrOr("order", p.order);
@@ -218,7 +220,8 @@ std::string Describe(const PlanSpec& p) {
   if (p.cp > 1) os << " cp=" << p.cp;
   if (p.vpp > 1) os << " vpp=" << p.vpp;
   os << " mbs=" << p.micro_batch << " m=" << p.num_microbatches << " " << ToString(p.schedule)
-     << " rc=" << ToString(p.recompute) << (p.sequence_parallel ? " sp" : "") << " zero"
+     << " rc=" << ToString(p.recompute) << (p.sequence_parallel ? " sp" : "")
+     << (p.flash_attention ? "" : " unfused") << " zero"
      << p.zero_stage;
   return os.str();
 }

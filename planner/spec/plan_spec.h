@@ -42,6 +42,10 @@ struct PlanSpec {
   Schedule schedule = Schedule::k1F1B;
   Recompute recompute = Recompute::kNone;
   bool sequence_parallel = false;
+  // Fused (FlashAttention-style) attention core: no s x s score matrix is
+  // stored or streamed. false = the unfused softmax(QK^T)V of Megatron-LM
+  // before 2022 (and of the bundled CPU runtime).
+  bool flash_attention = true;
   int zero_stage = 0;          // 0..3; 1 = distributed optimizer
   int64_t dp_bucket_bytes = 40LL << 20;  // DP gradient bucket (Megatron default 40M elems ~)
   std::vector<int> layers_per_chunk;  // size pp*vpp; see header comment

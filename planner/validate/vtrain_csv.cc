@@ -110,6 +110,7 @@ StatusOr<std::vector<ValidationCase>> ReadVtrainCsv(const std::string& path) {
     k.recompute = Recompute::kFull;
     k.sequence_parallel = false;
     k.zero_stage = 0;
+    k.flash_attention = false;  // Megatron-DeepSpeed of vTrain: unfused attention core
     v.dp_bucket_bytes = int64_t{1} << 60;  // no gradient bucketing: one reduction after backward
     v.hardware.inter_node_Bps_per_node = 800e9 / 8;  // 800 Gbit/s per node
     v.measured_s = ms / 1000.0;

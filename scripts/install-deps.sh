@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages dtplan needs, only those missing. Uses sudo
+# when not root. Safe to run repeatedly.
+set -euo pipefail
+pkgs=(cmake g++ make libeigen3-dev libcli11-dev nlohmann-json3-dev libgtest-dev openmpi-bin libopenmpi-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
