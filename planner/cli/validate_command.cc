@@ -27,7 +27,8 @@ int RunValidate(const ValidateOptions& o) {
                 c.searched ? "  (searched)" : (c.fits ? "" : "  (predicted not to fit)"));
   std::printf("\n%zu cases: MAPE %.1f%%, max error %.1f%%\n", rep->cases.size(), 100 * rep->mape,
               100 * rep->max_error);
-  std::printf("Spearman rank correlation per model:\n");
+  std::printf("Spearman rank correlation per model (models with >= 3 cases):%s\n",
+              rep->spearman.empty() ? " none" : "");
   for (const auto& [g, rho] : rep->spearman)
     std::printf("  %-32s %6.3f  (%d cases)\n", g.c_str(), rho, rep->group_size.at(g));
   return 0;

@@ -42,7 +42,19 @@ double GemmEfficiency(double flops, const HardwareProfile& p, bool* clamped) {
   return r.value;
 }
 
+namespace {
+double DeviceTime(const Op& op, const HardwareProfile& p);
+}
+
+// Launches are asynchronous: an op is bound by the device or by the host
+// that launches it, whichever is slower.
 double OpTime(const Op& op, const HardwareProfile& p) {
+  double t = DeviceTime(op, p);
+  return t > 0 ? std::max(t, p.compute.host_overhead_s) : 0.0;
+}
+
+namespace {
+double DeviceTime(const Op& op, const HardwareProfile& p) {
   const double peak = p.device.peak_flops;
   const double overhead = p.compute.kernel_overhead_s;
   switch (op.kind) {
@@ -67,6 +79,7 @@ double OpTime(const Op& op, const HardwareProfile& p) {
   }
   return 0;
 }
+}  // namespace
 
 double ComputeTime(const std::vector<Op>& ops, const HardwareProfile& p) {
   double t = 0;

@@ -34,6 +34,7 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
     }
     GroupTopology g = TopologyOf(p, op.group, c.gpus_per_node);
     double t = CollectiveTime(op.coll, op.bytes, op.group_size, g.per_node, g.spans_nodes, hw);
+    if (t > 0) t = std::max(t, hw.compute.host_overhead_s);
     if (op.group == GroupKind::kCp) cp_comm += t;
     else r.comm += t;
   }
@@ -136,7 +137,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     op.kind = OpKind::kMemoryBound;
     op.name = "optimizer";
     op.bytes = params * hw.compute.optimizer_bytes_per_param;
-    pc.optimizer[s] = OpTime(op, hw);
+    pc.optimizer[s] = OpTime(op, hw) + hw.compute.step_overhead_s;
   }
   return pc;
 }

@@ -79,6 +79,8 @@ Status CheckCompute(const ComputeProfile& c, const std::string& w) {
   DT_RETURN_IF_ERROR(CheckFraction(c.attention_efficiency, w + ".attention_efficiency"));
   DT_RETURN_IF_ERROR(CheckFraction(c.memory_bound_efficiency, w + ".memory_bound_efficiency"));
   if (!(c.kernel_overhead_s >= 0)) return InvalidArgument(w + ".kernel_overhead_s must be >= 0");
+  if (!(c.host_overhead_s >= 0)) return InvalidArgument(w + ".host_overhead_s must be >= 0");
+  if (!(c.step_overhead_s >= 0)) return InvalidArgument(w + ".step_overhead_s must be >= 0");
   if (!(c.optimizer_bytes_per_param >= 0))
     return InvalidArgument(w + ".optimizer_bytes_per_param must be >= 0");
   return Status::Ok();
@@ -208,7 +210,9 @@ bool operator==(const HardwareProfile& a, const HardwareProfile& b) {
          ca.attention_efficiency == cb.attention_efficiency &&
          ca.memory_bound_efficiency == cb.memory_bound_efficiency &&
          ca.kernel_overhead_s == cb.kernel_overhead_s &&
-         ca.optimizer_bytes_per_param == cb.optimizer_bytes_per_param && ca.note == cb.note;
+         ca.optimizer_bytes_per_param == cb.optimizer_bytes_per_param &&
+         ca.host_overhead_s == cb.host_overhead_s && ca.step_overhead_s == cb.step_overhead_s &&
+         ca.note == cb.note;
 }
 
 }  // namespace dt

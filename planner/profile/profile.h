@@ -52,6 +52,13 @@ struct ComputeProfile {
   double memory_bound_efficiency = 0;   // fraction of memory bandwidth for streaming kernels
   double kernel_overhead_s = 0;         // launch + tail per kernel
   double optimizer_bytes_per_param = 0; // bytes moved per parameter by one optimizer step
+  // Host (framework) time to launch one kernel or collective. Launches are
+  // asynchronous, so an op takes max(device time, host time): small ops are
+  // host-bound, large ones device-bound. Optional (0 = never host-bound).
+  double host_overhead_s = 0;
+  // Host time per training step outside the kernels (optimizer bookkeeping,
+  // loss/grad-norm synchronisation, data loading, logging). Optional.
+  double step_overhead_s = 0;
   std::string note;
   // Derived by PrepareProfile from gemm_points (not serialized): x = FLOPs
   // per call, y = seconds, made non-decreasing (running maximum).

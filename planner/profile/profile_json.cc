@@ -69,6 +69,8 @@ Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) 
   c->memory_bound_efficiency = r.Num("memory_bound_efficiency");
   c->kernel_overhead_s = r.Num("kernel_overhead_s");
   c->optimizer_bytes_per_param = r.Num("optimizer_bytes_per_param");
+  c->host_overhead_s = r.NumOr("host_overhead_s", 0.0);
+  c->step_overhead_s = r.NumOr("step_overhead_s", 0.0);
   c->note = r.StrOr("note", "");
   DT_RETURN_IF_ERROR(r.status());
   Status st;
@@ -216,7 +218,9 @@ json ToJson(const HardwareProfile& p) {
                   {"attention_efficiency", c.attention_efficiency},
                   {"memory_bound_efficiency", c.memory_bound_efficiency},
                   {"kernel_overhead_s", c.kernel_overhead_s},
-                  {"optimizer_bytes_per_param", c.optimizer_bytes_per_param}};
+                  {"optimizer_bytes_per_param", c.optimizer_bytes_per_param},
+                  {"host_overhead_s", c.host_overhead_s},
+                  {"step_overhead_s", c.step_overhead_s}};
   if (!c.gemm_points.empty()) {
     json a = json::array();
     for (const GemmPoint& g : c.gemm_points)

@@ -48,6 +48,7 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     p.seq_length = k.seq_length;
     p.schedule = *k.schedule; p.recompute = *k.recompute;
     p.sequence_parallel = *k.sequence_parallel; p.zero_stage = *k.zero_stage;
+    p.flash_attention = k.flash_attention;
     if (c.dp_bucket_bytes > 0) p.dp_bucket_bytes = c.dp_bucket_bytes;
     p.layers_per_chunk = EvenSplit(m.num_layers, p.pp * p.vpp);
     DT_RETURN_IF_ERROR(Validate(p, m, "case '" + c.id + "'"));
@@ -108,7 +109,9 @@ StatusOr<ValidationReport> RunValidation(const std::vector<ValidationCase>& case
   }
   rep.mape = Mape(pred, meas);
   rep.max_error = MaxApe(pred, meas);
+  // A rank correlation needs at least 3 plans of a model to mean anything.
   for (const auto& [g, v] : groups) {
+    if (v.first.size() < 3) continue;
     rep.spearman[g] = Spearman(v.first, v.second);
     rep.group_size[g] = static_cast<int>(v.first.size());
   }

@@ -68,11 +68,14 @@ HardwareProfile Scaled(double flops_x, double mem_bw_x, double net_bw_x) {
 TEST(ComputeCostTest, LargeGemmMatchesCurvePlateau) {
   const HardwareProfile& p = A100();
   Op op = Gemm(16384, 16384, 16384);  // beyond the last point: plateau
+  const double plateau = p.compute.gemm_efficiency.y.back();  // calibrated value
+  EXPECT_GT(plateau, 0.6);
+  EXPECT_LT(plateau, 0.8);
   double eff = GemmEfficiency(op.flops, p);
-  EXPECT_DOUBLE_EQ(eff, 0.74);
-  EXPECT_DOUBLE_EQ(GemmEfficiency(1.1e12, p), 0.74);  // exact at a listed point
+  EXPECT_DOUBLE_EQ(eff, plateau);
+  EXPECT_DOUBLE_EQ(GemmEfficiency(p.compute.gemm_efficiency.x.back(), p), plateau);  // exact at a point
   EXPECT_LT(GemmEfficiency(1e9, p), 0.45);             // small GEMMs are less efficient
-  EXPECT_NEAR(OpTime(op, p), op.flops / (312e12 * 0.74) + p.compute.kernel_overhead_s, 1e-12);
+  EXPECT_NEAR(OpTime(op, p), op.flops / (312e12 * plateau) + p.compute.kernel_overhead_s, 1e-12);
   bool clamped = false;
   GemmEfficiency(1e15, p, &clamped);
   EXPECT_TRUE(clamped);
@@ -226,6 +229,18 @@ TEST(CommCostTest, MoreBandwidthNeverSlower) {
       }
   EXPECT_LT(CollectiveTime(CollKind::kAllReduce, 1e9, 64, 8, true, fast),
             CollectiveTime(CollKind::kAllReduce, 1e9, 64, 8, true, A100()));
+}
+
+TEST(ComputeCostTest, HostOverheadBoundsSmallOpsOnly) {
+  HardwareProfile p = A100();
+  p.compute.host_overhead_s = 50e-6;
+  ASSERT_TRUE(PrepareProfile(&p, "test").ok());
+  Op tiny = MemOp(1e3), big = Gemm(16384, 16384, 16384);
+  EXPECT_DOUBLE_EQ(OpTime(tiny, p), 50e-6);  // host-bound: launches cannot go faster
+  HardwareProfile q = p;
+  q.compute.host_overhead_s = 0;
+  EXPECT_DOUBLE_EQ(OpTime(big, p), OpTime(big, q));  // device-bound: unchanged
+  EXPECT_LT(OpTime(tiny, q), 50e-6);
 }
 
 }  // namespace

@@ -1,0 +1,239 @@
+#include "planner/profiler/measure_compute.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "base/check.h"
+#include "planner/cost/layer_ops.h"
+#include "planner/profiler/bench_timer.h"
+#include "runtime/model/param_store.h"
+#include "runtime/ops/attention.h"
+#include "runtime/ops/layernorm.h"
+#include "runtime/optim/adamw.h"
+#include "runtime/optim/grad_norm.h"
+
+namespace dt {
+namespace {
+
+using rt::Trans;
+
+double AllMax(rt::Comm* sync, double v) {
+  if (sync == nullptr || sync->size() == 1) return v;
+  float f = static_cast<float>(v);
+  sync->AllReduce(&f, 1, rt::ReduceOp::kMax);
+  return std::max(v, static_cast<double>(f));  // float rounding never lowers our own value
+}
+
+void Barrier(rt::Comm* sync) {
+  if (sync != nullptr) sync->Barrier();
+}
+
+// Device buffer of n floats filled with a small constant, freed on scope exit.
+struct DevBuf {
+  rt::Backend* be;
+  size_t n;
+  float* p;
+  DevBuf(rt::Backend* b, size_t count, float v = 0.01f) : be(b), n(std::max<size_t>(count, 1)) {
+    p = be->Alloc(n);
+    be->Fill(p, v, n);
+  }
+  ~DevBuf() { be->Free(p, n); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+
+void Report(const MeasureConfig& cfg, const std::string& line) {
+  if (cfg.progress) cfg.progress(line);
+}
+
+std::string Fmt(const char* fmt, double a, double b = 0, double c = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), fmt, a, b, c);
+  return buf;
+}
+
+// Planner ops of one layer (forward + backward) for (tp, mbs), unfused attention.
+std::vector<Op> LayerPlannerOps(const ModelSpec& m, int seq, int tp, int mbs) {
+  PlanSpec p;
+  p.tp = tp;
+  p.micro_batch = mbs;
+  p.seq_length = seq;
+  p.flash_attention = false;
+  LayerOps ops = TransformerLayerOps(m, p, 4);
+  std::vector<Op> all = ops.forward;
+  all.insert(all.end(), ops.backward.begin(), ops.backward.end());
+  return all;
+}
+
+}  // namespace
+
+double ConcurrentMedianSeconds(const MeasureConfig& cfg, const std::function<void()>& fn) {
+  DT_CHECK(cfg.be != nullptr) << "MeasureConfig without backend";
+  auto call = [&] {
+    fn();
+    cfg.be->Synchronize();
+  };
+  Barrier(cfg.sync);
+  double t0 = NowSeconds();
+  call();
+  double once = AllMax(cfg.sync, NowSeconds() - t0);
+  for (int i = 1; i < cfg.warmup; ++i) call();
+  // Short calls are batched so one repetition lasts >= ~2 ms (timer noise).
+  int iters = once < 2e-3 ? static_cast<int>(std::min(1000.0, std::ceil(2e-3 / std::max(once, 1e-7)))) : 1;
+  int reps = RepsForBudget(once * iters, cfg.point_budget_s, std::min(3, cfg.max_reps), cfg.max_reps);
+  Barrier(cfg.sync);
+  Timing t = TimeRepeated(call, 0, reps, iters);
+  return AllMax(cfg.sync, t.median_s);
+}
+
+std::vector<GemmPoint> MeasureGemms(const MeasureConfig& cfg, const std::vector<GemmShape>& shapes) {
+  std::vector<GemmPoint> out;
+  rt::Backend* be = cfg.be;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const GemmShape& g = shapes[i];
+    const int64_t m = g.m, n = g.n, k = g.k;
+    DevBuf a(be, std::max(m * k, k * n)), b(be, std::max(n * k, k * m)), c(be, m * n);
+    std::function<void()> fn;
+    switch (g.call) {
+      case GemmCall::kForward:  // y[m,n] = x[m,k] W[n,k]^T
+        fn = [&] { be->Gemm(Trans::kNo, Trans::kYes, m, n, k, 1.0f, a.p, k, b.p, k, 0.0f, c.p, n); };
+        break;
+      case GemmCall::kDgrad:  // dx[m,n] = dy[m,k] W[k,n]
+        fn = [&] { be->Gemm(Trans::kNo, Trans::kNo, m, n, k, 1.0f, a.p, k, b.p, n, 0.0f, c.p, n); };
+        break;
+      case GemmCall::kWgrad:  // dW[n,m] += dy[k,n]^T x[k,m]
+        fn = [&] { be->Gemm(Trans::kYes, Trans::kNo, n, m, k, 1.0f, a.p, n, b.p, m, 1.0f, c.p, m); };
+        break;
+    }
+    GemmPoint p;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.seconds = ConcurrentMedianSeconds(cfg, fn);
+    out.push_back(p);
+    Report(cfg, "gemm " + std::to_string(i + 1) + "/" + std::to_string(shapes.size()) + " " +
+                    std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " (" +
+                    g.origin + "): " + Fmt("%.3f ms, %.1f GFLOP/s", p.seconds * 1e3, p.flops() / p.seconds / 1e9));
+  }
+  return out;
+}
+
+double MeasureCopyBandwidth(const MeasureConfig& cfg, int64_t bytes) {
+  size_t n = static_cast<size_t>(bytes / 4);
+  DevBuf src(cfg.be, n, 1.0f), dst(cfg.be, n, 0.0f);
+  double t = ConcurrentMedianSeconds(cfg, [&] { cfg.be->Copy(dst.p, src.p, n); });
+  double bw = 2.0 * n * 4 / t;
+  Report(cfg, Fmt("stream copy %.0f MiB per rank: %.2f GB/s per rank", bytes / 1048576.0, bw / 1e9));
+  return bw;
+}
+
+double MeasureTinyOp(const MeasureConfig& cfg) {
+  DevBuf x(cfg.be, 1), y(cfg.be, 1), z(cfg.be, 1);
+  double t = ConcurrentMedianSeconds(cfg, [&] { cfg.be->Add(x.p, y.p, z.p, 1); });
+  Report(cfg, Fmt("tiny op (1-element add): %.3f us", t * 1e6));
+  return t;
+}
+
+std::vector<KernelSample> MeasureAttention(const MeasureConfig& cfg, const ModelSpec& m, int seq,
+                                           const std::vector<int>& tps,
+                                           const std::vector<int>& mbs, double max_flops) {
+  std::vector<KernelSample> out;
+  for (int tp : tps) {
+    for (int b : mbs) {
+      KernelSample s;
+      for (const Op& op : LayerPlannerOps(m, seq, tp, b)) {
+        if (op.kind != OpKind::kAttention) continue;
+        s.planner_flops += op.flops;
+        s.planner_bytes += op.bytes;
+        s.planner_ops += 1;
+      }
+      if (s.planner_flops / 3 > max_flops) continue;  // forward = 1/3 of fwd + bwd
+      rt::AttentionDims d{seq, b, m.heads / tp, m.head_dim()};
+      DevBuf qkv(cfg.be, d.QkvNumel()), probs(cfg.be, d.ProbsNumel()), o(cfg.be, d.OutNumel()),
+          dout(cfg.be, d.OutNumel()), dqkv(cfg.be, d.QkvNumel()), scratch(cfg.be, seq * seq);
+      s.seconds = ConcurrentMedianSeconds(cfg, [&] {
+        rt::AttentionForward(*cfg.be, d, qkv.p, probs.p, o.p);
+        rt::AttentionBackward(*cfg.be, d, qkv.p, probs.p, dout.p, dqkv.p, scratch.p);
+      });
+      s.what = m.name + " attention tp" + std::to_string(tp) + " mbs" + std::to_string(b);
+      out.push_back(s);
+      Report(cfg, s.what + Fmt(": fwd+bwd %.3f ms, %.1f GFLOP/s (planner FLOPs)", s.seconds * 1e3,
+                               s.planner_flops / s.seconds / 1e9));
+    }
+  }
+  return out;
+}
+
+std::vector<KernelSample> MeasureLayerMemoryOps(const MeasureConfig& cfg, const ModelSpec& m, int seq,
+                                                const std::vector<int>& tps, int mbs) {
+  std::vector<KernelSample> out;
+  rt::Backend* be = cfg.be;
+  for (int tp : tps) {
+    KernelSample s;
+    for (const Op& op : LayerPlannerOps(m, seq, tp, mbs)) {
+      if (op.kind != OpKind::kMemoryBound) continue;
+      s.planner_bytes += op.bytes;
+      s.planner_ops += 1;
+    }
+    const int64_t rows = static_cast<int64_t>(seq) * mbs, h = m.hidden;
+    const int64_t fl = (m.ffn_hidden + tp - 1) / tp, ql = 3 * h / tp;
+    DevBuf x(be, rows * h), y(be, rows * h), z(be, rows * h), mean(be, rows), rstd(be, rows),
+        gamma(be, h, 1.0f), beta(be, h), dgamma(be, h), dbeta(be, h), f(be, rows * fl),
+        act(be, rows * fl), qkv(be, rows * ql), bias(be, std::max({h, fl, ql}));
+    s.seconds = ConcurrentMedianSeconds(cfg, [&] {
+      // Forward, in gpt_layer.cc's order (GEMMs and collectives left out).
+      rt::LayerNormForward(*be, x.p, gamma.p, beta.p, rows, h, y.p, mean.p, rstd.p);
+      be->AddBias(qkv.p, bias.p, rows, ql);
+      be->AddBias(z.p, bias.p, rows, h);
+      be->Add(x.p, z.p, y.p, rows * h);
+      rt::LayerNormForward(*be, y.p, gamma.p, beta.p, rows, h, z.p, mean.p, rstd.p);
+      be->AddBias(f.p, bias.p, rows, fl);
+      be->GeluForward(f.p, act.p, rows * fl);
+      be->AddBias(z.p, bias.p, rows, h);
+      be->Add(y.p, z.p, x.p, rows * h);
+      // Backward.
+      be->Copy(z.p, x.p, rows * h);
+      be->BiasGrad(x.p, dbeta.p, rows, h);
+      be->GeluBackward(f.p, act.p, act.p, rows * fl);
+      be->BiasGrad(act.p, bias.p, rows, fl);
+      rt::LayerNormBackward(*be, y.p, gamma.p, mean.p, rstd.p, x.p, rows, h, z.p, dgamma.p, dbeta.p);
+      be->Axpy(1.0f, z.p, x.p, rows * h);
+      be->Copy(y.p, x.p, rows * h);
+      be->BiasGrad(x.p, dbeta.p, rows, h);
+      be->BiasGrad(qkv.p, bias.p, rows, ql);
+      rt::LayerNormBackward(*be, y.p, gamma.p, mean.p, rstd.p, x.p, rows, h, z.p, dgamma.p, dbeta.p);
+      be->Axpy(1.0f, z.p, y.p, rows * h);
+    });
+    s.what = m.name + " layer memory-bound ops tp" + std::to_string(tp) + " mbs" + std::to_string(mbs);
+    out.push_back(s);
+    Report(cfg, s.what + Fmt(": %.3f ms, %.2f GB/s (planner bytes)", s.seconds * 1e3,
+                             s.planner_bytes / s.seconds / 1e9));
+  }
+  return out;
+}
+
+double MeasureOptimizerStep(const MeasureConfig& cfg, int64_t params) {
+  rt::ParamStore store;
+  rt::Param p;
+  p.name = "layers.0.mlp.fc1.weight";
+  p.full_shape = {params / 1024, 1024};
+  p.local_shape = p.full_shape;
+  p.numel = (params / 1024) * 1024;
+  store.Add(p);
+  store.Finalize();
+  for (int64_t i = 0; i < store.numel(); ++i) store.grads()[i] = 1e-3f;
+  rt::AdamWShard adam(store, 0, store.numel());
+  rt::AdamWConfig ac;
+  int64_t step = 0;
+  double t = ConcurrentMedianSeconds(cfg, [&] {
+    double sq = rt::LocalGradSquares(store, 0, store.numel(), false);
+    float scale = sq > 0 ? 1.0f : 0.0f;
+    adam.Update(store, ac, ++step, 1e-4f, scale);
+  });
+  Report(cfg, Fmt("optimizer step (grad norm + AdamW) over %.1fM params: %.3f ms", store.numel() / 1e6,
+                  t * 1e3));
+  return t * params / static_cast<double>(store.numel());
+}
+
+}  // namespace dt

@@ -1,0 +1,76 @@
+// Compute measurements on one rank, with the runtime's own Backend and ops
+// (runtime/backend, runtime/ops, runtime/optim), so the profile prices the
+// code the runtime actually runs. Every measurement runs on all ranks at
+// once (the ranks of a node share its cores and memory bandwidth: that
+// contention is what a training step sees) and reports the slowest rank's
+// median over repetitions.
+//
+// `sync` is a host communicator over the measuring ranks (MpiComm over the
+// world), used only for barriers and max-reductions of timings; nullptr for
+// a single process. The backend may be CPU or CUDA (calls are followed by
+// Synchronize()). Device errors abort (DT_CHECK), as in the runtime.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "planner/profile/profile.h"
+#include "planner/profiler/gemm_shapes.h"
+#include "runtime/backend/backend.h"
+#include "runtime/comm/comm.h"
+
+namespace dt {
+
+using ProgressFn = std::function<void(const std::string&)>;
+
+struct MeasureConfig {
+  rt::Backend* be = nullptr;
+  rt::Comm* sync = nullptr;     // barriers / max over ranks; may be null
+  int warmup = 1;
+  int max_reps = 5;             // repetitions per point (median), at least 3 when time allows
+  double point_budget_s = 0.3;  // time spent per point beyond the warmup
+  ProgressFn progress;          // may be empty
+};
+
+// Runs fn (then be->Synchronize()) concurrently on every rank of
+// cfg.sync; returns the slowest rank's median seconds per call.
+double ConcurrentMedianSeconds(const MeasureConfig& cfg, const std::function<void()>& fn);
+
+// One measured GemmPoint per shape (planner keys, runtime call variants).
+std::vector<GemmPoint> MeasureGemms(const MeasureConfig& cfg, const std::vector<GemmShape>& shapes);
+
+// Stream copy bandwidth per rank (bytes read + written per second) over
+// buffers of `bytes`, all ranks copying at once.
+double MeasureCopyBandwidth(const MeasureConfig& cfg, int64_t bytes);
+
+// Time of a tiny kernel (an elementwise add of one element).
+double MeasureTinyOp(const MeasureConfig& cfg);
+
+// A measured group of kernels and what the planner's cost model counts for
+// the same work (planner/cost/layer_ops.h): its FLOPs, bytes and op count.
+struct KernelSample {
+  std::string what;
+  double planner_flops = 0;
+  double planner_bytes = 0;
+  int planner_ops = 0;
+  double seconds = 0;
+};
+
+// Attention core forward + backward (runtime/ops/attention) of one layer
+// at (seq, mbs, heads / tp) for each tp and mbs with forward FLOPs <= cap.
+std::vector<KernelSample> MeasureAttention(const MeasureConfig& cfg, const ModelSpec& m, int seq,
+                                           const std::vector<int>& tps,
+                                           const std::vector<int>& mbs, double max_flops);
+
+// The memory-bound kernels of one GPT layer, forward + backward, as
+// runtime/model/gpt_layer.cc issues them (LayerNorm, bias adds, GeLU,
+// residual adds, bias grads), against the planner's memory-bound ops.
+std::vector<KernelSample> MeasureLayerMemoryOps(const MeasureConfig& cfg, const ModelSpec& m, int seq,
+                                                const std::vector<int>& tps, int mbs);
+
+// One optimizer step (gradient squares for the norm + AdamW update,
+// runtime/optim) over `params` parameters: seconds.
+double MeasureOptimizerStep(const MeasureConfig& cfg, int64_t params);
+
+}  // namespace dt
