@@ -1,0 +1,99 @@
+// dtrun: executes a dtplan plan file for real on CPU ranks (Eigen + Open MPI),
+// from the same per-rank action lists the simulator costs. See docs/runtime.md.
+//
+//   mpirun -np 4 dtrun --plan plan.json --steps 50 [--data FILE] [--metrics m.jsonl]
+//          [--checkpoint-dir ckpt --checkpoint-every 10] [--resume]
+//
+// Exit codes: 0 ok, 1 runtime failure, 2 bad input (every rank exits), 3 a
+// step exceeded --step-timeout (StepWatchdog aborts the job).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <thread>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "runtime/cli/options.h"
+#include "runtime/cli/trainer.h"
+#include "runtime/comm/mpi_comm.h"
+
+namespace {
+
+// Parses argv into *o. Returns -1 to continue, else the exit code (help: 0,
+// parse errors: 2). Only rank 0 prints.
+int ParseDtrunArgs(int argc, char** argv, bool print, dt::rt::DtrunOptions* o) {
+  CLI::App app{"dtrun: execute a dtplan plan (DP x TP x PP, microbatch schedules, recompute, SP, ZeRO-1)\n"
+               "on CPU ranks with Open MPI; launch with mpirun -np <plan world> or srun."};
+  app.add_option("--plan", o->plan_path, "plan file written by dtplan --out")->required();
+  app.add_option("--steps", o->steps, "total training steps (also the LR schedule length)");
+  app.add_option("--stop-at", o->stop_at, "stop (and checkpoint) once this many steps are done; resume later");
+  app.add_option("--data", o->data_path,
+                 "training data: a .bin file of uint16 token ids, or any other file as text (bytes, vocab 256); "
+                 "default: synthetic Markov chain with a known entropy rate");
+  app.add_option("--seed", o->seed, "seed for model init and data order");
+  app.add_option("--lr", o->lr, "peak learning rate (linear warmup, cosine decay)");
+  app.add_option("--min-lr", o->min_lr, "final learning rate (default 10% of --lr)");
+  app.add_option("--warmup-steps", o->warmup_steps, "learning-rate warmup steps");
+  app.add_option("--weight-decay", o->weight_decay, "AdamW weight decay");
+  app.add_option("--clip", o->clip, "global gradient-norm clip (<= 0: off)");
+  app.add_option("--metrics", o->metrics_path, "write JSON lines per step per rank to this file");
+  app.add_option("--checkpoint-dir", o->checkpoint_dir, "checkpoint root directory");
+  app.add_option("--checkpoint-every", o->checkpoint_every, "save every K steps (and always at the end)");
+  app.add_flag("--resume", o->resume, "resume from the latest checkpoint in --checkpoint-dir (any plan)");
+  app.add_option("--step-timeout", o->step_timeout_s, "abort the job when a step takes longer (s; <= 0: off)");
+  app.add_flag("--quiet", o->quiet, "no per-step lines");
+  app.add_option("--debug-kill-rank", o->debug_kill_rank, "fault drill: world rank that SIGKILLs itself")
+      ->group("");
+  app.add_option("--debug-kill-step", o->debug_kill_step, "fault drill: during this (1-based) step")->group("");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    if (print) std::printf("%s", app.help().c_str());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    if (print) std::fprintf(stderr, "dtrun: error: %s (see dtrun --help)\n", e.what());
+    return 2;
+  }
+  return -1;
+}
+
+// Without OMP_NUM_THREADS, share the cores among the ranks of this node.
+void SetThreads() {
+#ifdef _OPENMP
+  if (std::getenv("OMP_NUM_THREADS") != nullptr) return;
+  MPI_Comm node;
+  DT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int local = 1;
+  DT_MPI_CHECK(MPI_Comm_size(node, &local));
+  DT_MPI_CHECK(MPI_Comm_free(&node));
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  omp_set_num_threads(std::max(1, cores / std::max(1, local)));
+#endif
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int code = 0;
+  {
+    dt::rt::MpiWorld world(&argc, &argv);
+    dt::rt::DtrunOptions opts;
+    code = ParseDtrunArgs(argc, argv, world.rank() == 0, &opts);
+    if (code < 0) {
+      try {
+        SetThreads();
+        code = dt::rt::RunTraining(opts, world);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "dtrun: [rank %d] error: %s\n", world.rank(), e.what());
+        code = 1;
+      }
+    }
+    std::fflush(stdout);
+  }
+  return code;
+}

@@ -1,0 +1,31 @@
+// DtrunOptions: everything dtrun's command line sets (see docs/runtime.md).
+// Parsed by ParseDtrunArgs in dtrun.cc; consumed by RunTraining (trainer.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace dt::rt {
+
+struct DtrunOptions {
+  std::string plan_path;
+  int64_t steps = 20;             // total training steps (also the LR schedule length)
+  int64_t stop_at = -1;           // stop after this many completed steps (-1: steps)
+  std::string data_path;          // empty: synthetic Markov source
+  uint64_t seed = 1234;           // model init and data order
+  double lr = 3e-3;               // peak learning rate
+  double min_lr = -1.0;           // -1: 10% of lr
+  int64_t warmup_steps = 10;
+  double weight_decay = 0.1;
+  double clip = 1.0;              // global-norm clip; <= 0 disables
+  std::string metrics_path;       // JSON lines per step per rank
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;   // 0: only at the end
+  bool resume = false;
+  double step_timeout_s = 120.0;  // StepWatchdog; <= 0 disables
+  bool quiet = false;             // no per-step lines
+  int debug_kill_rank = -1;       // fault drill: this world rank SIGKILLs itself ...
+  int64_t debug_kill_step = -1;   // ... during this (1-based) step
+};
+
+}  // namespace dt::rt

@@ -1,0 +1,356 @@
+#include "runtime/cli/trainer.h"
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "planner/schedule/build_schedule.h"
+#include "planner/spec/plan_spec.h"
+#include "planner/spec/rank_grid.h"
+#include "runtime/backend/backend.h"
+#include "runtime/ckpt/checkpoint.h"
+#include "runtime/cli/report.h"
+#include "runtime/comm/watchdog.h"
+#include "runtime/data/data_loader.h"
+#include "runtime/data/file_source.h"
+#include "runtime/data/markov_source.h"
+#include "runtime/exec/interpreter.h"
+#include "runtime/model/model_chunk.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/tensor/allocator.h"
+
+namespace dt::rt {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitRuntime = 1;
+constexpr int kExitBadInput = 2;
+
+// Prints a user-facing error (rank 0 only: every rank found the same one).
+int BadInput(const MpiWorld& w, const std::string& msg) {
+  if (w.rank() == 0) std::fprintf(stderr, "dtrun: error: %s\n", msg.c_str());
+  return kExitBadInput;
+}
+
+// Max of `code` over the world: how ranks agree on a failure one of them saw.
+int WorldMax(int code) {
+  DT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &code, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+  return code;
+}
+
+Status CheckSupported(const ModelSpec& m, const PlanSpec& p) {
+  if (m.family != ModelFamily::kGpt)
+    return InvalidArgument("model '" + m.name + "' is family " + ToString(m.family) +
+                           "; the bundled runtime implements the GPT family only (LayerNorm, GeLU MLP, "
+                           "learned positions): use a GPT model file");
+  if (m.kv_heads != m.heads)
+    return InvalidArgument("model '" + m.name + "' uses grouped-query attention; the runtime implements MHA only");
+  if (p.cp > 1)
+    return InvalidArgument("plan has cp=" + std::to_string(p.cp) +
+                           ": context parallelism is not supported by the runtime; replan with --cp 1");
+  if (p.zero_stage > 1)
+    return InvalidArgument("plan has zero_stage=" + std::to_string(p.zero_stage) +
+                           ": the runtime implements ZeRO 0 and 1 only; replan with --zero 1");
+  if (m.ffn_hidden % p.tp != 0)
+    return InvalidArgument("ffn_hidden " + std::to_string(m.ffn_hidden) + " is not divisible by tp=" +
+                           std::to_string(p.tp));
+  if (p.seq_length > m.max_position)
+    return InvalidArgument("plan seq_length " + std::to_string(p.seq_length) + " exceeds the model's max_position " +
+                           std::to_string(m.max_position));
+  return Status::Ok();
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The token source: synthetic Markov chain (entropy rate in *entropy), or a
+// text file (bytes) or .bin file (uint16 ids).
+StatusOr<std::shared_ptr<const TokenSource>> OpenSource(const DtrunOptions& o, const ModelSpec& m,
+                                                        double* entropy) {
+  *entropy = -1.0;
+  if (o.data_path.empty()) {
+    MarkovOptions mo;
+    mo.vocab = m.vocab;
+    DT_ASSIGN_OR_RETURN(MarkovSource src, MarkovSource::Create(mo));
+    *entropy = src.EntropyRateNats();
+    return std::shared_ptr<const TokenSource>(std::make_shared<MarkovSource>(std::move(src)));
+  }
+  if (EndsWith(o.data_path, ".bin")) {
+    DT_ASSIGN_OR_RETURN(auto src, FileTokenSource::OpenTokenFile(o.data_path, m.vocab));
+    return std::shared_ptr<const TokenSource>(std::move(src));
+  }
+  if (m.vocab < 256)
+    return InvalidArgument("--data '" + o.data_path + "' is read as text (one token per byte, 256 ids) but the model's "
+                           "vocab is " + std::to_string(m.vocab) + "; use a model with vocab >= 256 or a .bin file");
+  DT_ASSIGN_OR_RETURN(auto src, FileTokenSource::OpenTextFile(o.data_path));
+  return std::shared_ptr<const TokenSource>(std::move(src));
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
+  const bool root = world.rank() == 0;
+  // ---- validation: identical on every rank, before any collective ----
+  StatusOr<PlanFile> pf = LoadPlanFile(opts.plan_path);
+  if (!pf.ok()) return BadInput(world, pf.status().message());
+  const ModelSpec& model = pf->model;
+  const PlanSpec& plan = pf->plan;
+  if (Status s = CheckSupported(model, plan); !s.ok()) return BadInput(world, s.message());
+  if (opts.steps < 1) return BadInput(world, "--steps must be >= 1");
+  if (opts.resume && opts.checkpoint_dir.empty()) return BadInput(world, "--resume needs --checkpoint-dir");
+  StatusOr<RankGrid> grid = RankGrid::Create(plan.tp, plan.cp, plan.dp, plan.pp, plan.order);
+  if (!grid.ok()) return BadInput(world, grid.status().message());
+  if (world.size() != plan.world())
+    return BadInput(world, "plan needs " + std::to_string(plan.world()) + " ranks (" + Describe(plan) +
+                               ") but MPI started " + std::to_string(world.size()) + ": mpirun -np " +
+                               std::to_string(plan.world()) + " dtrun --plan " + opts.plan_path +
+                               " (add --oversubscribe for more ranks than cores)");
+  StatusOr<std::vector<ActionList>> schedule = BuildSchedule(plan);
+  if (!schedule.ok()) return BadInput(world, schedule.status().message());
+  double entropy = -1.0;
+  StatusOr<std::shared_ptr<const TokenSource>> source = OpenSource(opts, model, &entropy);
+  if (!source.ok()) return BadInput(world, source.status().message());
+  if ((*source)->vocab() > model.vocab)
+    return BadInput(world, "data vocab " + std::to_string((*source)->vocab()) + " exceeds the model's vocab " +
+                               std::to_string(model.vocab));
+
+  StatusOr<Groups> groups_or = BuildGroups(*grid, world.rank());
+  if (!groups_or.ok()) return BadInput(world, groups_or.status().message());
+  Groups& groups = *groups_or;
+  const Coord coord = groups.coord;
+  auto sized = [](const std::unique_ptr<Comm>& c) { return c && c->size() > 1 ? c.get() : nullptr; };
+
+  // ---- model, optimizer ----
+  std::unique_ptr<Backend> backend = MakeCpuBackend();
+  std::vector<std::unique_ptr<ModelChunk>> chunks;
+  std::vector<ModelChunk*> chunk_ptrs;
+  std::vector<ParamStore*> stores;
+  std::vector<bool> counts_tied;
+  const ParallelComms pcomms{sized(groups.tp), sized(groups.dp), sized(groups.pp), sized(groups.tied)};
+  for (int i = 0; i < plan.vpp; ++i) {
+    const int c = i * plan.pp + coord.pp;
+    chunks.push_back(std::make_unique<ModelChunk>(model, plan, c, coord.tp, pcomms, *backend, opts.seed));
+    chunk_ptrs.push_back(chunks.back().get());
+    stores.push_back(&chunks.back()->params());
+    counts_tied.push_back(c == 0);
+  }
+  OptimizerOptions oo;
+  oo.adam.weight_decay = static_cast<float>(opts.weight_decay);
+  oo.adam.max_grad_norm = static_cast<float>(opts.clip);
+  oo.lr.peak_lr = opts.lr;
+  oo.lr.min_lr = opts.min_lr >= 0 ? opts.min_lr : 0.1 * opts.lr;
+  oo.lr.warmup_steps = opts.warmup_steps;
+  oo.lr.total_steps = opts.steps;
+  oo.zero_stage = plan.zero_stage;
+  oo.bucket_bytes = plan.dp_bucket_bytes;
+  Optimizer optimizer(stores, counts_tied, oo,
+                      OptimizerComms{sized(groups.dp), sized(groups.tp), sized(groups.pp), sized(groups.tied)});
+
+  // ---- resume ----
+  int64_t start_step = 0, data_position = 0;
+  uint64_t data_seed = opts.seed;
+  if (opts.resume) {
+    std::vector<std::vector<float>> m(plan.vpp), v(plan.vpp);
+    std::vector<ChunkState> states;
+    for (int i = 0; i < plan.vpp; ++i) states.push_back({stores[i], &m[i], &v[i]});
+    StatusOr<TrainState> st = LoadCheckpoint(opts.checkpoint_dir, states);
+    int code = 0;  // 0 loaded, 1 no checkpoint yet, 2 unusable
+    std::string msg;
+    if (!st.ok()) {
+      const bool none = st.status().code() == StatusCode::kNotFound &&
+                        !std::filesystem::exists(std::filesystem::path(opts.checkpoint_dir) / "latest");
+      code = none ? 1 : 2;
+      msg = st.status().message();
+    } else if (st->model != ToJson(model)) {
+      code = 2;
+      msg = "checkpoint in '" + opts.checkpoint_dir + "' was saved for model " + st->model.dump() +
+            ", not for this plan's model '" + model.name + "'";
+    }
+    const int agreed = WorldMax(code);
+    if (agreed == 2) {
+      if (root && code == 2)
+        std::fprintf(stderr, "dtrun: error: cannot resume: %s\n", msg.c_str());
+      else if (root)
+        std::fprintf(stderr, "dtrun: error: cannot resume: checkpoint unreadable on some ranks\n");
+      return kExitBadInput;
+    }
+    if (agreed == 0) {
+      for (int i = 0; i < plan.vpp; ++i) optimizer.LoadMoments(i, m[i].data(), v[i].data());
+      optimizer.set_step_count(st->optimizer_step);
+      start_step = st->step;
+      data_position = st->data_position;
+      data_seed = st->data_seed;
+      if (root)
+        std::printf("resumed from '%s' at step %lld (saved under plan: %s)\n", opts.checkpoint_dir.c_str(),
+                    static_cast<long long>(start_step), st->plan.dump().c_str());
+    } else if (root) {
+      std::printf("no checkpoint in '%s' yet: starting from step 0\n", opts.checkpoint_dir.c_str());
+    }
+  }
+
+  BatchShape shape;
+  shape.micro_batch = plan.micro_batch;
+  shape.num_microbatches = plan.num_microbatches;
+  shape.seq_length = plan.seq_length;
+  shape.dp_size = plan.dp;
+  shape.dp_rank = coord.dp;
+  shape.seed = data_seed;
+  StatusOr<DataLoader> loader_or = DataLoader::Create(*source, shape);
+  if (!loader_or.ok()) return BadInput(world, loader_or.status().message());
+  DataLoader& loader = *loader_or;
+  loader.set_position(data_position);
+
+  Interpreter interp(plan, (*schedule)[coord.pp], chunk_ptrs, &optimizer, sized(groups.pp), &loader);
+
+  const int64_t end_step = opts.stop_at >= 0 ? std::min(opts.stop_at, opts.steps) : opts.steps;
+  const double tokens_per_step = static_cast<double>(plan.tokens_per_step());
+  const double flops_per_step = ModelFlopsPerStep(model, plan);
+  std::ofstream metrics;
+  if (root) {
+    std::printf("dtrun: %d ranks | plan %s | model %s (%lld params) | %s backend\n", world.size(),
+                Describe(plan).c_str(), model.name.c_str(), static_cast<long long>(model.TotalParams()),
+                backend->name());
+    std::printf("data: %s", (*source)->Describe().c_str());
+    if (entropy >= 0) std::printf(" | entropy rate %.4f nats/token (the loss floor)", entropy);
+    std::printf("\ntokens/step %.0f | model FLOPs/step %.4g | steps %lld..%lld of %lld\n", tokens_per_step,
+                flops_per_step, static_cast<long long>(start_step + 1), static_cast<long long>(end_step),
+                static_cast<long long>(opts.steps));
+    if (plan.flash_attention)
+      std::printf("note: the plan assumes fused (flash) attention; the CPU runtime runs unfused attention\n");
+    std::fflush(stdout);
+    if (!opts.metrics_path.empty()) {
+      metrics.open(opts.metrics_path, start_step > 0 ? std::ios::app : std::ios::trunc);
+      if (!metrics) std::fprintf(stderr, "dtrun: warning: cannot open --metrics '%s'\n", opts.metrics_path.c_str());
+    }
+  }
+
+  // ---- training loop ----
+  StepWatchdog watchdog(opts.step_timeout_s);
+  const int n = world.size();
+  std::vector<double> gathered(root ? 3 * n : 0);
+  std::vector<double> step_times, tok_rates, flop_rates;
+  std::vector<int64_t> rank_peak(n, 0);
+  double last_loss = 0.0;
+  int64_t last_saved = start_step;
+  bool ckpt_failed = false;
+  auto save = [&](int64_t step) -> bool {
+    std::vector<std::vector<float>> m(plan.vpp), v(plan.vpp);
+    std::vector<ChunkState> states;
+    for (int i = 0; i < plan.vpp; ++i) {
+      optimizer.GatherMoments(i, &m[i], &v[i]);
+      states.push_back({stores[i], &m[i], &v[i]});
+    }
+    TrainState ts;
+    ts.step = step;
+    ts.optimizer_step = optimizer.step_count();
+    ts.data_position = loader.position();
+    ts.data_seed = data_seed;
+    ts.rng_state = "none: training is deterministic (no dropout); data is a function of (seed, step)";
+    ts.model = ToJson(model);
+    ts.plan = ToJson(plan);
+    Status s = SaveCheckpoint(opts.checkpoint_dir, ts, states, groups);
+    if (!s.ok()) {
+      if (root) std::fprintf(stderr, "dtrun: error: checkpoint save failed: %s\n", s.message().c_str());
+      return false;
+    }
+    if (root) std::printf("saved checkpoint step-%lld in '%s'\n", static_cast<long long>(step), opts.checkpoint_dir.c_str());
+    last_saved = step;
+    return true;
+  };
+
+  for (int64_t step = start_step; step < end_step; ++step) {
+    const int64_t step1 = step + 1;
+    watchdog.BeginStep(step1);
+    if (world.rank() == opts.debug_kill_rank && step1 == opts.debug_kill_step) {
+      std::fprintf(stderr, "dtrun: [rank %d] --debug-kill: SIGKILL at step %lld\n", world.rank(),
+                   static_cast<long long>(step1));
+      std::fflush(stderr);
+      std::raise(SIGKILL);
+    }
+    const double t0 = Now();
+    StepOutcome out = interp.RunStep(loader.position());
+    const double dt = Now() - t0;
+    loader.Advance();
+    const double contrib = (coord.tp == 0 && coord.cp == 0) ? out.loss_sum : 0.0;
+    double local[3] = {contrib, dt, static_cast<double>(PeakBytes())};
+    DT_MPI_CHECK(MPI_Gather(local, 3, MPI_DOUBLE, root ? gathered.data() : nullptr, 3, MPI_DOUBLE, 0,
+                            MPI_COMM_WORLD));
+    watchdog.EndStep();
+    if (root) {
+      double loss_sum = 0.0, t_max = 0.0;
+      int64_t peak = 0;
+      for (int r = 0; r < n; ++r) {
+        loss_sum += gathered[3 * r];
+        t_max = std::max(t_max, gathered[3 * r + 1]);
+        rank_peak[r] = static_cast<int64_t>(gathered[3 * r + 2]);
+        peak = std::max(peak, rank_peak[r]);
+      }
+      last_loss = loss_sum / (static_cast<double>(plan.dp) * plan.num_microbatches);
+      const double tps = tokens_per_step / t_max, fps = flops_per_step / t_max;
+      if (step > start_step) {
+        step_times.push_back(t_max);
+        tok_rates.push_back(tps);
+        flop_rates.push_back(fps);
+      }
+      if (!opts.quiet) {
+        std::printf("%s\n", StepLine(step1, opts.steps, last_loss, out.optimizer.lr, out.optimizer.grad_norm, t_max,
+                                     tps, fps, peak).c_str());
+        std::fflush(stdout);
+      }
+      if (metrics.is_open()) {
+        for (int r = 0; r < n; ++r) {
+          const double t = gathered[3 * r + 1];
+          metrics << MetricsJsonLine({r, step1, last_loss, t, tokens_per_step / t, flops_per_step / t, rank_peak[r]})
+                  << "\n";
+        }
+        metrics.flush();
+      }
+    }
+    if (!opts.checkpoint_dir.empty() && opts.checkpoint_every > 0 && step1 % opts.checkpoint_every == 0 &&
+        step1 < end_step) {
+      if (!save(step1)) {
+        ckpt_failed = true;
+        break;
+      }
+    }
+  }
+  if (!ckpt_failed && !opts.checkpoint_dir.empty() && last_saved != end_step && end_step > start_step) {
+    if (!save(end_step)) ckpt_failed = true;
+  }
+
+  if (root && end_step > start_step) {
+    RunSummary s;
+    s.steps_run = end_step - start_step;
+    s.median_step_time_s = Median(step_times);
+    s.median_tokens_per_s = Median(tok_rates);
+    s.median_flops_per_s = Median(flop_rates);
+    s.final_loss = last_loss;
+    s.measured_stage_peak.assign(plan.pp, 0);
+    for (int r = 0; r < n; ++r) {
+      s.peak_bytes = std::max(s.peak_bytes, rank_peak[r]);
+      int64_t& sp = s.measured_stage_peak[grid->CoordOf(r).pp];
+      sp = std::max(sp, rank_peak[r]);
+    }
+    std::printf("%s", SummaryText(s, pf->prediction).c_str());
+    if (entropy >= 0)
+      std::printf("  loss floor   entropy rate %.4f nats/token; final loss is %.1f%% above it\n", entropy,
+                  100.0 * (last_loss / entropy - 1.0));
+    std::fflush(stdout);
+  } else if (root) {
+    std::printf("nothing to do: training already at step %lld of %lld\n", static_cast<long long>(start_step),
+                static_cast<long long>(end_step));
+  }
+  return ckpt_failed ? kExitRuntime : kExitOk;
+}
+
+}  // namespace dt::rt
