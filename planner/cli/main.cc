@@ -39,7 +39,9 @@ int main(int argc, char** argv) {
   app.add_option("--schedule", plan.schedule, "fix the schedule: gpipe, 1f1b or interleaved");
   app.add_option("--recompute", plan.recompute, "fix recompute: none, selective or full");
   app.add_option("--zero", plan.zero, "fix the ZeRO stage (0-3; 1 = distributed optimizer)");
-  app.add_flag("--sp,!--no-sp", plan.sp, "force sequence parallelism on (--sp) or off (--no-sp)");
+  bool sp_on = false, sp_off = false;
+  auto* sp_flag = app.add_flag("--sp", sp_on, "fix sequence parallelism on");
+  app.add_flag("--no-sp", sp_off, "fix sequence parallelism off")->excludes(sp_flag);
   app.add_option("--attention", plan.attention,
                  "attention kernel: flash (fused, default on gpu) or unfused (default on cpu)")
       ->check(CLI::IsMember({"flash", "unfused"}));
@@ -69,6 +71,8 @@ int main(int argc, char** argv) {
     std::cerr << "dtplan: error: " << e.what() << " (see dtplan --help)\n";
     return 2;
   }
+  if (sp_on) plan.sp = true;
+  if (sp_off) plan.sp = false;
   try {
     if (*sim_cmd) return dt::cli::RunSimulate(sim);
     if (*val_cmd) return dt::cli::RunValidate(val);
