@@ -45,11 +45,21 @@ struct ValidateOptions {
   std::string profile;  // overrides the per-case hardware
   int threads = 0;
   bool json = false;
+  // --execute: run plans with dtrun and compare (closed loop).
+  bool execute = false;
+  CommonOptions common;      // --model, --nodes, --gpus, --device (with --execute)
+  int64_t global_batch = 0;  // 0: 8 per device
+  int top = 8;               // plans to run, spread over the ranking (best always included)
+  int steps = 6;
+  std::string dtrun;         // default: next to dtplan
+  std::string work_dir;      // default: a fresh temp dir
+  std::string argv0;
 };
 
 int RunPlan(const PlanOptions& o);
 int RunSimulate(const SimulateOptions& o);
 int RunValidate(const ValidateOptions& o);
+int RunValidateExecute(const ValidateOptions& o);
 
 // Prints "dtplan: error: <message>" to stderr and returns 2.
 int Fail(const std::string& message);

@@ -56,10 +56,22 @@ int main(int argc, char** argv) {
 
   dt::cli::ValidateOptions val;
   CLI::App* val_cmd = app.add_subcommand("validate", "compare predictions with measured cases");
-  val_cmd->add_option("--cases", val.cases, "cases: a JSON case file or a vTrain ground_truth CSV")->required();
-  val_cmd->add_option("--profile", val.profile, "use this profile for every case");
+  val_cmd->add_option("--cases", val.cases, "cases: a JSON case file or a vTrain ground_truth CSV");
+  val_cmd->add_option("--profile", val.profile, "use this profile (every case; or the --execute predictions)");
   val_cmd->add_option("--threads", val.threads, "worker threads");
   val_cmd->add_flag("--json", val.json, "print JSON");
+  val_cmd->add_flag("--execute", val.execute, "run plans for real with dtrun and compare (closed loop)");
+  val_cmd->add_option("--model", val.common.model, "with --execute: model file");
+  val_cmd->add_option("--nodes", val.common.nodes, "with --execute: nodes")->check(CLI::Range(1, 1 << 20));
+  val_cmd->add_option("--gpus", val.common.gpus, "with --execute: ranks per node")->check(CLI::Range(1, 1024));
+  val_cmd->add_option("--device", val.common.device, "with --execute: cpu (gpu needs a GPU)")
+      ->check(CLI::IsMember({"gpu", "cpu"}));
+  val_cmd->add_option("--global-batch", val.global_batch, "with --execute: sequences per step");
+  val_cmd->add_option("--top", val.top, "with --execute: plans to run, spread over the ranking")
+      ->check(CLI::Range(1, 1000));
+  val_cmd->add_option("--steps", val.steps, "with --execute: steps per run")->check(CLI::Range(2, 100000));
+  val_cmd->add_option("--dtrun", val.dtrun, "with --execute: dtrun binary (default: next to dtplan)");
+  val_cmd->add_option("--work-dir", val.work_dir, "with --execute: where plans, logs and metrics go");
 
   try {
     app.parse(argc, argv);
@@ -75,7 +87,8 @@ int main(int argc, char** argv) {
   if (sp_off) plan.sp = false;
   try {
     if (*sim_cmd) return dt::cli::RunSimulate(sim);
-    if (*val_cmd) return dt::cli::RunValidate(val);
+    val.argv0 = argv[0];
+    if (*val_cmd) return val.execute ? dt::cli::RunValidateExecute(val) : dt::cli::RunValidate(val);
     if (plan.common.model.empty()) return dt::cli::Fail("--model is required (e.g. --model examples/models/gpt3-175b.json)");
     return dt::cli::RunPlan(plan);
   } catch (const std::exception& e) {

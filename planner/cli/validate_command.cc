@@ -8,6 +8,7 @@
 namespace dt::cli {
 
 int RunValidate(const ValidateOptions& o) {
+  if (o.cases.empty()) return Fail("validate needs --cases FILE (or --execute --model M ...)");
   auto cases = ReadCases(o.cases);
   if (!cases.ok()) return Fail("--cases: " + cases.status().message());
   if (cases->empty()) return Fail("--cases: '" + o.cases + "' holds no cases");

@@ -1,0 +1,96 @@
+// dtplan validate --execute: the closed loop on this machine (planner/validate/execute.h).
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "planner/cli/commands.h"
+#include "planner/cli/report.h"
+#include "planner/cli/setup.h"
+#include "planner/search/search.h"
+#include "planner/validate/execute.h"
+
+namespace dt::cli {
+namespace {
+
+std::string FindDtrun(const ValidateOptions& o) {
+  if (!o.dtrun.empty()) return o.dtrun;
+  namespace fs = std::filesystem;
+  fs::path self = fs::absolute(fs::path(o.argv0)).parent_path();
+  for (fs::path p : {self / "dtrun", self / "runtime" / "dtrun", self.parent_path() / "runtime" / "dtrun"})
+    if (access(p.c_str(), X_OK) == 0) return p.string();
+  return (self / "runtime" / "dtrun").string();
+}
+
+}  // namespace
+
+int RunValidateExecute(const ValidateOptions& o) {
+  auto setup = LoadSetup(o.common);
+  if (!setup.ok()) return Fail(setup.status().message());
+  const auto& [model, cluster, hw] = *setup;
+  SearchConstraints k;
+  k.seq_length = model.seq_length;
+  k.global_batch = o.global_batch > 0 ? o.global_batch : 8LL * cluster.world();
+  k.cp = 1;  // the runtime has no context parallelism
+  k.flash_attention = cluster.device != "cpu";
+  SearchOptions so;
+  so.top = 100000;  // every fitting plan, ranked
+  so.threads = o.threads;
+  auto r = SearchPlans(model, cluster, hw, k, so);
+  if (!r.ok()) return Fail(r.status().message());
+  // The runtime executes ZeRO 0 and 1 only.
+  std::vector<RankedPlan> runnable;
+  for (const auto& p : r->top)
+    if (p.plan.zero_stage <= 1) runnable.push_back(p);
+  if (runnable.empty()) return Fail("no runnable plan fits (the runtime supports ZeRO 0-1, cp=1)");
+  // Spread the runs over the ranking so the comparison covers fast and slow
+  // plans; the predicted best is always run (for the regret).
+  std::vector<RankedPlan> chosen;
+  const size_t n = std::min<size_t>(o.top, runnable.size());
+  for (size_t i = 0; i < n; ++i) {
+    size_t idx = n == 1 ? 0 : i * (runnable.size() - 1) / (n - 1);
+    chosen.push_back(runnable[idx]);
+  }
+  ExecuteOptions eo;
+  eo.dtrun = FindDtrun(o);
+  eo.steps = o.steps;
+  eo.top = 0;
+  eo.work_dir = o.work_dir;
+  if (eo.work_dir.empty()) {
+    char tmpl[] = "/tmp/dtplan-execute-XXXXXX";
+    if (!mkdtemp(tmpl)) return Fail("cannot create a temporary directory; pass --work-dir");
+    eo.work_dir = tmpl;
+  } else {
+    std::error_code ec;
+    std::filesystem::create_directories(eo.work_dir, ec);
+  }
+  std::fprintf(stderr, "running %zu of %zu runnable plans (%lld fitting) with %s; files in %s\n",
+               chosen.size(), runnable.size(), static_cast<long long>(r->fitting), eo.dtrun.c_str(),
+               eo.work_dir.c_str());
+  auto rep = ExecutePlans(model, cluster, hw, chosen, hw.name, eo);
+  if (!rep.ok()) return Fail(rep.status().message());
+  if (o.json) {
+    std::cout << ToJson(*rep).dump(2) << "\n";
+  } else {
+    std::printf("%-52s %10s %10s %7s %9s %9s %7s\n", "plan (predicted order)", "pred s", "meas s", "err",
+                "pred MiB", "meas MiB", "err");
+    for (const auto& e : rep->plans) {
+      if (!e.ok) {
+        std::printf("%-52s FAILED: %s\n", Describe(e.plan).c_str(), e.error.c_str());
+        continue;
+      }
+      std::printf("%-52s %10.4f %10.4f %+6.1f%% %9.1f %9.1f %+6.1f%%\n", Describe(e.plan).c_str(),
+                  e.predicted.step_time_s, e.measured_step_s, 100 * e.time_error,
+                  e.predicted_peak_bytes / 1048576.0, e.measured_peak_bytes / 1048576.0, 100 * e.memory_error);
+    }
+    std::printf("\nstep time: MAPE %.1f%%, max error %.1f%%, Spearman %.3f; peak memory per stage: max error %.1f%%; "
+                "regret of the chosen plan %.1f%%; %d failed\n",
+                100 * rep->time_mape, 100 * rep->time_max_error, rep->spearman, 100 * rep->memory_max_error,
+                100 * rep->regret, rep->failed);
+  }
+  return rep->failed == static_cast<int>(rep->plans.size()) ? 1 : 0;
+}
+
+}  // namespace dt::cli

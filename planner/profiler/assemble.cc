@@ -1,0 +1,197 @@
+#include "planner/profiler/assemble.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "sim/collective_model.h"
+
+namespace dt {
+namespace {
+
+sim::CollOp ToSim(CollKind k) {
+  switch (k) {
+    case CollKind::kAllReduce: return sim::CollOp::kAllReduce;
+    case CollKind::kReduceScatter: return sim::CollOp::kReduceScatter;
+    case CollKind::kAllGather: return sim::CollOp::kAllGather;
+    case CollKind::kSendRecv: return sim::CollOp::kSendRecv;
+  }
+  return sim::CollOp::kSendRecv;
+}
+
+double BusFactor(CollKind kind, int g) {
+  switch (kind) {
+    case CollKind::kAllReduce: return 2.0 * (g - 1) / g;
+    case CollKind::kAllGather:
+    case CollKind::kReduceScatter: return static_cast<double>(g - 1) / g;
+    case CollKind::kSendRecv: return 1.0;
+  }
+  return 1.0;
+}
+
+// Latency steps the cost model pays (comm_cost.cc LatencyTime).
+int LatencySteps(CollKind kind, int n) {
+  int steps = sim::RingLatencySteps(ToSim(kind), n);
+  if (kind == CollKind::kAllReduce) {
+    int log2n = 0;
+    for (long long reach = 1; reach < n; reach *= 2) ++log2n;
+    steps = std::min(steps, 2 * log2n);
+  }
+  return std::max(1, steps);
+}
+
+std::string Num(double v, int prec = 4) {
+  std::ostringstream os;
+  os.precision(prec);
+  os << v;
+  return os.str();
+}
+
+// Clamps a fitted fraction into (0, 1], noting when it had to.
+double Fraction(double v, const std::string& what, std::string* note) {
+  if (std::isfinite(v) && v > 0 && v <= 1) return v;
+  double c = std::isfinite(v) && v > 1 ? 1.0 : 0.01;
+  *note += " " + what + " fit " + Num(v) + " clamped to " + Num(c) + ".";
+  return c;
+}
+
+}  // namespace
+
+LinkEntry LinkEntryFromSeries(const CollSeries& s) {
+  LinkEntry e;
+  e.key = s.group_size;
+  const double f = BusFactor(s.kind, s.group_size);
+  double prev_t = 0;
+  for (const CollSample& c : s.samples) {
+    if (!(c.bytes > 0 && c.seconds > 0)) continue;
+    double t = std::max(c.seconds, prev_t);  // a larger message is never faster
+    prev_t = t;
+    if (!e.points.x.empty() && c.bytes <= e.points.x.back()) continue;
+    e.points.x.push_back(c.bytes);
+    e.points.y.push_back(c.bytes * f / t);
+  }
+  if (e.points.empty()) return e;
+  e.busbw_Bps = *std::max_element(e.points.y.begin(), e.points.y.end());
+  e.latency_s = s.samples.front().seconds / LatencySteps(s.kind, s.group_size);
+  e.note = "measured: " + std::to_string(e.points.size()) + " sizes " + Num(e.points.x.front()) +
+           ".." + Num(e.points.x.back()) + " B; latency_s = smallest-message time / " +
+           std::to_string(LatencySteps(s.kind, s.group_size)) + " steps";
+  return e;
+}
+
+Curve GemmEfficiencyCurve(const std::vector<GemmPoint>& pts, double peak) {
+  // Best rate per log2 bin of FLOPs: the curve's x is the bin's largest size.
+  std::vector<std::pair<double, double>> v;  // (flops, efficiency)
+  for (const GemmPoint& g : pts) v.emplace_back(g.flops(), std::min(1.0, g.flops() / g.seconds / peak));
+  std::sort(v.begin(), v.end());
+  Curve c;
+  for (const auto& [x, e] : v) {
+    if (!c.x.empty() && std::floor(std::log2(x)) == std::floor(std::log2(c.x.back()))) {
+      c.x.back() = x;
+      c.y.back() = std::max(c.y.back(), e);
+      continue;
+    }
+    c.x.push_back(x);
+    c.y.push_back(e);
+  }
+  for (size_t i = 1; i < c.size(); ++i) {
+    c.y[i] = std::max(c.y[i], c.y[i - 1]);                      // non-decreasing
+    c.y[i] = std::min(c.y[i], c.y[i - 1] * c.x[i] / c.x[i - 1]);  // time non-decreasing
+  }
+  return c;
+}
+
+StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
+  const std::string where = "measured profile '" + m.name + "'";
+  if (m.gemms.empty()) return InvalidArgument(where + ": no GEMM was measured");
+  for (const GemmPoint& g : m.gemms)
+    if (!(g.seconds > 0)) return InvalidArgument(where + ": a GEMM time is not positive");
+  if (!(m.copy_Bps > 0)) return InvalidArgument(where + ": stream copy bandwidth not measured");
+
+  HardwareProfile p;
+  p.name = m.name;
+  p.created = m.machine.date;
+  const MachineInfo& mi = m.machine;
+  p.description = "MEASURED by `dtplan profile` on " + mi.datetime + " on host '" + mi.hostname + "': " +
+                  m.device_name + ", " + std::to_string(mi.cores) + " logical CPUs, " +
+                  Num(mi.mem_total_bytes / 1073741824.0, 3) + " GiB RAM. " +
+                  std::to_string(m.ranks_per_node) + " MPI ranks per node x " +
+                  std::to_string(m.threads_per_rank) + " OpenMP thread(s) each, measured concurrently; "
+                  "valid for plans with that many ranks per node.";
+  p.sources["measured"] = "dtplan profile (planner/profiler, docs/profiler.md): runtime backend '" +
+                          m.device_kind + "' kernels and the runtime's communicator, warmup + median of "
+                          "repetitions, slowest rank. Command: " + m.command;
+  std::string models;
+  for (const std::string& s : m.models) models += (models.empty() ? "" : ", ") + s;
+  p.sources["shapes"] = "GEMM shapes: every TP split and microbatch size of [" + models +
+                        "] (planner/cost/layer_ops.h) plus a square size grid";
+
+  DeviceProfile& d = p.device;
+  d.kind = m.device_kind;
+  d.dtype = "fp32";
+  d.memory_bytes = m.memory_bytes;
+  d.reserved_bytes = std::min(m.reserved_bytes, m.memory_bytes - 1);
+  d.fragmentation = 0.05;
+  double peak = 0;
+  for (const GemmPoint& g : m.gemms) peak = std::max(peak, g.flops() / g.seconds);
+  d.peak_flops = peak;
+  d.memory_bandwidth_Bps = m.copy_Bps;
+  d.note = "peak_flops: best measured GEMM rate per rank (not a theoretical peak); "
+           "memory_bandwidth_Bps: stream copy (read + write) per rank with all ranks copying; "
+           "memory_bytes: MemTotal / ranks per node; reserved_bytes: RSS of a rank after MPI "
+           "init; fragmentation 0.05: estimate";
+
+  ComputeProfile& c = p.compute;
+  c.gemm_points = m.gemms;
+  c.gemm_efficiency = GemmEfficiencyCurve(m.gemms, peak);
+  c.gemm_efficiency_note = "measured GEMM rate / peak_flops, best per power-of-2 FLOP bin";
+  c.kernel_overhead_s = std::max(0.0, m.tiny_op_s);
+  std::string fit_note;
+  {
+    double f = 0, t = 0;
+    for (const KernelSample& s : m.attention) {
+      f += s.planner_flops;
+      t += std::max(s.seconds - s.planner_ops * c.kernel_overhead_s, 1e-12);
+    }
+    c.attention_efficiency = m.attention.empty() ? 0.3 : Fraction(f / (peak * t), "attention_efficiency", &fit_note);
+    if (m.attention.empty()) fit_note += " attention_efficiency 0.3: estimate (not measured).";
+  }
+  {
+    double b = 0, t = 0;
+    for (const KernelSample& s : m.memory_ops) {
+      b += s.planner_bytes;
+      t += std::max(s.seconds - s.planner_ops * c.kernel_overhead_s, 1e-12);
+    }
+    c.memory_bound_efficiency =
+        m.memory_ops.empty() ? 0.7 : Fraction(b / (m.copy_Bps * t), "memory_bound_efficiency", &fit_note);
+    if (m.memory_ops.empty()) fit_note += " memory_bound_efficiency 0.7: estimate (not measured).";
+  }
+  if (m.optimizer_s > 0 && m.optimizer_params > 0)
+    c.optimizer_bytes_per_param = std::max(0.0, m.optimizer_s - c.kernel_overhead_s) * m.copy_Bps *
+                                  c.memory_bound_efficiency / m.optimizer_params;
+  else
+    c.optimizer_bytes_per_param = 28;
+  c.note = "gemm_points: the runtime backend's GEMM at the planner's shapes, called as "
+           "runtime/ops/linear.cc calls it; attention_efficiency: runtime attention fwd+bwd "
+           "against the planner's attention FLOPs (" + std::to_string(m.attention.size()) +
+           " shapes); memory_bound_efficiency: a GPT layer's memory-bound kernels against the "
+           "planner's bytes (" + std::to_string(m.memory_ops.size()) + " shapes); "
+           "optimizer_bytes_per_param: grad norm + AdamW step time expressed as bytes; "
+           "kernel_overhead_s: a 1-element add." + fit_note;
+
+  NetworkProfile& n = p.network;
+  n.gpus_per_node = m.ranks_per_node;
+  n.note = "measured intra-node collectives (" + std::string(m.device_kind == "cpu" ? "MPI over shared memory" : "NCCL") +
+           "), nccl-tests bus bandwidth convention; inter-node tables not measured (single node)";
+  for (const CollSeries& s : m.collectives) {
+    LinkEntry e = LinkEntryFromSeries(s);
+    if (e.points.empty()) continue;
+    auto& table = n.collectives[static_cast<int>(s.kind)].intra;
+    table.push_back(e);
+    std::sort(table.begin(), table.end(), [](const LinkEntry& a, const LinkEntry& b) { return a.key < b.key; });
+  }
+  DT_RETURN_IF_ERROR(PrepareProfile(&p, where));
+  return p;
+}
+
+}  // namespace dt

@@ -1,0 +1,60 @@
+// Turns raw measurements into a HardwareProfile (planner/profile schema).
+// Pure functions of their inputs (no I/O), so tests can feed synthetic
+// measurements. Fits are chosen so that the planner's cost model
+// (planner/cost/compute_cost.h, comm_cost.h) reproduces the measured times:
+//
+//  * peak_flops = best measured GEMM rate ("measured", not theoretical);
+//    gemm_points = every measured GEMM; gemm_efficiency = measured rate /
+//    peak over FLOPs (log bins, made non-decreasing and never faster than
+//    size, as PrepareProfile requires) for when gemm_points are ignored.
+//  * attention_efficiency = sum planner FLOPs / (peak * sum(t - ops * overhead)).
+//  * memory_bound_efficiency = sum planner bytes / (bw * sum(t - ops * overhead)).
+//  * optimizer_bytes_per_param = (t_step - overhead) * bw * mem_eff / params.
+//  * Collectives: points [S, busbw(S)] with time made non-decreasing in S;
+//    busbw_Bps = the largest busbw; latency_s = smallest-message time /
+//    the model's latency steps (sim/collective_model.h).
+// Fitted fractions outside (0, 1] are clamped and the clamp is noted.
+// Fails (InvalidArgument) when the measurements are unusable (no GEMMs, a
+// non-positive time); the result has passed PrepareProfile.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "planner/profile/profile.h"
+#include "planner/profiler/machine_info.h"
+#include "planner/profiler/measure_comm.h"
+#include "planner/profiler/measure_compute.h"
+
+namespace dt {
+
+struct Measurements {
+  std::string name;                    // profile name
+  std::string device_kind = "cpu";     // cpu | gpu
+  std::string device_name;             // CPU model or GPU name
+  MachineInfo machine;
+  int ranks_per_node = 1;
+  int threads_per_rank = 1;
+  std::vector<std::string> models;     // whose plan shapes were measured
+  std::string command;                 // how it was run
+  std::vector<GemmPoint> gemms;
+  double copy_Bps = 0;                 // stream copy per rank
+  double tiny_op_s = 0;
+  std::vector<KernelSample> attention;
+  std::vector<KernelSample> memory_ops;
+  double optimizer_s = 0;              // one step over optimizer_params
+  double optimizer_params = 0;
+  int64_t memory_bytes = 0;            // per rank
+  int64_t reserved_bytes = 0;          // baseline RSS / context per rank
+  std::vector<CollSeries> collectives;
+};
+
+// Entry of one measured collective series (key = group size).
+LinkEntry LinkEntryFromSeries(const CollSeries& s);
+
+// Efficiency curve from GEMM points against `peak` (see header comment).
+Curve GemmEfficiencyCurve(const std::vector<GemmPoint>& pts, double peak);
+
+StatusOr<HardwareProfile> AssembleProfile(const Measurements& m);
+
+}  // namespace dt

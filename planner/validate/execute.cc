@@ -1,0 +1,198 @@
+#include "planner/validate/execute.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "planner/spec/rank_grid.h"
+#include "planner/validate/metrics.h"
+
+namespace dt {
+namespace {
+
+// Runs argv with stdout+stderr to `log`; kills the process group after
+// `timeout_s`. Returns the exit code (128+signal when killed by a signal).
+StatusOr<int> RunChild(const std::vector<std::string>& argv, const std::string& log, double timeout_s) {
+  pid_t pid = fork();
+  if (pid < 0) return Internal("fork failed");
+  if (pid == 0) {
+    setpgid(0, 0);
+    FILE* f = std::fopen(log.c_str(), "w");
+    if (f) {
+      dup2(fileno(f), 1);
+      dup2(fileno(f), 2);
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "cannot exec %s\n", args[0]);
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  auto start = std::chrono::steady_clock::now();
+  int status = 0;
+  while (true) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > timeout_s) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return 124;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+std::string Tail(const std::string& path, size_t max_chars = 400) {
+  std::ifstream in(path);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return all.size() > max_chars ? all.substr(all.size() - max_chars) : all;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Reads dtrun's --metrics JSON lines: per step and rank.
+Status ReadMetrics(const std::string& path, const PlanSpec& p, ExecutedPlan* out) {
+  std::ifstream in(path);
+  if (!in) return IoError("no metrics file '" + path + "'");
+  std::map<int, double> step_max;       // step -> max step time over ranks
+  std::map<int, double> rank_peak;      // rank -> peak bytes
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return InvalidArgument("bad metrics line in '" + path + "'");
+    if (!j.contains("step") || !j.contains("rank")) continue;  // summary lines
+    int step = j["step"].get<int>(), rank = j["rank"].get<int>();
+    double t = j.value("step_time_s", 0.0), peak = j.value("peak_bytes", 0.0);
+    step_max[step] = std::max(step_max[step], t);
+    rank_peak[rank] = std::max(rank_peak[rank], peak);
+  }
+  std::vector<double> times;
+  for (const auto& [step, t] : step_max)
+    if (step != step_max.begin()->first) times.push_back(t);  // first step warms up
+  if (times.empty()) return InvalidArgument("metrics '" + path + "' has fewer than 2 steps");
+  out->measured_step_s = Median(times);
+  auto grid = RankGrid::Create(p.tp, p.cp, p.dp, p.pp, p.order);
+  if (!grid.ok()) return grid.status();
+  out->stage_measured_bytes.assign(p.pp, 0.0);
+  for (const auto& [rank, peak] : rank_peak) {
+    if (rank < 0 || rank >= grid->world()) continue;
+    int stage = grid->CoordOf(rank).pp;
+    out->stage_measured_bytes[stage] = std::max(out->stage_measured_bytes[stage], peak);
+    out->measured_peak_bytes = std::max(out->measured_peak_bytes, peak);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<ExecuteReport> ExecutePlans(const ModelSpec& m, const ClusterSpec& c,
+                                     const HardwareProfile& hw, const std::vector<RankedPlan>& plans,
+                                     const std::string& profile_name, const ExecuteOptions& opt) {
+  if (access(opt.dtrun.c_str(), X_OK) != 0)
+    return NotFound("dtrun not found at '" + opt.dtrun + "'; build it (cmake --build build) or pass --dtrun");
+  ExecuteReport rep;
+  size_t n = opt.top > 0 ? std::min<size_t>(opt.top, plans.size()) : plans.size();
+  for (size_t i = 0; i < n; ++i) {
+    ExecutedPlan e;
+    e.plan = plans[i].plan;
+    e.predicted = plans[i].prediction;
+    e.predicted_peak_bytes = e.predicted.peak_memory_bytes;
+    for (const auto& s : e.predicted.stages) e.stage_predicted_bytes.push_back(s.memory.total);
+    const std::string base = opt.work_dir + "/plan" + std::to_string(i);
+    json pf = ToJson(PlanFile{m, c, e.plan, ToJson(e.predicted)});
+    pf["profile"] = profile_name;
+    DT_RETURN_IF_ERROR(WriteJsonFile(base + ".json", pf));
+    std::remove((base + ".jsonl").c_str());
+    std::vector<std::string> argv = {opt.mpirun, "--allow-run-as-root", "--oversubscribe", "-np",
+                                     std::to_string(e.plan.world()), opt.dtrun, "--plan", base + ".json",
+                                     "--steps", std::to_string(opt.steps), "--metrics", base + ".jsonl"};
+    if (opt.verbose)
+      std::fprintf(stderr, "[%zu/%zu] running %s ...\n", i + 1, n, Describe(e.plan).c_str());
+    auto rc = RunChild(argv, base + ".log", opt.timeout_s);
+    if (!rc.ok()) return rc.status();
+    if (*rc != 0) {
+      e.error = "dtrun exited " + std::to_string(*rc) + (*rc == 124 ? " (timeout)" : "") + ": " + Tail(base + ".log");
+    } else {
+      Status s = ReadMetrics(base + ".jsonl", e.plan, &e);
+      if (!s.ok()) e.error = s.message();
+      e.ok = s.ok();
+    }
+    if (e.ok) {
+      e.time_error = (e.predicted.step_time_s - e.measured_step_s) / e.measured_step_s;
+      e.memory_error = e.measured_peak_bytes > 0
+                           ? (e.predicted_peak_bytes - e.measured_peak_bytes) / e.measured_peak_bytes : 0;
+      if (opt.verbose)
+        std::fprintf(stderr, "        measured %.4f s (predicted %.4f s), peak %.1f MiB (predicted %.1f MiB)\n",
+                     e.measured_step_s, e.predicted.step_time_s, e.measured_peak_bytes / 1048576.0,
+                     e.predicted_peak_bytes / 1048576.0);
+    } else {
+      ++rep.failed;
+      if (opt.verbose) std::fprintf(stderr, "        FAILED: %s\n", e.error.c_str());
+    }
+    rep.plans.push_back(std::move(e));
+  }
+  std::vector<double> pred, meas;
+  double best = 1e300, chosen = -1;
+  for (const auto& e : rep.plans) {
+    if (!e.ok) continue;
+    pred.push_back(e.predicted.step_time_s);
+    meas.push_back(e.measured_step_s);
+    best = std::min(best, e.measured_step_s);
+    if (chosen < 0) chosen = e.measured_step_s;  // plans are in predicted order
+    for (size_t s = 0; s < e.stage_measured_bytes.size() && s < e.stage_predicted_bytes.size(); ++s)
+      if (e.stage_measured_bytes[s] > 0)
+        rep.memory_max_error = std::max(rep.memory_max_error,
+                                        std::abs(e.stage_predicted_bytes[s] - e.stage_measured_bytes[s]) /
+                                            e.stage_measured_bytes[s]);
+  }
+  if (!pred.empty()) {
+    rep.time_mape = Mape(pred, meas);
+    rep.time_max_error = MaxApe(pred, meas);
+    rep.spearman = Spearman(pred, meas);
+    rep.regret = chosen / best - 1;
+  }
+  return rep;
+}
+
+json ToJson(const ExecuteReport& r) {
+  json plans = json::array();
+  for (const auto& e : r.plans) {
+    json j = {{"plan", ToJson(e.plan)}, {"ok", e.ok}, {"predicted_step_s", e.predicted.step_time_s},
+              {"predicted_peak_bytes", e.predicted_peak_bytes},
+              {"stage_predicted_bytes", e.stage_predicted_bytes}};
+    if (e.ok) {
+      j["measured_step_s"] = e.measured_step_s;
+      j["measured_peak_bytes"] = e.measured_peak_bytes;
+      j["stage_measured_bytes"] = e.stage_measured_bytes;
+      j["time_error"] = e.time_error;
+      j["memory_error"] = e.memory_error;
+    } else {
+      j["error"] = e.error;
+    }
+    plans.push_back(j);
+  }
+  return json{{"plans", plans},           {"time_mape", r.time_mape},
+              {"time_max_error", r.time_max_error}, {"memory_max_error", r.memory_max_error},
+              {"spearman", r.spearman},   {"regret", r.regret},
+              {"failed", r.failed}};
+}
+
+}  // namespace dt

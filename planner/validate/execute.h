@@ -1,0 +1,56 @@
+// Closed-loop validation: run plans for real with the bundled runtime
+// (`dtrun` under `mpirun`) and compare measured step time and peak memory
+// per rank with the simulator's predictions.
+//
+// The planner never links the runtime: it writes plan files, launches
+// `mpirun -np W dtrun --plan F --steps S --metrics M.jsonl` as a child
+// process, and reads the metrics file back. Each run has a timeout; a run
+// that fails or times out is reported (not fatal) with its exit status.
+// Not thread-safe (runs plans one after another: they share the cores).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "planner/profile/profile.h"
+#include "planner/search/search.h"
+
+namespace dt {
+
+struct ExecuteOptions {
+  std::string dtrun;            // path of the dtrun binary
+  std::string mpirun = "mpirun";
+  std::string work_dir;         // plan and metrics files go here
+  int steps = 6;                // steps per run; the first is excluded from the median
+  int top = 8;                  // how many of the ranked plans to run (0: all fitting)
+  double timeout_s = 300;
+  bool verbose = true;          // progress on stderr
+};
+
+struct ExecutedPlan {
+  PlanSpec plan;
+  Prediction predicted;
+  bool ok = false;
+  std::string error;            // why the run failed
+  double measured_step_s = 0;   // median over steps 2..S of the max over ranks
+  double measured_peak_bytes = 0;   // max over ranks
+  double predicted_peak_bytes = 0;  // max over stages
+  double time_error = 0, memory_error = 0;  // (pred - meas) / meas
+  // Per pipeline stage: predicted and measured (max over the stage's ranks).
+  std::vector<double> stage_predicted_bytes, stage_measured_bytes;
+};
+
+struct ExecuteReport {
+  std::vector<ExecutedPlan> plans;  // in predicted order (best first)
+  double time_mape = 0, time_max_error = 0, memory_max_error = 0, spearman = 0;
+  double regret = 0;  // measured time of the predicted-best plan / best measured - 1
+  int failed = 0;
+};
+
+StatusOr<ExecuteReport> ExecutePlans(const ModelSpec& m, const ClusterSpec& c,
+                                     const HardwareProfile& hw, const std::vector<RankedPlan>& plans,
+                                     const std::string& profile_name, const ExecuteOptions& opt);
+
+json ToJson(const ExecuteReport& r);
+
+}  // namespace dt

@@ -1,0 +1,294 @@
+// Tests of the profiler's assembly, options, shapes and launch command, and
+// of loading a profile it wrote (ProfilerWritten.*, run by
+// quick_profile_test.sh with DT_PROFILE_TO_CHECK set).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "planner/cost/comm_cost.h"
+#include "planner/cost/compute_cost.h"
+#include "planner/cost/outside_profile.h"
+#include "planner/profile/profile.h"
+#include "planner/profiler/assemble.h"
+#include "planner/profiler/gemm_shapes.h"
+#include "planner/profiler/profile_command.h"
+#include "planner/profiler/profiler_options.h"
+
+namespace dt {
+namespace {
+
+// Synthetic measurements: GEMMs at 50 GFLOP/s plus 2 us, collectives at
+// 4 GB/s algbw plus 5 us, a little noise that the assembly must smooth.
+Measurements Synthetic() {
+  Measurements m;
+  m.name = "synthetic";
+  m.device_name = "Test CPU";
+  m.machine.cpu_model = "Test CPU";
+  m.machine.cores = 2;
+  m.machine.mem_total_bytes = 24LL << 30;
+  m.machine.date = "2026-01-02";
+  m.machine.datetime = "2026-01-02T03:04:05Z";
+  m.ranks_per_node = 2;
+  m.models = {"gpt-tiny"};
+  m.command = "test";
+  for (int64_t n : {16, 32, 64, 128, 256, 512, 1024}) {
+    GemmPoint g;
+    g.m = g.n = g.k = n;
+    g.seconds = g.flops() / 50e9 + 2e-6;
+    m.gemms.push_back(g);
+  }
+  m.gemms.push_back({64, 768, 2304, 1, 64.0 * 768 * 2304 * 2 / 45e9});
+  m.copy_Bps = 10e9;
+  m.tiny_op_s = 1e-7;
+  m.attention.push_back({"att", 1e9, 1e8, 2, 1e9 / 20e9});
+  m.memory_ops.push_back({"mem", 0, 1e8, 12, 1e8 / 6e9});
+  m.optimizer_s = 4e6 * 30 / 6e9;
+  m.optimizer_params = 4e6;
+  m.memory_bytes = 12LL << 30;
+  m.reserved_bytes = 100LL << 20;
+  for (CollKind k : {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather, CollKind::kSendRecv}) {
+    CollSeries s;
+    s.kind = k;
+    s.group_size = 2;
+    for (double b = 8; b <= (64 << 20); b *= 4) {
+      double t = 5e-6 + b / 4e9;
+      if (b == 512) t *= 0.8;  // noise: faster than the smaller message
+      s.samples.push_back({b, t});
+    }
+    m.collectives.push_back(s);
+  }
+  return m;
+}
+
+TEST(ProfilerAssemble, RoundTripsAndIsAccepted) {
+  StatusOr<HardwareProfile> p = AssembleProfile(Synthetic());
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->device.kind, "cpu");
+  EXPECT_EQ(p->device.dtype, "fp32");
+  EXPECT_NEAR(p->device.peak_flops, 50e9, 2e9);
+  EXPECT_EQ(p->network.gpus_per_node, 2);
+  EXPECT_EQ(p->created, "2026-01-02");
+  EXPECT_NE(p->description.find("Test CPU"), std::string::npos);
+  EXPECT_NEAR(p->compute.memory_bound_efficiency, 0.6, 0.01);
+  EXPECT_NEAR(p->compute.optimizer_bytes_per_param, 30 * 0.6 * 10e9 / 6e9 * (6e9 / 10e9) / 0.6 * 0.6, 1.0);
+  StatusOr<HardwareProfile> back = ProfileFromJson(ToJson(*p), "round trip");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(*back == *p);
+  HardwareProfile q = *p;
+  EXPECT_TRUE(PrepareProfile(&q, "prepare").ok());
+  // Through a file and LoadProfile.
+  std::string path = (std::filesystem::temp_directory_path() / "dt_profiler_test.json").string();
+  ASSERT_TRUE(WriteJsonFile(path, ToJson(*p)).ok());
+  StatusOr<HardwareProfile> loaded = LoadProfile(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_TRUE(*loaded == *p);
+}
+
+TEST(ProfilerAssemble, MeasuredGemmPricedExactlyAndMonotone) {
+  HardwareProfile p = *AssembleProfile(Synthetic());
+  for (const GemmPoint& g : p.compute.gemm_points) {
+    Op op;
+    op.kind = OpKind::kGemm;
+    op.m = g.m; op.n = g.n; op.k = g.k;
+    op.flops = g.flops();
+    EXPECT_DOUBLE_EQ(OpTime(op, p), g.seconds);
+    EXPECT_FALSE(GemmOutsideProfile(op, p));
+  }
+  double prev = 0;
+  for (int64_t n = 16; n <= 1024; n += 8) {  // unmeasured shapes in between
+    Op op;
+    op.kind = OpKind::kGemm;
+    op.m = n; op.n = n + 1; op.k = n;
+    op.flops = 2.0 * op.m * op.n * op.k;
+    double t = OpTime(op, p);
+    EXPECT_GE(t, prev) << n;
+    prev = t;
+  }
+  Op big;
+  big.kind = OpKind::kGemm;
+  big.m = big.n = big.k = 4096;
+  big.flops = 2.0 * 4096 * 4096 * 4096;
+  EXPECT_TRUE(GemmOutsideProfile(big, p));
+  Op tiny = big;
+  tiny.m = tiny.n = tiny.k = 4;
+  tiny.flops = 128;
+  EXPECT_TRUE(GemmOutsideProfile(tiny, p));
+}
+
+TEST(ProfilerAssemble, CollectiveCurveExactMonotoneAndFlagged) {
+  HardwareProfile p = *AssembleProfile(Synthetic());
+  const LinkEntry& e = p.network.table(CollKind::kAllReduce).intra.at(0);
+  ASSERT_FALSE(e.points.empty());
+  for (size_t i = 0; i < e.points.size(); ++i) {
+    LinkChoice c = ChooseLink(CollKind::kAllReduce, e.points.x[i], 2, 1, false, p);
+    EXPECT_DOUBLE_EQ(c.busbw_Bps, e.points.y[i]);
+    EXPECT_FALSE(c.clamped);
+  }
+  double prev = 0;
+  for (double b = 8; b <= (64 << 20); b *= 1.37) {
+    double t = CollectiveTime(CollKind::kAllReduce, b, 2, 1, false, p);
+    EXPECT_GE(t, prev * (1 - 1e-12)) << b;
+    prev = t;
+    EXPECT_FALSE(CollectiveOutsideProfile(CollKind::kAllReduce, b, 2, 1, false, p));
+  }
+  EXPECT_TRUE(CollectiveOutsideProfile(CollKind::kAllReduce, 1e9, 2, 1, false, p));
+  EXPECT_TRUE(CollectiveOutsideProfile(CollKind::kAllReduce, 4, 2, 1, false, p));
+  // Time at the noisy point was raised to the previous one (never faster).
+  for (size_t i = 1; i < e.points.size(); ++i)
+    EXPECT_GE(e.points.x[i] / e.points.y[i], e.points.x[i - 1] / e.points.y[i - 1]);
+}
+
+TEST(ProfilerAssemble, EfficiencyCurveSatisfiesProfileRules) {
+  std::vector<GemmPoint> pts = {{16, 16, 16, 1, 1e-6}, {20, 20, 20, 1, 1e-7},  // noisy: very fast
+                                {64, 64, 64, 1, 2e-5}, {512, 512, 512, 1, 5e-3}};
+  Curve c = GemmEfficiencyCurve(pts, 60e9);
+  EXPECT_TRUE(ValidateCurve(c, "eff", true, true).ok());
+  for (size_t i = 0; i < c.size(); ++i) {
+    EXPECT_GT(c.y[i], 0);
+    EXPECT_LE(c.y[i], 1);
+    if (i) {
+      EXPECT_GE(c.y[i], c.y[i - 1]);
+      EXPECT_GE(c.x[i] / c.y[i], c.x[i - 1] / c.y[i - 1]);
+    }
+  }
+}
+
+TEST(ProfilerAssemble, RejectsUnusableMeasurements) {
+  Measurements m = Synthetic();
+  m.gemms.clear();
+  EXPECT_NE(AssembleProfile(m).status().message().find("no GEMM"), std::string::npos);
+  m = Synthetic();
+  m.gemms[0].seconds = 0;
+  EXPECT_FALSE(AssembleProfile(m).ok());
+}
+
+json GoodJson() { return ToJson(*AssembleProfile(Synthetic())); }
+
+void ExpectRejected(const json& j, const std::string& fragment) {
+  StatusOr<HardwareProfile> p = ProfileFromJson(j, "profile 'bad.json'");
+  ASSERT_FALSE(p.ok()) << "accepted: expected an error mentioning " << fragment;
+  EXPECT_NE(p.status().message().find(fragment), std::string::npos) << p.status().message();
+}
+
+TEST(ProfilerMalformed, MeasuredSectionsRejectedWithClearErrors) {
+  json j = GoodJson();
+  j["compute"]["gemm_points"][0]["m"] = 0;
+  ExpectRejected(j, "gemm_points[0]");
+  j = GoodJson();
+  j["compute"]["gemm_points"][1]["seconds"] = -1;
+  ExpectRejected(j, "gemm_points[1].seconds");
+  j = GoodJson();
+  j["compute"]["gemm_points"][0].erase("k");
+  ExpectRejected(j, "k");
+  j = GoodJson();
+  j["compute"]["gemm_points"] = json::object();
+  ExpectRejected(j, "gemm_points");
+  j = GoodJson();
+  auto& pts = j["network"]["collectives"]["all_reduce"]["intra"][0]["points"];
+  pts[2][1] = pts[2][1].get<double>() * 1000;  // a bigger message much faster
+  ExpectRejected(j, "points[2]");
+  j = GoodJson();
+  j["network"]["collectives"]["all_gather"]["intra"][0]["points"][1][0] = 1;  // x not increasing
+  ExpectRejected(j, "strictly increasing");
+  j = GoodJson();
+  j["network"]["collectives"]["send_recv"]["intra"][0]["group_size"] = 3;  // > gpus_per_node
+  ExpectRejected(j, "group_size = 3");
+  j = GoodJson();
+  j["network"]["collectives"]["reduce_scatter"]["intra"][0]["points"][0] = json::array({1});
+  ExpectRejected(j, "[number, number]");
+  j = GoodJson();
+  j["network"]["collectives"].erase("send_recv");
+  ExpectRejected(j, "send_recv");
+}
+
+TEST(ProfilerShapes, ModelShapesUseRuntimeCallsAndPlannerKeys) {
+  StatusOr<ModelSpec> m = LoadModel(std::string(DT_SOURCE_DIR) + "/examples/models/gpt-tiny.json");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(TpSplits(*m, 2), (std::vector<int>{1, 2}));
+  std::vector<GemmShape> s = ModelGemmShapes(*m, 64, {1, 2}, {1, 2});
+  bool fc1_wgrad = false, fc2_dgrad = false;
+  for (const GemmShape& g : s) {
+    // fc1 at tp2 mbs1: forward (T=64, out=128, in=64); wgrad keyed (in, out, T).
+    if (g.origin == "gpt-tiny tp2 mbs1 fc1_wgrad") {
+      fc1_wgrad = true;
+      EXPECT_EQ(g.call, GemmCall::kWgrad);
+      EXPECT_EQ(g.m, 64); EXPECT_EQ(g.n, 128); EXPECT_EQ(g.k, 64);
+    }
+    if (g.origin == "gpt-tiny tp1 mbs2 fc2_dgrad") {
+      fc2_dgrad = true;
+      EXPECT_EQ(g.call, GemmCall::kDgrad);
+      EXPECT_EQ(g.m, 128); EXPECT_EQ(g.n, 256); EXPECT_EQ(g.k, 64);
+    }
+  }
+  EXPECT_TRUE(fc1_wgrad);
+  EXPECT_TRUE(fc2_dgrad);
+  std::vector<GemmShape> skipped;
+  std::vector<GemmShape> sel = SelectGemmShapes(s, 2e6, &skipped);
+  for (size_t i = 1; i < sel.size(); ++i) EXPECT_LE(sel[i - 1].flops(), sel[i].flops());
+  for (const GemmShape& g : sel) EXPECT_LE(g.flops(), 2e6);
+  EXPECT_FALSE(skipped.empty());
+  std::vector<GemmShape> grid = GenericGemmGrid(1e9);
+  ASSERT_FALSE(grid.empty());
+  EXPECT_LE(grid.back().flops(), 1e9);
+  EXPECT_EQ(grid.front().m, 16);
+}
+
+TEST(ProfilerOptionsTest, DefaultsAndErrors) {
+  StatusOr<ProfilerOptions> o = ParseProfilerArgs({"--quick", "--out", "x/y/my-box.json"});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->name, "my-box");
+  EXPECT_EQ(o->models.size(), 1u);
+  o = ParseProfilerArgs({"--max-message-bytes", "64M", "--micro-batches", "1,4"});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->max_message_bytes, 64LL << 20);
+  EXPECT_EQ(o->micro_batches, (std::vector<int>{1, 4}));
+  EXPECT_NE(ParseProfilerArgs({"--device", "tpu"}).status().message().find("cpu or cuda"), std::string::npos);
+  EXPECT_NE(ParseProfilerArgs({"--reps", "0"}).status().message().find("--reps"), std::string::npos);
+  EXPECT_NE(ParseProfilerArgs({"--bogus"}).status().message().find("unknown option"), std::string::npos);
+  EXPECT_EQ(ParseProfilerArgs({"--help"}).status().code(), StatusCode::kNotFound);
+}
+
+TEST(ProfilerLaunch, WrapsInMpirunUnlessUnderMpi) {
+  std::vector<std::string> args = {"--device", "cpu", "--ranks", "2"};
+  std::vector<std::string> cmd = ProfileLaunchCommand(args, "/bin/dtplan-profile", false, true, 8);
+  std::vector<std::string> want = {"mpirun", "-np", "2", "--allow-run-as-root", "--oversubscribe",
+                                   "/bin/dtplan-profile", "--device", "cpu", "--ranks", "2"};
+  EXPECT_EQ(cmd, want);
+  cmd = ProfileLaunchCommand({"--quick"}, "p", false, false, 4);
+  EXPECT_EQ(cmd, (std::vector<std::string>{"mpirun", "-np", "4", "--oversubscribe", "p", "--quick"}));
+  cmd = ProfileLaunchCommand({"--quick"}, "p", true, true, 4);
+  EXPECT_EQ(cmd, (std::vector<std::string>{"p", "--quick"}));
+}
+
+// Run by quick_profile_test.sh after a real 2-rank --quick profile.
+TEST(ProfilerWritten, LoadsAndPricesAPlan) {
+  const char* path = std::getenv("DT_PROFILE_TO_CHECK");
+  if (path == nullptr) GTEST_SKIP() << "DT_PROFILE_TO_CHECK not set (run by quick_profile_test.sh)";
+  StatusOr<HardwareProfile> p = LoadProfile(path);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->device.kind, "cpu");
+  EXPECT_EQ(p->network.gpus_per_node, 2);
+  EXPECT_FALSE(p->compute.gemm_points.empty());
+  for (CollKind k : {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather, CollKind::kSendRecv}) {
+    ASSERT_EQ(p->network.table(k).intra.size(), 1u) << CollectiveKey(k);
+    EXPECT_FALSE(p->network.table(k).intra[0].points.empty());
+  }
+  StatusOr<ModelSpec> m = LoadModel(std::string(DT_SOURCE_DIR) + "/examples/models/gpt-tiny.json");
+  ASSERT_TRUE(m.ok());
+  PlanSpec plan;
+  plan.tp = 2;
+  plan.seq_length = 64;
+  plan.flash_attention = false;
+  LayerOps ops = TransformerLayerOps(*m, plan, 4);
+  double t = ComputeTime(ops.forward, *p) + ComputeTime(ops.backward, *p);
+  EXPECT_GT(t, 0);
+  EXPECT_TRUE(std::isfinite(t));
+  for (const Op& op : ops.forward)
+    if (op.kind == OpKind::kGemm) EXPECT_FALSE(GemmOutsideProfile(op, *p)) << op.name;
+  EXPECT_GT(CollectiveTime(CollKind::kAllReduce, 1 << 20, 2, 1, false, *p), 0);
+}
+
+}  // namespace
+}  // namespace dt

@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""End-to-end checks of dtrun (registered as ctests in tests/runtime/CMakeLists.txt).
+
+Usage: dtrun_check.py --dtrun BIN --mpirun BIN --source-dir DIR --work DIR <check> [args]
+
+Checks
+  parity NAME KEY=VAL...   the plan built from KEY=VALs (dp, tp, pp, vpp, mbs, schedule,
+                           recompute, sp, zero) trains 10 steps to the same per-step losses
+                           as 1 rank (relative difference <= 1e-4; global batch fixed at 8).
+  resume_exact             10 steps == 5 steps + save, then a new process resumes 5 (bitwise).
+  resume_replan            save under tp=2 at step 5, resume under pp=2 and dp=2: within 1e-4.
+  kill                     a rank SIGKILLed mid-step: non-zero exit in < 30 s; resume from the
+                           last checkpoint works.
+  entropy                  1 rank on the Markov source reaches within 10% of its entropy rate.
+  bad_input                wrong world size, corrupt checkpoint, truncated data, malformed plan,
+                           unsupported plans: exit code 2, a clear message, nothing overwritten.
+  predicted                a `dtplan --out` plan runs; the summary shows prediction vs measured.
+Every plan is written here from examples/models/gpt-tiny.json (4 layers, hidden 64, vocab 256,
+seq 64). Exit 0 on success, 1 with a message on failure.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+GLOBAL_BATCH = 8
+STEPS = 10
+A = None  # parsed arguments
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def write_plan(path, dp=1, tp=1, pp=1, vpp=1, mbs=2, schedule="1f1b", recompute="none", sp=False,
+               zero=0, model=None, **extra):
+    with open(model or os.path.join(A.source_dir, "examples/models/gpt-tiny.json")) as f:
+        m = json.load(f)
+    nmb = GLOBAL_BATCH // (dp * mbs)
+    plan = {"dp": dp, "tp": tp, "pp": pp, "cp": 1, "vpp": vpp, "micro_batch": mbs,
+            "num_microbatches": nmb, "seq_length": m.get("seq_length", 64), "schedule": schedule,
+            "recompute": recompute, "sequence_parallel": sp, "zero_stage": zero,
+            "flash_attention": False}
+    plan.update(extra)
+    world = dp * tp * pp * plan["cp"]
+    with open(path, "w") as f:
+        json.dump({"model": m, "cluster": {"nodes": 1, "gpus_per_node": world, "device": "cpu"},
+                   "plan": plan}, f, indent=1)
+    return world
+
+
+def run(plan, nprocs, *args, timeout=240):
+    """Runs dtrun under mpirun; returns (exit code, stdout+stderr, seconds)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+    cmd = [A.mpirun, "--oversubscribe", "-np", str(nprocs), A.dtrun, "--plan", plan, "--quiet",
+           "--step-timeout", "60"] + [str(a) for a in args]
+    t0 = time.time()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=timeout, env=env)
+    return p.returncode, p.stdout, time.time() - t0
+
+
+def run_ok(plan, nprocs, *args):
+    code, out, _ = run(plan, nprocs, *args)
+    if code != 0:
+        fail("dtrun exited %d on %s (%d ranks):\n%s" % (code, plan, nprocs, out))
+    return out
+
+
+def losses(metrics_path):
+    """Per-step losses from a --metrics file (rank 0's lines; every rank has the same loss)."""
+    out = {}
+    with open(metrics_path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r["rank"] == 0:
+                out[r["step"]] = r["loss"]
+    return [out[k] for k in sorted(out)]
+
+
+def compare(name, ref, got, rel_tol):
+    if len(ref) != len(got):
+        fail("%s: %d losses vs %d in the reference" % (name, len(got), len(ref)))
+    worst = 0.0
+    for i, (a, b) in enumerate(zip(ref, got)):
+        rel = abs(a - b) / max(abs(a), 1e-12)
+        worst = max(worst, rel)
+        if rel > rel_tol:
+            fail("%s: step %d loss %.9g vs reference %.9g (rel diff %.3g > %.3g)" %
+                 (name, i + 1, b, a, rel, rel_tol))
+    print("%s: %d steps match (max rel diff %.3g, tolerance %.3g)" % (name, len(ref), worst, rel_tol))
+
+
+def reference_losses(steps=STEPS):
+    plan = os.path.join(A.work, "ref.json")
+    write_plan(plan)
+    metrics = os.path.join(A.work, "ref.jsonl")
+    run_ok(plan, 1, "--steps", steps, "--metrics", metrics)
+    return losses(metrics)
+
+
+def parse_kv(items):
+    kv = {}
+    for it in items:
+        k, v = it.split("=", 1)
+        if v.isdigit():
+            v = int(v)
+        elif v in ("true", "false"):
+            v = v == "true"
+        kv[k] = v
+    return kv
+
+
+def check_parity(name, items):
+    kv = parse_kv(items)
+    ref = reference_losses()
+    plan = os.path.join(A.work, name + ".json")
+    world = write_plan(plan, **kv)
+    metrics = os.path.join(A.work, name + ".jsonl")
+    run_ok(plan, world, "--steps", STEPS, "--metrics", metrics)
+    compare("parity %s (%d ranks)" % (name, world), ref, losses(metrics), 1e-4)
+
+
+def check_resume_exact():
+    plan = os.path.join(A.work, "exact.json")
+    write_plan(plan, tp=2)
+    full = os.path.join(A.work, "exact_full.jsonl")
+    run_ok(plan, 2, "--steps", STEPS, "--metrics", full)
+    ck = os.path.join(A.work, "exact_ckpt")
+    shutil.rmtree(ck, ignore_errors=True)
+    first = os.path.join(A.work, "exact_a.jsonl")
+    second = os.path.join(A.work, "exact_b.jsonl")
+    run_ok(plan, 2, "--steps", STEPS, "--stop-at", 5, "--checkpoint-dir", ck, "--metrics", first)
+    out = run_ok(plan, 2, "--steps", STEPS, "--checkpoint-dir", ck, "--resume", "--metrics", second)
+    if "resumed from" not in out:
+        fail("second run did not resume:\n" + out)
+    a, b, ref = losses(first), losses(second), losses(full)
+    if len(a) != 5 or len(b) != 5 or a + b != ref:
+        fail("resume is not bit-exact:\n  uninterrupted %r\n  interrupted   %r" % (ref, a + b))
+    print("resume_exact: 5 + 5 steps == 10 steps bitwise")
+
+
+def check_resume_replan():
+    ref = reference_losses()
+    save_plan = os.path.join(A.work, "replan_tp2.json")
+    write_plan(save_plan, tp=2)
+    for name, kv in (("pp2", {"pp": 2}), ("dp2", {"dp": 2})):
+        ck = os.path.join(A.work, "replan_ckpt_" + name)
+        shutil.rmtree(ck, ignore_errors=True)
+        first = os.path.join(A.work, "replan_a_%s.jsonl" % name)
+        run_ok(save_plan, 2, "--steps", STEPS, "--stop-at", 5, "--checkpoint-dir", ck, "--metrics", first)
+        plan = os.path.join(A.work, "replan_%s.json" % name)
+        world = write_plan(plan, **kv)
+        second = os.path.join(A.work, "replan_b_%s.jsonl" % name)
+        out = run_ok(plan, world, "--steps", STEPS, "--checkpoint-dir", ck, "--resume", "--metrics", second)
+        if "resumed from" not in out:
+            fail("did not resume under %s:\n%s" % (name, out))
+        compare("resume tp2 -> %s" % name, ref, losses(first) + losses(second), 1e-4)
+
+
+def check_kill():
+    plan = os.path.join(A.work, "kill.json")
+    write_plan(plan, pp=2)
+    ck = os.path.join(A.work, "kill_ckpt")
+    shutil.rmtree(ck, ignore_errors=True)
+    code, out, secs = run(plan, 2, "--steps", STEPS, "--checkpoint-dir", ck, "--checkpoint-every", 2,
+                          "--debug-kill-rank", 1, "--debug-kill-step", 6, timeout=60)
+    if code == 0:
+        fail("job survived a killed rank:\n" + out)
+    if secs > 30:
+        fail("job took %.1f s to exit after a rank was killed (> 30 s)" % secs)
+    print("kill: exit code %d after %.1f s" % (code, secs))
+    ref = reference_losses()
+    metrics = os.path.join(A.work, "kill_resume.jsonl")
+    out = run_ok(plan, 2, "--steps", STEPS, "--checkpoint-dir", ck, "--resume", "--metrics", metrics)
+    if "at step 4" not in out:
+        fail("expected to resume from the step-4 checkpoint:\n" + out)
+    compare("kill then resume (steps 5-10)", ref[4:], losses(metrics), 1e-4)
+
+
+def check_entropy():
+    plan = os.path.join(A.work, "entropy.json")
+    write_plan(plan, mbs=8)  # one microbatch of 8 sequences per step
+    metrics = os.path.join(A.work, "entropy.jsonl")
+    steps = 400
+    t0 = time.time()
+    out = run_ok(plan, 1, "--steps", steps, "--lr", "1e-2", "--warmup-steps", 20, "--metrics", metrics)
+    secs = time.time() - t0
+    h = None
+    for line in out.splitlines():
+        if "entropy rate" in line and line.startswith("data:"):
+            h = float(line.split("entropy rate")[1].split()[0])
+    if h is None:
+        fail("dtrun did not print the entropy rate:\n" + out)
+    ls = losses(metrics)
+    tail = sum(ls[-10:]) / 10
+    print("entropy: rate %.4f nats, mean loss of the last 10 of %d steps %.4f (%.1f%% above), %.1f s" %
+          (h, steps, tail, 100 * (tail / h - 1), secs))
+    if tail > 1.10 * h:
+        fail("loss %.4f not within 10%% of the entropy rate %.4f" % (tail, h))
+
+
+def expect_bad(what, plan, nprocs, *args, must_say=""):
+    code, out, _ = run(plan, nprocs, *args, timeout=60)
+    if code != 2:
+        fail("%s: exit code %d, expected 2:\n%s" % (what, code, out))
+    if "dtrun: error:" not in out or must_say not in out:
+        fail("%s: no clear message (expected '%s'):\n%s" % (what, must_say, out))
+    msg = [l for l in out.splitlines() if "dtrun: error:" in l][0]
+    print("%s: exit 2: %s" % (what, msg.strip()))
+
+
+def snapshot(d):
+    res = {}
+    for root, _, files in os.walk(d):
+        for f in files:
+            p = os.path.join(root, f)
+            st = os.stat(p)
+            res[p] = (st.st_size, st.st_mtime_ns)
+    return res
+
+
+def check_bad_input():
+    good = os.path.join(A.work, "bad_good.json")
+    write_plan(good, tp=2)
+    expect_bad("wrong world size", good, 1, "--steps", 2, must_say="plan needs 2 ranks")
+    expect_bad("wrong world size (4 ranks)", good, 4, "--steps", 2, must_say="mpirun -np 2")
+    # malformed plan files
+    broken = os.path.join(A.work, "bad_broken.json")
+    with open(broken, "w") as f:
+        f.write('{"model": {"name": "x", ')
+    expect_bad("malformed plan (truncated JSON)", broken, 1)
+    inconsistent = os.path.join(A.work, "bad_heads.json")
+    write_plan(inconsistent, tp=3)  # 4 heads are not divisible by tp=3
+    expect_bad("malformed plan (tp does not divide heads)", inconsistent, 3)
+    expect_bad("missing plan file", os.path.join(A.work, "no_such_plan.json"), 1)
+    # unsupported features
+    cp = os.path.join(A.work, "bad_cp.json")
+    write_plan(cp, cp=2)
+    expect_bad("unsupported cp=2", cp, 2, must_say="context parallelism")
+    z2 = os.path.join(A.work, "bad_zero2.json")
+    write_plan(z2, dp=2, zero=2)
+    expect_bad("unsupported zero=2", z2, 2, must_say="ZeRO")
+    llama = os.path.join(A.work, "bad_llama.json")
+    write_llama()
+    write_plan(llama, model=os.path.join(A.work, "llama-tiny.json"))
+    expect_bad("unsupported llama model", llama, 1, must_say="GPT")
+    # data files
+    one = os.path.join(A.work, "bad_one.json")
+    write_plan(one)
+    odd = os.path.join(A.work, "odd.bin")
+    with open(odd, "wb") as f:
+        f.write(b"\x01\x00" * 1000 + b"\x07")
+    expect_bad("truncated .bin data", one, 1, "--data", odd, must_say="truncated")
+    short = os.path.join(A.work, "short.txt")
+    with open(short, "w") as f:
+        f.write("too short")
+    expect_bad("text data shorter than a sample", one, 1, "--data", short)
+    # corrupt checkpoint: nothing overwritten
+    ck = os.path.join(A.work, "bad_ckpt")
+    shutil.rmtree(ck, ignore_errors=True)
+    run_ok(one, 1, "--steps", 2, "--checkpoint-dir", ck)
+    blobs = [os.path.join(r, f) for r, _, fs in os.walk(ck) for f in fs if not f.startswith("latest")]
+    victim = max(blobs, key=os.path.getsize)
+    with open(victim, "r+b") as f:
+        f.seek(os.path.getsize(victim) // 2)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0xFF]))
+    metrics = os.path.join(A.work, "bad_metrics.jsonl")
+    with open(metrics, "w") as f:
+        f.write("keep me\n")
+    before = snapshot(ck)
+    expect_bad("corrupt checkpoint", one, 1, "--steps", 4, "--checkpoint-dir", ck, "--resume",
+               "--metrics", metrics)
+    if snapshot(ck) != before:
+        fail("corrupt checkpoint: the checkpoint directory changed")
+    with open(metrics) as f:
+        if f.read() != "keep me\n":
+            fail("corrupt checkpoint: the metrics file was overwritten")
+    print("corrupt checkpoint: nothing overwritten")
+
+
+def write_llama():
+    with open(os.path.join(A.work, "llama-tiny.json"), "w") as f:
+        json.dump({"name": "llama-tiny", "family": "llama", "num_layers": 2, "hidden_size": 64,
+                   "num_attention_heads": 4, "ffn_hidden_size": 172, "vocab_size": 256,
+                   "seq_length": 64, "max_position": 64}, f)
+    return True
+
+
+def check_predicted():
+    plan = os.path.join(A.work, "dtplan_tp2.json")
+    subprocess.run([A.dtplan, "--model", os.path.join(A.source_dir, "examples/models/gpt-tiny.json"),
+                    "--nodes", "1", "--gpus", "2", "--device", "cpu", "--tp", "2", "--pp", "1",
+                    "--mbs", "2", "--global-batch", "8", "--out", plan], check=True,
+                   stdout=subprocess.DEVNULL)
+    out = run_ok(plan, 2, "--steps", 6)
+    print(out)
+    for want in ("predicted", "measured median", "stage 0"):
+        if want not in out:
+            fail("summary lacks '%s'" % want)
+
+
+def main():
+    global A
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtrun", required=True)
+    ap.add_argument("--dtplan", default="dtplan")
+    ap.add_argument("--mpirun", default="mpirun")
+    ap.add_argument("--source-dir", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("check")
+    ap.add_argument("rest", nargs="*")
+    A = ap.parse_args()
+    A.work = os.path.join(A.work, A.check + ("_" + A.rest[0] if A.rest else ""))
+    os.makedirs(A.work, exist_ok=True)
+    checks = {"resume_exact": check_resume_exact, "resume_replan": check_resume_replan,
+              "kill": check_kill, "entropy": check_entropy, "bad_input": check_bad_input,
+              "predicted": check_predicted}
+    if A.check == "parity":
+        check_parity(A.rest[0], A.rest[1:])
+    elif A.check in checks:
+        checks[A.check]()
+    else:
+        fail("unknown check " + A.check)
+
+
+if __name__ == "__main__":
+    main()
