@@ -42,7 +42,11 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
   Lowered out;
   std::vector<sim::StreamId> fwd_link(pp), bwd_link(pp);
   for (int s = 0; s < pp; ++s) {
-    std::string proc = "stage " + std::to_string(s);
+    // The representative rank of the stage (tp = cp = dp = 0) names the
+    // trace process; all dp*tp*cp ranks of the stage run the same list.
+    std::string proc = "rank " + std::to_string(s * p.tp * p.cp * p.dp) + " (pp stage " +
+                       std::to_string(s) + ", stands for " + std::to_string(p.tp * p.cp * p.dp) + " ranks)";
+    if (p.order != "tp-cp-dp-pp") proc = "pp stage " + std::to_string(s);
     out.compute.push_back(e->AddStream(proc, "compute"));
     out.dp.push_back(e->AddStream(proc, "dp-comm"));
     fwd_link[s] = e->AddStream(proc, "p2p-fwd");
