@@ -72,7 +72,8 @@ TEST(ProfilerAssemble, RoundTripsAndIsAccepted) {
   EXPECT_EQ(p->created, "2026-01-02");
   EXPECT_NE(p->description.find("Test CPU"), std::string::npos);
   EXPECT_NEAR(p->compute.memory_bound_efficiency, 0.6, 0.01);
-  EXPECT_NEAR(p->compute.optimizer_bytes_per_param, 30 * 0.6 * 10e9 / 6e9 * (6e9 / 10e9) / 0.6 * 0.6, 1.0);
+  // 30 bytes/param at 6 GB/s achieved = 10 GB/s copy x 0.6 efficiency.
+  EXPECT_NEAR(p->compute.optimizer_bytes_per_param, 30.0, 0.1);
   StatusOr<HardwareProfile> back = ProfileFromJson(ToJson(*p), "round trip");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_TRUE(*back == *p);
@@ -127,7 +128,7 @@ TEST(ProfilerAssemble, CollectiveCurveExactMonotoneAndFlagged) {
     EXPECT_FALSE(c.clamped);
   }
   double prev = 0;
-  for (double b = 8; b <= (64 << 20); b *= 1.37) {
+  for (double b = e.points.x.front(); b <= e.points.x.back(); b *= 1.37) {
     double t = CollectiveTime(CollKind::kAllReduce, b, 2, 1, false, p);
     EXPECT_GE(t, prev * (1 - 1e-12)) << b;
     prev = t;
