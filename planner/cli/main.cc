@@ -4,6 +4,9 @@
 #include <iostream>
 
 #include "planner/cli/commands.h"
+#ifdef DT_HAVE_PROFILER
+#include "planner/profiler/profile_command.h"
+#endif
 
 namespace {
 
@@ -73,6 +76,10 @@ int main(int argc, char** argv) {
   val_cmd->add_option("--dtrun", val.dtrun, "with --execute: dtrun binary (default: next to dtplan)");
   val_cmd->add_option("--work-dir", val.work_dir, "with --execute: where plans, logs and metrics go");
 
+#ifdef DT_HAVE_PROFILER
+  // `dtplan profile ...` hands every flag to the MPI profiler launcher.
+  if (argc > 1 && std::string(argv[1]) == "profile") return dt::RunProfileCommand(argc - 1, argv + 1);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

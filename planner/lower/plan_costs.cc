@@ -6,6 +6,7 @@
 #include "planner/cost/comm_cost.h"
 #include "planner/cost/compute_cost.h"
 #include "planner/cost/layer_ops.h"
+#include "planner/cost/outside_profile.h"
 #include "planner/lower/group_topology.h"
 #include "planner/lower/memory_params_for.h"
 #include "planner/memory/param_count.h"
@@ -22,10 +23,16 @@ struct OpListCost {
 // issues them synchronously); CP ring exchanges overlap the attention core
 // they feed, so only their excess over attention compute is exposed.
 OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpec& c,
-                 const HardwareProfile& hw) {
+                 const HardwareProfile& hw, bool* outside) {
   OpListCost r;
   double attention = 0, cp_comm = 0;
   for (const Op& op : ops) {
+    if (op.kind == OpKind::kCollective) {
+      GroupTopology g = TopologyOf(p, op.group, c.gpus_per_node);
+      *outside |= OpOutsideProfile(op, g.per_node, g.spans_nodes, hw);
+    } else {
+      *outside |= OpOutsideProfile(op, 1, false, hw);
+    }
     if (op.kind != OpKind::kCollective) {
       double t = OpTime(op, hw);
       r.compute += t;
@@ -57,12 +64,14 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   const MemoryParams mp = MemoryParamsFor(hw);
   PlanCosts pc;
   LayerOps layer = TransformerLayerOps(m, p, e);
-  OpListCost lf = Price(layer.forward, p, c, hw);
-  OpListCost lb = Price(layer.backward, p, c, hw);
-  OpListCost lr = Price(layer.recompute, p, c, hw);
+  OpListCost lf = Price(layer.forward, p, c, hw, &pc.outside_profile);
+  OpListCost lb = Price(layer.backward, p, c, hw, &pc.outside_profile);
+  OpListCost lr = Price(layer.recompute, p, c, hw, &pc.outside_profile);
   LayerOps emb = EmbeddingOps(m, p, e), head = HeadOps(m, p, e);
-  OpListCost ef = Price(emb.forward, p, c, hw), eb = Price(emb.backward, p, c, hw);
-  OpListCost hf = Price(head.forward, p, c, hw), hb = Price(head.backward, p, c, hw);
+  OpListCost ef = Price(emb.forward, p, c, hw, &pc.outside_profile),
+             eb = Price(emb.backward, p, c, hw, &pc.outside_profile);
+  OpListCost hf = Price(head.forward, p, c, hw, &pc.outside_profile),
+             hb = Price(head.backward, p, c, hw, &pc.outside_profile);
 
   const GroupTopology grad = GradGroupTopology(p, c.gpus_per_node);
   const GroupTopology pipe = TopologyOf(p, GroupKind::kPp, c.gpus_per_node);
@@ -98,6 +107,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     const double weight_bytes = params * mp.weight_bytes;
     if (grad.size > 1) {
       auto coll = [&](CollKind kind, double bytes) {
+        pc.outside_profile |= CollectiveOutsideProfile(kind, bytes, grad.size, grad.per_node, grad.spans_nodes, hw);
         return CollectiveTime(kind, bytes, grad.size, grad.per_node, grad.spans_nodes, hw);
       };
       switch (p.zero_stage) {
@@ -119,6 +129,9 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     }
   }
   pc.p2p = p.pp > 1 ? P2PTime(ActivationMessageBytes(m, p, e), pipe.spans_nodes, hw) : 0;
+  if (p.pp > 1)
+    pc.outside_profile |= CollectiveOutsideProfile(CollKind::kSendRecv, ActivationMessageBytes(m, p, e), 2,
+                                                   1, pipe.spans_nodes, hw);
 
   // DP buckets: how finely the last backward of a chunk is split so its
   // gradient reduction can start before the chunk's backward ends.
