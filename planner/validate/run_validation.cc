@@ -55,6 +55,7 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     DT_ASSIGN_OR_RETURN(Prediction pred, SimulatePlan(m, c.cluster, p, hw));
     r.plan = p;
     r.predicted_s = pred.step_time_s;
+    r.breakdown = pred.time;
     r.fits = pred.fits;
   } else {
     SearchOptions so;
@@ -65,6 +66,7 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
       return Infeasible("case '" + c.id + "': no plan fits in memory under the case's constraints");
     r.plan = s.top[0].plan;
     r.predicted_s = s.top[0].prediction.step_time_s;
+    r.breakdown = s.top[0].prediction.time;
     r.searched = true;
   }
   r.error = (r.predicted_s - r.measured_s) / r.measured_s;
@@ -128,6 +130,12 @@ json ToJson(const ValidationReport& r) {
                      {"measured_s", c.measured_s},
                      {"predicted_s", c.predicted_s},
                      {"error", c.error},
+                     {"breakdown_s", {{"compute", c.breakdown.compute},
+                                      {"tp_comm_exposed", c.breakdown.tp_exposed},
+                                      {"pp_comm_exposed", c.breakdown.pp_exposed},
+                                      {"dp_comm_exposed", c.breakdown.dp_exposed},
+                                      {"pipeline_bubble", c.breakdown.bubble},
+                                      {"optimizer", c.breakdown.optimizer}}},
                      {"fits", c.fits}});
   json sp = json::object();
   for (const auto& [g, v] : r.spearman) sp[g] = {{"rho", v}, {"cases", r.group_size.at(g)}};

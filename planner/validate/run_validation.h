@@ -21,6 +21,7 @@ struct CaseResult {
   double error = 0;     // (predicted - measured) / measured
   bool fits = true;     // predicted memory fits (vTrain plans all ran)
   bool searched = false;
+  TimeBreakdown breakdown;  // of the predicted step
 };
 
 struct ValidationReport {
