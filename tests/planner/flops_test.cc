@@ -2,22 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/planner/test_models.h"
+
 namespace dt {
 namespace {
 
-ModelSpec Gpt(int h, int a, int layers) {
-  ModelSpec m;
-  m.family = ModelFamily::kGpt;
-  m.num_layers = layers;
-  m.hidden = h;
-  m.heads = a;
-  m.kv_heads = a;
-  m.ffn_hidden = 4 * h;
-  m.vocab = 51200;
-  m.seq_length = 2048;
-  m.max_position = 2048;
-  return m;
-}
+using testing_models::Gpt;
 
 PlanSpec Plan(const ModelSpec& m, int dp, int tp, int pp, int cp, int mbs, int nmb) {
   PlanSpec p;

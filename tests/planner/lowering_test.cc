@@ -3,6 +3,8 @@
 // and more bandwidth or FLOP/s never makes a plan slower.
 #include <gtest/gtest.h>
 
+#include "tests/planner/test_models.h"
+
 #include <cmath>
 
 #include "planner/lower/lowering.h"
@@ -13,12 +15,8 @@
 namespace dt {
 namespace {
 
-PlanSpec Pipeline(Schedule s, int pp, int vpp, int m) {
-  PlanSpec p;
-  p.pp = pp; p.vpp = vpp; p.num_microbatches = m; p.schedule = s; p.seq_length = 8;
-  p.layers_per_chunk.assign(pp * vpp, 1);
-  return p;
-}
+using testing_models::PipelinePlan;
+PlanSpec Pipeline(Schedule s, int pp, int vpp, int m) { return PipelinePlan(s, pp, vpp, m); }
 
 // Uniform chunks, free communication, no optimizer: the only idle time on
 // a stage's compute stream is the pipeline bubble.

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "tests/planner/test_models.h"
+
 #include "planner/memory/activation_memory.h"
 #include "planner/memory/memory_params.h"
 #include "planner/memory/param_count.h"
@@ -8,34 +10,9 @@
 namespace dt {
 namespace {
 
-ModelSpec Gpt(int h, int a, int layers) {
-  ModelSpec m;
-  m.family = ModelFamily::kGpt;
-  m.num_layers = layers;
-  m.hidden = h;
-  m.heads = a;
-  m.kv_heads = a;
-  m.ffn_hidden = 4 * h;
-  m.vocab = 51200;
-  m.seq_length = 2048;
-  m.max_position = 2048;
-  return m;
-}
+using testing_models::Gpt;
 
-ModelSpec Llama8B() {
-  ModelSpec m;
-  m.family = ModelFamily::kLlama;
-  m.num_layers = 32;
-  m.hidden = 4096;
-  m.heads = 32;
-  m.kv_heads = 8;
-  m.ffn_hidden = 14336;
-  m.vocab = 128256;
-  m.seq_length = 8192;
-  m.max_position = 8192;
-  m.tied_embeddings = false;
-  return m;
-}
+using testing_models::Llama8B;
 
 PlanSpec Plan(const ModelSpec& m, int tp, int b, bool sp, Recompute rc) {
   PlanSpec p;

@@ -1,6 +1,8 @@
 // CheckSchedule must reject broken schedules and name the first violation.
 #include <gtest/gtest.h>
 
+#include "tests/planner/test_models.h"
+
 #include <algorithm>
 #include <string>
 
@@ -10,14 +12,7 @@ namespace dt {
 namespace {
 
 PlanSpec Plan(Schedule s, int pp, int vpp, int m, int zero = 0) {
-  PlanSpec p;
-  p.schedule = s;
-  p.pp = pp;
-  p.vpp = vpp;
-  p.num_microbatches = m;
-  p.zero_stage = zero;
-  p.layers_per_chunk.assign(pp * vpp, 1);
-  return p;
+  return testing_models::PipelinePlan(s, pp, vpp, m, zero);
 }
 
 std::vector<ActionList> Build(const PlanSpec& p) {

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/planner/test_models.h"
+
 #include <algorithm>
 #include <string>
 
@@ -10,14 +12,7 @@ namespace dt {
 namespace {
 
 PlanSpec Plan(Schedule s, int pp, int vpp, int m, int zero = 0) {
-  PlanSpec p;
-  p.schedule = s;
-  p.pp = pp;
-  p.vpp = vpp;
-  p.num_microbatches = m;
-  p.zero_stage = zero;
-  p.layers_per_chunk.assign(pp * vpp, 1);
-  return p;
+  return testing_models::PipelinePlan(s, pp, vpp, m, zero);
 }
 
 std::string Join(const ActionList& l, bool compute_only = false) {
