@@ -37,10 +37,10 @@ def fail(msg):
 
 
 def write_plan(path, dp=1, tp=1, pp=1, vpp=1, mbs=2, schedule="1f1b", recompute="none", sp=False,
-               zero=0, model=None, **extra):
+               zero=0, model=None, global_batch=GLOBAL_BATCH, **extra):
     with open(model or os.path.join(A.source_dir, "examples/models/gpt-tiny.json")) as f:
         m = json.load(f)
-    nmb = GLOBAL_BATCH // (dp * mbs)
+    nmb = global_batch // (dp * mbs)
     plan = {"dp": dp, "tp": tp, "pp": pp, "cp": 1, "vpp": vpp, "micro_batch": mbs,
             "num_microbatches": nmb, "seq_length": m.get("seq_length", 64), "schedule": schedule,
             "recompute": recompute, "sequence_parallel": sp, "zero_stage": zero,
@@ -185,9 +185,9 @@ def check_kill():
 
 def check_entropy():
     plan = os.path.join(A.work, "entropy.json")
-    write_plan(plan, mbs=8)  # one microbatch of 8 sequences per step
+    write_plan(plan, mbs=8, global_batch=16)  # 2 microbatches of 8 sequences per step
     metrics = os.path.join(A.work, "entropy.jsonl")
-    steps = 400
+    steps = 300
     t0 = time.time()
     out = run_ok(plan, 1, "--steps", steps, "--lr", "1e-2", "--warmup-steps", 20, "--metrics", metrics)
     secs = time.time() - t0
