@@ -35,6 +35,7 @@ int RunValidateExecute(const ValidateOptions& o) {
   k.global_batch = o.global_batch > 0 ? o.global_batch : 8LL * cluster.world();
   k.cp = 1;  // the runtime has no context parallelism
   k.flash_attention = cluster.device != "cpu";
+  k.dropout = cluster.device != "cpu";
   SearchOptions so;
   so.top = 100000;  // every fitting plan, ranked
   so.threads = o.threads;

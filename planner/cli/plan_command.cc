@@ -25,6 +25,7 @@ int RunPlan(const PlanOptions& o) {
   k.dp = o.dp; k.tp = o.tp; k.pp = o.pp; k.cp = o.cp; k.vpp = o.vpp;
   k.micro_batch = o.mbs; k.zero_stage = o.zero; k.sequence_parallel = o.sp;
   k.flash_attention = o.attention.empty() ? cluster.device != "cpu" : o.attention == "flash";
+  k.dropout = cluster.device != "cpu";  // the bundled CPU runtime trains without dropout
   if (!o.schedule.empty()) {
     auto s = ParseSchedule(o.schedule);
     if (!s.ok()) return Fail("--schedule: " + s.status().message());

@@ -49,6 +49,7 @@ struct Dims {
   int tp, cp;
   bool sp, gpt;
   bool flash;  // fused attention: no score-matrix traffic
+  bool dropout;  // GPT dropout on attention probabilities
   double e;  // bytes per element
 };
 
@@ -76,6 +77,7 @@ Dims MakeDims(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   d.cp = p.cp;
   d.gpt = m.family == ModelFamily::kGpt;
   d.flash = p.flash_attention;
+  d.dropout = d.gpt && p.dropout;
   d.e = bytes_per_element;
   return d;
 }
@@ -128,7 +130,7 @@ Op AttentionCore(const Dims& d, const char* name, double scale) {
   const double score = static_cast<double>(d.b) * d.a_local * d.s_local * d.s_full;
   op.flops = scale * 2.0 * 2.0 * score * d.d;  // QK^T and AV
   const double io = d.e * d.b * (d.s_local * d.a_local * d.d * 2.0 + 2.0 * d.s_local * d.kv_local * d.d);
-  const double score_bytes = d.flash ? 0.0 : d.gpt ? score * (6 * d.e + 1) : score * (4 * d.e);
+  const double score_bytes = d.flash ? 0.0 : d.dropout ? score * (6 * d.e + 1) : score * (4 * d.e);
   op.bytes = scale * (io + score_bytes);
   return op;
 }

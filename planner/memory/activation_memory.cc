@@ -9,6 +9,7 @@ namespace {
 struct Local {
   double T, T_r, h, d, a, kv, f, b, s_local, s_full, e;
   bool gpt;
+  bool dropout;  // GPT with dropout: masks and dropped-out probabilities stored
 };
 
 Local MakeLocal(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
@@ -27,6 +28,7 @@ Local MakeLocal(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   l.f = (m.ffn_hidden + p.tp - 1) / p.tp;
   l.e = bytes_per_element;
   l.gpt = m.family == ModelFamily::kGpt;
+  l.dropout = l.gpt && p.dropout;
   return l;
 }
 
@@ -34,7 +36,7 @@ double ScoreBytes(const Local& l) {
   const double scores = l.b * l.a * l.s_local * l.s_full;
   // GPT: softmax output (e) + dropout mask (1 byte) + dropout output (e);
   // Llama trains without attention dropout: softmax output only.
-  return l.gpt ? scores * (2 * l.e + 1) : scores * l.e;
+  return l.dropout ? scores * (2 * l.e + 1) : scores * l.e;
 }
 
 }  // namespace
@@ -52,7 +54,7 @@ double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int byt
   // QKV, norm 2 and fc1, plus GPT's two 1-byte dropout masks. GPT 16-bit:
   // 4*2 + 2*1 = 10 sbh (Korthikanti Table 2).
   double bytes = 4 * e * l.T_r * l.h;
-  if (l.gpt) bytes += 2 * l.T_r * l.h;
+  if (l.dropout) bytes += 2 * l.T_r * l.h;
   // TP region: Q, K, V (the QK^T and AV inputs) and the proj input. MHA
   // 16-bit: 4 * 2 sbh/t = 8 sbh/t.
   bytes += e * l.T * l.d * (2 * l.a + 2 * l.kv);

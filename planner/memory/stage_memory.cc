@@ -58,7 +58,7 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // in-flight count is approximated by ceil(in_flight / vpp).
   const double end_in_flight = std::ceil(in_flight / p.vpp);
   if (first && m.family == ModelFamily::kGpt)
-    s.activations += tok.T_r * h * end_in_flight;  // embedding dropout mask (1 byte)
+    if (p.dropout) s.activations += tok.T_r * h * end_in_flight;  // embedding dropout mask (1 byte)
   if (last) {
     // Final-norm input and LM-head input (16-bit), fp32 logits kept for the
     // cross-entropy backward (Korthikanti et al. 2022, Sec. 4.3: 4sbv/t).

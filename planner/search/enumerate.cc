@@ -127,6 +127,7 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   p.micro_batch = mbs; p.num_microbatches = nmb; p.seq_length = k.seq_length;
                   p.schedule = sched; p.recompute = rc; p.sequence_parallel = sp; p.zero_stage = z;
                   p.flash_attention = k.flash_attention;
+                  p.dropout = k.dropout;
                   p.layers_per_chunk = EvenSplit(m.num_layers, pp * vpp);
                   e.plans.push_back(std::move(p));
                 }

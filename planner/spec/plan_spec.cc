@@ -115,6 +115,7 @@ json ToJson(const PlanSpec& p) {
               {"recompute", ToString(p.recompute)},
               {"sequence_parallel", p.sequence_parallel},
               {"flash_attention", p.flash_attention},
+              {"dropout", p.dropout},
               {"zero_stage", p.zero_stage},
               {"dp_bucket_bytes", p.dp_bucket_bytes},
               {"layers_per_chunk", p.layers_per_chunk},
@@ -149,6 +150,7 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   else p.recompute = *rc;
   p.sequence_parallel = r.BoolOr("sequence_parallel", false);
   p.flash_attention = r.BoolOr("flash_attention", true);
+  p.dropout = r.BoolOr("dropout", true);
   p.zero_stage = static_cast<int>(r.IntOr("zero_stage", 0));
   p.dp_bucket_bytes = r.IntOr("dp_bucket_bytes", p.dp_bucket_bytes);
   p.order = r.StrOr("order", p.order);

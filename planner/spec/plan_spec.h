@@ -46,6 +46,10 @@ struct PlanSpec {
   // stored or streamed. false = the unfused softmax(QK^T)V of Megatron-LM
   // before 2022 (and of the bundled CPU runtime).
   bool flash_attention = true;
+  // GPT dropout (attention, residual, embedding): its 1-byte masks and the
+  // dropped-out attention probabilities are stored for backward. The bundled
+  // runtime trains without dropout (false); Llama never uses it.
+  bool dropout = true;
   int zero_stage = 0;          // 0..3; 1 = distributed optimizer
   int64_t dp_bucket_bytes = 40LL << 20;  // DP gradient bucket (Megatron default 40M elems ~)
   std::vector<int> layers_per_chunk;  // size pp*vpp; see header comment
