@@ -56,7 +56,7 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
     s.activations += AttentionScoreBytesPerLayer(m, p, mp.activation_bytes);
   // The first and last model chunks are one of the rank's vpp chunks: their
   // in-flight count is approximated by ceil(in_flight / vpp).
-  const double end_in_flight = std::ceil(in_flight / p.vpp);
+  const double end_in_flight = std::ceil(static_cast<double>(in_flight) / p.vpp);
   if (first && m.family == ModelFamily::kGpt)
     if (p.dropout) s.activations += tok.T_r * h * end_in_flight;  // embedding dropout mask (1 byte)
   if (last) {

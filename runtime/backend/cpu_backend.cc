@@ -2,13 +2,22 @@
 // Reductions run in a fixed order so results do not depend on thread count
 // (recompute and parity tests compare bitwise). Eigen's own threading picks
 // its blocking from the thread count it gets (which varies under load), so
-// it is disabled; GEMMs are split into fixed 64-row blocks of C instead,
-// each a single-threaded Eigen product, spread over OpenMP threads.
+// it is disabled; a GEMM is split instead into one block of C's rows per
+// OpenMP thread, each a single-threaded Eigen product. Block boundaries are
+// multiples of 64 rows and every block has >= 64 rows (or is all of C):
+// single-threaded Eigen's k-blocking depends on k only and each element of
+// C is accumulated in the same order whatever rows its block has (as long as
+// the block is not a single row, which Eigen would run as a GEMV), so the
+// result is bitwise independent of the thread count. One block per thread
+// (not many small ones) matters for speed: every product repacks all of B.
 #define EIGEN_DONT_PARALLELIZE
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "base/check.h"
 #include "runtime/backend/backend.h"
@@ -22,6 +31,7 @@ using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMa
 using CMap = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
 using MMap = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
 constexpr int64_t kParallelMin = 1 << 14;  // elements below which threads cost more than they save
+constexpr int64_t kGeluChunk = 1024;        // elements per vectorised GeLU chunk
 
 class CpuBackend final : public Backend {
  public:
@@ -53,11 +63,21 @@ class CpuBackend final : public Backend {
     DT_CHECK(a != nullptr && b != nullptr) << "gemm null input";
     const bool tra = ta == Trans::kYes, trb = tb == Trans::kYes;
     CMap B(b, trb ? n : k, trb ? k : n, Eigen::OuterStride<>(ldb));
-    constexpr int64_t kRowBlock = 64;
-    const int64_t blocks = (m + kRowBlock - 1) / kRowBlock;
-#pragma omp parallel for schedule(static) if (blocks > 1 && m * n * k > (1 << 18))
+    // Block b of `blocks` covers 64-row units [units*b/blocks, units*(b+1)/blocks);
+    // the last block also takes the m % 64 leftover rows.
+    constexpr int64_t kRowUnit = 64;
+    const int64_t units = std::max<int64_t>(1, m / kRowUnit);
+    int64_t blocks = 1;
+#ifdef _OPENMP
+    if (m * n * k > (1 << 18) && !omp_in_parallel())
+      blocks = std::min<int64_t>(units, omp_get_max_threads());
+#endif
+    auto block_start = [&](int64_t blk) {
+      return blk == blocks ? m : kRowUnit * (units * blk / blocks);
+    };
+#pragma omp parallel for schedule(static) if (blocks > 1)
     for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t r0 = blk * kRowBlock, rows = std::min(kRowBlock, m - r0);
+      const int64_t r0 = block_start(blk), rows = block_start(blk + 1) - r0;
       MMap Cb(c + r0 * ldc, rows, n, Eigen::OuterStride<>(ldc));
       if (!tra) {
         CMap A(a + r0 * lda, rows, k, Eigen::OuterStride<>(lda));
@@ -101,13 +121,32 @@ class CpuBackend final : public Backend {
       }
     }
   }
+  // GeLU in chunks with Eigen's vectorised tanh (libm's scalar tanhf made
+  // GeLU cost as much as a tenth of the layer's GEMMs). Same formulas as
+  // gelu_math.h; tanh differs from std::tanh by a few ulp. Elementwise, so
+  // the result does not depend on the thread count.
   void GeluForward(const float* x, float* y, int64_t n) override {
+    const int64_t chunks = (n + kGeluChunk - 1) / kGeluChunk;
 #pragma omp parallel for if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) y[i] = GeluTanh(x[i]);
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      const int64_t i0 = ch * kGeluChunk, len = std::min(kGeluChunk, n - i0);
+      Eigen::Map<const Eigen::ArrayXf> X(x + i0, len);
+      Eigen::Map<Eigen::ArrayXf> Y(y + i0, len);
+      Y = 0.5f * X * (1.0f + (kGeluC * (X + kGeluA * X * X * X)).tanh());
+    }
   }
   void GeluBackward(const float* x, const float* dy, float* dx, int64_t n) override {
+    const int64_t chunks = (n + kGeluChunk - 1) / kGeluChunk;
 #pragma omp parallel for if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * GeluTanhGrad(x[i]);
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      const int64_t i0 = ch * kGeluChunk, len = std::min(kGeluChunk, n - i0);
+      alignas(64) float tbuf[kGeluChunk];
+      Eigen::Map<const Eigen::ArrayXf> X(x + i0, len), DY(dy + i0, len);
+      Eigen::Map<Eigen::ArrayXf> T(tbuf, len), DX(dx + i0, len);  // dx may alias dy
+      T = (kGeluC * (X + kGeluA * X * X * X)).tanh();
+      DX = DY * (0.5f * (1.0f + T) +
+                 0.5f * X * (1.0f - T * T) * (kGeluC * (1.0f + 3.0f * kGeluA * X * X)));
+    }
   }
 
   void LayerNormForward(const float* x, const float* gamma, const float* beta, float* y,
