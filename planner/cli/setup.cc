@@ -1,5 +1,7 @@
 #include "planner/cli/setup.h"
 
+#include "planner/cost/comm_cost.h"
+
 namespace dt::cli {
 
 StatusOr<HardwareProfile> LoadProfileFor(const std::string& name, const std::string& device) {
@@ -22,6 +24,7 @@ StatusOr<Setup> LoadSetup(const CommonOptions& o) {
   s.cluster.gpus_per_node = o.gpus;
   s.cluster.device = o.device;
   DT_ASSIGN_OR_RETURN(s.hw, LoadProfileFor(o.profile, o.device));
+  DT_RETURN_IF_ERROR(CheckClusterFitsProfile(s.cluster, s.hw));
   return s;
 }
 

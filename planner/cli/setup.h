@@ -18,6 +18,7 @@ struct Setup {
 };
 
 StatusOr<Setup> LoadSetup(const CommonOptions& o);
+
 StatusOr<HardwareProfile> LoadProfileFor(const std::string& name, const std::string& device);
 
 }  // namespace dt::cli

@@ -110,4 +110,18 @@ double P2PTime(double bytes, bool inter_node, const HardwareProfile& p) {
   return CollectiveTime(CollKind::kSendRecv, bytes, 2, 1, inter_node, p);
 }
 
+Status CheckClusterFitsProfile(const ClusterSpec& c, const HardwareProfile& hw) {
+  const int per_node = hw.network.gpus_per_node;
+  if (c.gpus_per_node > per_node)
+    return InvalidArgument("--gpus " + std::to_string(c.gpus_per_node) + " exceeds the " +
+                           std::to_string(per_node) + " devices per node of profile '" + hw.name +
+                           "'; use --gpus " + std::to_string(per_node) + " --nodes " +
+                           std::to_string((c.world() + per_node - 1) / per_node) +
+                           " or a profile measured with that many ranks per node");
+  if (c.nodes > 1 && !HasInterNode(hw))
+    return InvalidArgument("profile '" + hw.name + "' has no inter-node tables, so --nodes " +
+                           std::to_string(c.nodes) + " cannot be priced; use --nodes 1 or another profile");
+  return Status::Ok();
+}
+
 }  // namespace dt

@@ -40,6 +40,11 @@ double P2PTime(double bytes, bool inter_node, const HardwareProfile& profile);
 // True when every collective has an inter-node table (multi-node plans can be priced).
 bool HasInterNode(const HardwareProfile& profile);
 
+// A cluster can be priced with a profile when its nodes are no larger than
+// the profile's and, for several nodes, the profile has inter-node tables.
+// Returns InvalidArgument naming the flag and the fix otherwise.
+Status CheckClusterFitsProfile(const ClusterSpec& c, const HardwareProfile& hw);
+
 // The latency (s) and bus bandwidth (bytes/s) the model uses for a message
 // of `bytes`; exposed for reports and tests.
 struct LinkChoice {

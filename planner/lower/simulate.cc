@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "planner/cost/comm_cost.h"
 #include "planner/cost/flops.h"
 #include "planner/lower/lowering.h"
 #include "planner/lower/memory_params_for.h"
@@ -74,6 +75,7 @@ StatusOr<Prediction> SimulatePlan(const ModelSpec& m, const ClusterSpec& c, cons
     return InvalidArgument("plan uses dp*tp*pp*cp = " + std::to_string(p.world()) +
                            " devices but the cluster has " + std::to_string(c.world()) +
                            "; change --nodes/--gpus or the plan");
+  DT_RETURN_IF_ERROR(CheckClusterFitsProfile(c, hw));
   PlanCosts costs = ComputePlanCosts(m, c, p, hw);
   if (opt.free_communication) {
     costs.p2p = 0;

@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "planner/cost/comm_cost.h"
 #include "planner/lower/simulate.h"
 #include "planner/search/enumerate.h"
 
@@ -51,6 +52,7 @@ StatusOr<SearchResult> SearchPlans(const ModelSpec& m, const ClusterSpec& c,
                                    const HardwareProfile& hw, const SearchConstraints& k,
                                    const SearchOptions& opt) {
   auto t0 = std::chrono::steady_clock::now();
+  DT_RETURN_IF_ERROR(CheckClusterFitsProfile(c, hw));
   DT_ASSIGN_OR_RETURN(Enumeration e, EnumeratePlans(m, c, k));
   SearchResult r;
   r.grids_considered = e.grids_considered;

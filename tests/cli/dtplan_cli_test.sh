@@ -47,6 +47,7 @@ expect 2 "--pp 128 exceeds the model's 96 layers" -- "$DTPLAN" --model "$M/gpt3-
 expect 2 "no plan fits in memory.*closest.*over" -- "$DTPLAN" --model "$M/gpt3-175b.json" --nodes 1 --gpus 2 --out "$T/x.json"
 expect 2 "schedule 'zigzag' is unknown" -- "$DTPLAN" --model "$M/gpt3-175b.json" --schedule zigzag
 expect 2 "error" -- "$DTPLAN" --model "$M/gpt3-175b.json" --nodes 0
+expect 2 "--gpus 4 exceeds the 2 devices per node" -- "$DTPLAN" --model "$M/gpt-tiny.json" --nodes 1 --gpus 4 --device cpu --out "$T/x.json"
 expect 2 "--cases" -- "$DTPLAN" validate --cases "$T/none.csv"
 [ ! -e "$T/x.json" ] || { echo "FAIL: a failed run wrote its --out file"; fails=$((fails+1)); }
 
