@@ -27,7 +27,9 @@ std::string FindDtrun(const ValidateOptions& o) {
 }  // namespace
 
 int RunValidateExecute(const ValidateOptions& o) {
-  auto setup = LoadSetup(o.common);
+  CommonOptions common = o.common;
+  if (!o.profile.empty()) common.profile = o.profile;
+  auto setup = LoadSetup(common);
   if (!setup.ok()) return Fail(setup.status().message());
   const auto& [model, cluster, hw] = *setup;
   SearchConstraints k;

@@ -114,8 +114,12 @@ StatusOr<ExecuteReport> ExecutePlans(const ModelSpec& m, const ClusterSpec& c,
     ExecutedPlan e;
     e.plan = plans[i].plan;
     e.predicted = plans[i].prediction;
-    e.predicted_peak_bytes = e.predicted.peak_memory_bytes;
-    for (const auto& s : e.predicted.stages) e.stage_predicted_bytes.push_back(s.memory.total);
+    // The runtime's allocator counts tensor bytes only: compare without the
+    // profile's reserved baseline (process / framework memory).
+    for (const auto& s : e.predicted.stages) {
+      e.stage_predicted_bytes.push_back(s.memory.total - s.memory.reserved);
+      e.predicted_peak_bytes = std::max(e.predicted_peak_bytes, e.stage_predicted_bytes.back());
+    }
     const std::string base = opt.work_dir + "/plan" + std::to_string(i);
     json pf = ToJson(PlanFile{m, c, e.plan, ToJson(e.predicted)});
     pf["profile"] = profile_name;

@@ -34,7 +34,7 @@ struct ExecutedPlan {
   std::string error;            // why the run failed
   double measured_step_s = 0;   // median over steps 2..S of the max over ranks
   double measured_peak_bytes = 0;   // max over ranks
-  double predicted_peak_bytes = 0;  // max over stages
+  double predicted_peak_bytes = 0;  // max over stages, without the reserved baseline
   double time_error = 0, memory_error = 0;  // (pred - meas) / meas
   // Per pipeline stage: predicted and measured (max over the stage's ranks).
   std::vector<double> stage_predicted_bytes, stage_measured_bytes;

@@ -286,8 +286,11 @@ TEST(ProfilerWritten, LoadsAndPricesAPlan) {
   double t = ComputeTime(ops.forward, *p) + ComputeTime(ops.backward, *p);
   EXPECT_GT(t, 0);
   EXPECT_TRUE(std::isfinite(t));
-  for (const Op& op : ops.forward)
-    if (op.kind == OpKind::kGemm) EXPECT_FALSE(GemmOutsideProfile(op, *p)) << op.name;
+  for (const Op& op : ops.forward) {
+    if (op.kind == OpKind::kGemm) {
+      EXPECT_FALSE(GemmOutsideProfile(op, *p)) << op.name;
+    }
+  }
   EXPECT_GT(CollectiveTime(CollKind::kAllReduce, 1 << 20, 2, 1, false, *p), 0);
 }
 
