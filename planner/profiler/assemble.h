@@ -42,6 +42,7 @@ struct Measurements {
   double tiny_op_s = 0;
   std::vector<KernelSample> attention;
   std::vector<KernelSample> memory_ops;
+  std::vector<ModelSample> model_steps;  // whole-model fwd+bwd on the runtime
   double optimizer_s = 0;              // one step over optimizer_params
   double optimizer_params = 0;
   int64_t memory_bytes = 0;            // per rank

@@ -7,6 +7,7 @@
 #include "base/check.h"
 #include "planner/cost/layer_ops.h"
 #include "planner/profiler/bench_timer.h"
+#include "runtime/model/model_chunk.h"
 #include "runtime/model/param_store.h"
 #include "runtime/ops/attention.h"
 #include "runtime/ops/layernorm.h"
@@ -209,6 +210,52 @@ std::vector<KernelSample> MeasureLayerMemoryOps(const MeasureConfig& cfg, const 
     out.push_back(s);
     Report(cfg, s.what + Fmt(": %.3f ms, %.2f GB/s (planner bytes)", s.seconds * 1e3,
                              s.planner_bytes / s.seconds / 1e9));
+  }
+  return out;
+}
+
+std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const ModelSpec& m, int seq,
+                                           const std::vector<int>& mbs) {
+  std::vector<ModelSample> out;
+  for (int b : mbs) {
+    PlanSpec p;
+    p.micro_batch = b;
+    p.num_microbatches = 1;
+    p.seq_length = seq;
+    p.recompute = Recompute::kNone;
+    p.flash_attention = false;
+    p.dropout = false;
+    p.sequence_parallel = false;
+    p.layers_per_chunk = {m.num_layers};
+    ModelSample s;
+    const int e = 4;
+    LayerOps emb = EmbeddingOps(m, p, e), layer = TransformerLayerOps(m, p, e), head = HeadOps(m, p, e);
+    auto add = [&](const std::vector<Op>& v, int times) {
+      for (int i = 0; i < times; ++i)
+        for (const Op& op : v)
+          if (op.kind != OpKind::kCollective) s.ops.push_back(op);
+    };
+    add(emb.forward, 1);
+    add(layer.forward, m.num_layers);
+    add(head.forward, 1);
+    add(head.backward, 1);
+    add(layer.backward, m.num_layers);
+    add(emb.backward, 1);
+    rt::ModelChunk chunk(m, p, /*chunk=*/0, /*tp_rank=*/0, rt::ParallelComms{}, *cfg.be, 1234);
+    std::vector<int32_t> tokens(static_cast<size_t>(seq) * b), targets(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      tokens[i] = static_cast<int32_t>((i * 7919) % m.vocab);
+      targets[i] = static_cast<int32_t>((i * 104729 + 1) % m.vocab);
+    }
+    s.seconds = ConcurrentMedianSeconds(cfg, [&] {
+      float loss = 0;
+      chunk.Forward(0, nullptr, tokens.data(), targets.data(), &loss);
+      chunk.Backward(0, nullptr, 1.0f);
+    });
+    s.what = m.name + " model forward+backward mbs" + std::to_string(b);
+    out.push_back(std::move(s));
+    Report(cfg, out.back().what + Fmt(": %.3f ms (%.0f planner ops)", out.back().seconds * 1e3,
+                                      static_cast<double>(out.back().ops.size())));
   }
   return out;
 }

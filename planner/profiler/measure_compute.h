@@ -69,6 +69,21 @@ std::vector<KernelSample> MeasureAttention(const MeasureConfig& cfg, const Model
 std::vector<KernelSample> MeasureLayerMemoryOps(const MeasureConfig& cfg, const ModelSpec& m, int seq,
                                                 const std::vector<int>& tps, int mbs);
 
+// One whole-model forward + backward on the runtime (runtime/model/
+// ModelChunk: embedding, every layer, final norm, LM head and loss; tp = pp
+// = 1, no recompute, unfused attention, no dropout) at microbatch `mbs`,
+// with the planner ops describing the same work (layer_ops.h). What the
+// runtime does beyond the isolated kernels — tensor allocation and zero
+// fill, clones, per-head attention calls, the embedding and the loss —
+// shows up as the residual between the two; AssembleProfile fits it.
+struct ModelSample {
+  std::string what;
+  std::vector<Op> ops;  // planner ops of the same work (no collectives)
+  double seconds = 0;
+};
+std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const ModelSpec& m, int seq,
+                                           const std::vector<int>& mbs);
+
 // One optimizer step (gradient squares for the norm + AdamW update,
 // runtime/optim) over `params` parameters: seconds.
 double MeasureOptimizerStep(const MeasureConfig& cfg, int64_t params);

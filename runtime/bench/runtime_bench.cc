@@ -7,7 +7,7 @@
 //       ranks with the DP gradient all-reduce; efficiency =
 //       throughput(2 ranks) / (2 x throughput(1 rank)) = t_step(1) / t_step(2).
 //
-// Options: --layers N --seq N --micro-batch N --vocab N --steps N --warmup N
+// Options: --layers N --hidden N --heads N --ffn N --seq N --micro-batch N --vocab N --steps N --warmup N
 //          --gemm-reps N --threads N (1-process mode: the multi-thread count,
 //          default all cores) --breakdown (per-op times for every thread count).
 // FLOPs: 2mnk summed over the GEMM calls the step actually made (recorded by
@@ -51,6 +51,9 @@ Options Parse(int argc, char** argv) {
     };
     if (a == "--layers") o.cfg.layers = next();
     else if (a == "--seq") o.cfg.seq = next();
+    else if (a == "--hidden") o.cfg.hidden = next();
+    else if (a == "--heads") o.cfg.heads = next();
+    else if (a == "--ffn") o.cfg.ffn = next();
     else if (a == "--micro-batch") o.cfg.micro_batch = next();
     else if (a == "--vocab") o.cfg.vocab = next();
     else if (a == "--steps") o.steps = next();

@@ -277,6 +277,9 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
       std::fflush(stderr);
       std::raise(SIGKILL);
     }
+    // Ranks start every step together, so the step time excludes what rank 0
+    // did after the previous step (metrics file, console) while others waited.
+    DT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     const double t0 = Now();
     StepOutcome out = interp.RunStep(loader.position());
     const double dt = Now() - t0;
