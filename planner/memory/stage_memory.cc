@@ -44,39 +44,55 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   s.optimizer = params * mp.optimizer_bytes / (p.zero_stage >= 1 ? shard : 1.0);
 
   // Activations. in_flight counts chunk-microbatches; a chunk holds
-  // StageLayers/vpp layers on average.
+  // StageLayers/vpp layers on average. What stays stored between a
+  // microbatch's forward and backward:
   const double layers_per_chunk = static_cast<double>(p.StageLayers(pipeline_rank)) / p.vpp;
   const double in_flight = in_flight_microbatches;
   s.activations = ActivationBytesPerLayer(m, p, mp.activation_bytes) * layers_per_chunk * in_flight;
-  // Recompute working set: the backward of one layer rebuilds its stored
-  // tensors (full: the whole layer; selective: the attention scores).
-  if (p.recompute == Recompute::kFull)
-    s.activations += ActivationBytesPerLayerFor(m, p, mp.activation_bytes, Recompute::kNone);
-  else if (p.recompute == Recompute::kSelective)
-    s.activations += AttentionScoreBytesPerLayer(m, p, mp.activation_bytes);
   // The first and last model chunks are one of the rank's vpp chunks: their
   // in-flight count is approximated by ceil(in_flight / vpp).
   const double end_in_flight = std::ceil(static_cast<double>(in_flight) / p.vpp);
   if (first && m.family == ModelFamily::kGpt)
     if (p.dropout) s.activations += tok.T_r * h * end_in_flight;  // embedding dropout mask (1 byte)
-  if (last) {
-    // Final-norm input and LM-head input (16-bit), fp32 logits kept for the
-    // cross-entropy backward (Korthikanti et al. 2022, Sec. 4.3: 4sbv/t).
-    s.activations += (2 * e * tok.T_r * h + 4.0 * tok.T * v_local) * end_in_flight;
-  }
-  // Pipeline p2p buffers: one activation received, one gradient received.
-  if (p.pp > 1) s.activations += 2 * e * tok.T_r * h;
+  // Last chunk: final-norm input and LM-head input, and the fp32 logits kept
+  // for the cross-entropy backward (Korthikanti et al. 2022, Sec. 4.3: 4sbv/t).
+  const double head_stash = last ? 2 * e * tok.T_r * h + 4.0 * tok.T * v_local : 0.0;
+  s.activations += head_stash * end_in_flight;
+  // Pipeline p2p: one activation or gradient buffer in transit.
+  if (p.pp > 1) s.activations += e * tok.T_r * h;
 
-  // Temporaries: the DP gradient bucket being reduced, the largest backward
-  // transient, and the ZeRO-3 gather buffer of one layer.
-  if (shard > 1) s.temporary += std::min(static_cast<double>(p.dp_bucket_bytes), params * mp.grad_bytes);
+  // Temporaries: the DP gradient buffers, the peak working set of one
+  // backward, and the ZeRO-3 gather buffer of one layer. ZeRO-0 all-reduces
+  // the contiguous gradient buffer in place (Megatron's grad buffer, the
+  // runtime's GradSync); sharded stages reduce-scatter a bucket of it into
+  // a buffer for this rank's shard.
+  if (shard > 1 && p.zero_stage >= 1) {
+    s.temporary += std::min(static_cast<double>(p.dp_bucket_bytes), params * mp.grad_bytes);
+    if (p.zero_stage == 1) s.temporary += params * mp.grad_bytes / shard;
+  }
   const double a_local = m.heads / p.tp;
   const double scores = static_cast<double>(p.micro_batch) * a_local * (p.seq_length / p.cp) * p.seq_length;
   const double f_local = std::ceil(static_cast<double>(m.ffn_hidden) / p.tp);
-  double transient = std::max(2 * e * scores,                 // dP and dS of the unfused core
-                              (m.gated_mlp() ? 3 : 2) * e * tok.T * f_local);  // MLP input grads
-  if (last) transient = std::max(transient, 4.0 * tok.T * v_local);  // fp32 logits grad
-  s.temporary += transient;
+  // A layer's backward: the incoming gradient and the residual-branch
+  // gradient (sequence shards), the gathered input gradient of the block and
+  // the MLP input gradients; the unfused core needs dP and dS.
+  // Under SP the block's output gradient and its input (for the weight
+  // gradient) are all-gathered to the full sequence as well.
+  const bool sp = p.sequence_parallel && p.tp > 1;
+  double layer_bwd = std::max(2 * e * scores, 2 * e * tok.T_r * h + (sp ? 3 : 1) * e * tok.T * h +
+                                                  (m.gated_mlp() ? 2 : 1) * e * tok.T * f_local);
+  // Recompute rebuilds the layer's stored tensors before its backward
+  // (full: the whole layer beyond its stored input; selective: the scores).
+  if (p.recompute == Recompute::kFull)
+    layer_bwd += ActivationBytesPerLayerFor(m, p, mp.activation_bytes, Recompute::kNone) -
+                 ActivationBytesPerLayerFor(m, p, mp.activation_bytes, Recompute::kFull);
+  else if (p.recompute == Recompute::kSelective)
+    layer_bwd += AttentionScoreBytesPerLayer(m, p, mp.activation_bytes);
+  // The head's backward (last chunk) holds the fp32 logits and their
+  // gradient plus the hidden-size input gradient; it frees its stash before
+  // the layers' backward starts.
+  const double head_bwd = last ? 4.0 * tok.T * v_local + e * tok.T * h : 0.0;
+  s.temporary += std::max(layer_bwd - head_stash, head_bwd);
   if (p.zero_stage >= 3 && shard > 1)
     s.temporary += static_cast<double>(LayerParamsPerRank(m, p)) * mp.weight_bytes;
 

@@ -1,5 +1,6 @@
 #include "runtime/exec/interpreter.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -124,6 +125,10 @@ StepOutcome Interpreter::RunStep(int64_t step) {
   // Outputs produced by F / B, waiting for their SendAct / SendGrad.
   std::map<int, Tensor> produced;  // by Tag(mb, producing chunk, direction)
   for (const Action& a : actions_) {
+    // Free the buffers of sends that have completed (as a framework frees a
+    // sent tensor once its request is done), so they do not pile up.
+    sends_.erase(std::remove_if(sends_.begin(), sends_.end(), [](PendingSend& s) { return s.req->Test(); }),
+                 sends_.end());
     switch (a.kind) {
       case ActionKind::kRecvAct:
         PostRecv(a.microbatch, a.chunk, kAct);
