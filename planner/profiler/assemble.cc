@@ -197,12 +197,15 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
   }
   DT_RETURN_IF_ERROR(PrepareProfile(&p, where));
   if (!m.model_steps.empty()) {
-    // In situ: the runtime's whole-model forward + backward also streams
+    // In situ: the runtime's whole-model training step also streams
     // what the isolated kernels leave out (zero-filled tensor allocations,
     // clones, cold caches). Refit memory_bound_efficiency so the planner
     // ops of those steps price them; minimise the squared relative error.
+    // The optimizer part is priced from its own measurement (unchanged by
+    // the refit: optimizer_bytes_per_param is rescaled below).
+    const double opt_s_per_param = m.optimizer_params > 0 ? m.optimizer_s / m.optimizer_params : 0.0;
     auto predict = [&](const HardwareProfile& hp, const ModelSample& s) {
-      double t = 0;
+      double t = opt_s_per_param * static_cast<double>(s.params) + hp.compute.step_overhead_s;
       for (const Op& op : s.ops) t += OpTime(op, hp);
       return t;
     };
@@ -226,7 +229,7 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
     if (m.optimizer_s > 0 && m.optimizer_params > 0)
       c.optimizer_bytes_per_param = std::max(0.0, m.optimizer_s - c.kernel_overhead_s) * m.copy_Bps *
                                     c.memory_bound_efficiency / m.optimizer_params;
-    std::string fit = " memory_bound_efficiency refit on the runtime's whole-model forward+backward "
+    std::string fit = " memory_bound_efficiency refit on the runtime's whole-model training step "
                       "(isolated layer kernels: " + Num(isolated, 3) + "); measured/predicted ms:";
     for (const ModelSample& s : m.model_steps)
       fit += " " + s.what + " " + Num(s.seconds * 1e3, 3) + "/" + Num(predict(p, s) * 1e3, 3) + ";";

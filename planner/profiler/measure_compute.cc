@@ -13,6 +13,7 @@
 #include "runtime/ops/layernorm.h"
 #include "runtime/optim/adamw.h"
 #include "runtime/optim/grad_norm.h"
+#include "runtime/optim/optimizer.h"
 
 namespace dt {
 namespace {
@@ -247,12 +248,36 @@ std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const Model
       tokens[i] = static_cast<int32_t>((i * 7919) % m.vocab);
       targets[i] = static_cast<int32_t>((i * 104729 + 1) % m.vocab);
     }
-    s.seconds = ConcurrentMedianSeconds(cfg, [&] {
+    rt::OptimizerOptions oo;
+    oo.lr.total_steps = 1 << 30;
+    rt::Optimizer opt({&chunk.params()}, {true}, oo, rt::OptimizerComms{});
+    s.params = chunk.params().numel();
+    // A whole training step as dtrun runs it on one rank: the optimizer
+    // pass between steps leaves the caches as the next forward finds them.
+    auto step = [&] {
       float loss = 0;
+      chunk.params().ZeroGrads();
       chunk.Forward(0, nullptr, tokens.data(), targets.data(), &loss);
       chunk.Backward(0, nullptr, 1.0f);
-    });
-    s.what = m.name + " model forward+backward mbs" + std::to_string(b);
+      opt.StartGradSync(0);
+      opt.Step();
+      cfg.be->Synchronize();
+    };
+    // Ranks start each step together and a step lasts as long as its
+    // slowest rank (as in a synchronous job): median over steps of the max
+    // over ranks, not the max of per-rank medians.
+    for (int i = 0; i < std::max(1, cfg.warmup); ++i) step();
+    std::vector<double> times;
+    const int reps = std::max(5, 3 * cfg.max_reps);
+    for (int i = 0; i < reps; ++i) {
+      Barrier(cfg.sync);
+      const double t0 = NowSeconds();
+      step();
+      times.push_back(AllMax(cfg.sync, NowSeconds() - t0));
+    }
+    std::sort(times.begin(), times.end());
+    s.seconds = times[times.size() / 2];
+    s.what = m.name + " training step mbs" + std::to_string(b);
     out.push_back(std::move(s));
     Report(cfg, out.back().what + Fmt(": %.3f ms (%.0f planner ops)", out.back().seconds * 1e3,
                                       static_cast<double>(out.back().ops.size())));

@@ -69,7 +69,8 @@ std::vector<KernelSample> MeasureAttention(const MeasureConfig& cfg, const Model
 std::vector<KernelSample> MeasureLayerMemoryOps(const MeasureConfig& cfg, const ModelSpec& m, int seq,
                                                 const std::vector<int>& tps, int mbs);
 
-// One whole-model forward + backward on the runtime (runtime/model/
+// One whole-model training step (zero grads, forward + backward, clip +
+// AdamW) on the runtime (runtime/model/
 // ModelChunk: embedding, every layer, final norm, LM head and loss; tp = pp
 // = 1, no recompute, unfused attention, no dropout) at microbatch `mbs`,
 // with the planner ops describing the same work (layer_ops.h). What the
@@ -79,7 +80,8 @@ std::vector<KernelSample> MeasureLayerMemoryOps(const MeasureConfig& cfg, const 
 struct ModelSample {
   std::string what;
   std::vector<Op> ops;  // planner ops of the same work (no collectives)
-  double seconds = 0;
+  int64_t params = 0;   // parameters the optimizer step updates
+  double seconds = 0;   // zero grads + forward + backward + optimizer step
 };
 std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const ModelSpec& m, int seq,
                                            const std::vector<int>& mbs);

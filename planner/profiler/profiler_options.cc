@@ -52,7 +52,7 @@ void ApplyProfilerDefaults(ProfilerOptions* o) {
     if (!o->quick) o->models.push_back(std::string(DT_SOURCE_DIR) + "/examples/models/gpt2-124m.json");
   }
   if (o->micro_batches.empty()) o->micro_batches = o->quick ? std::vector<int>{1, 2}
-                                                            : std::vector<int>{1, 2, 4, 8};
+                                                            : std::vector<int>{1, 2, 4, 8, 16};
   if (o->max_gemm_flops <= 0) o->max_gemm_flops = o->quick ? 0.5e9 : 16e9;
   if (o->max_message_bytes <= 0) o->max_message_bytes = o->quick ? (4LL << 20) : (256LL << 20);
   if (o->reps <= 0) o->reps = o->quick ? 3 : 5;

@@ -114,7 +114,7 @@ int RunProfiler(const ProfilerOptions& o, const ProfilerDevice& dev, rt::MpiComm
     ms.attention.insert(ms.attention.end(), att.begin(), att.end());
     auto mem = MeasureLayerMemoryOps(cfg, m, seq, tps, mbs.front());
     ms.memory_ops.insert(ms.memory_ops.end(), mem.begin(), mem.end());
-    if (&m == &models.front()) {
+    if (&m == &models.front() && dev.host_optimizer) {  // the runtime's host-side training step
       auto steps = MeasureModelSteps(cfg, m, seq, o.micro_batches);
       ms.model_steps.insert(ms.model_steps.end(), steps.begin(), steps.end());
     }

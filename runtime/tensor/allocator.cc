@@ -3,6 +3,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+
+#include <malloc.h>
 
 #include "base/check.h"
 
@@ -32,8 +35,27 @@ int64_t CurrentBytes() { return g_current.load(std::memory_order_relaxed); }
 int64_t PeakBytes() { return g_peak.load(std::memory_order_relaxed); }
 void ResetPeakBytes() { g_peak.store(g_current.load(std::memory_order_relaxed)); }
 
+namespace {
+// Tensors are allocated and freed every step. With glibc's defaults, blocks
+// above 128 KiB are mmap'ed and unmapped per call and a freed heap top is
+// trimmed, so every step page-faults its large tensors in again; the
+// threshold adapts only after the process happens to free a large block, so
+// two processes doing the same work could run at different speeds. Fix the
+// thresholds once, like a caching device allocator keeps its blocks.
+void ConfigureHeapOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+#ifdef M_MMAP_THRESHOLD
+    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+#endif
+  });
+}
+}  // namespace
+
 float* AllocFloats(size_t n) {
   if (n == 0) return nullptr;
+  ConfigureHeapOnce();
   size_t bytes = (n * sizeof(float) + 63) / 64 * 64;  // aligned_alloc needs a multiple
   void* p = std::aligned_alloc(64, bytes);
   DT_CHECK(p != nullptr) << "out of host memory allocating " << n * sizeof(float) << " bytes";

@@ -3,6 +3,9 @@
 // the planner's memory prediction.
 //
 // Host memory comes from AllocFloats/FreeFloats (64-byte aligned, zero-filled).
+// The first AllocFloats fixes glibc's mmap / trim thresholds (256 / 512 MiB)
+// so per-step tensors are recycled from the heap instead of page-faulted in
+// anew, the same in every process (dtrun, the profiler, benchmarks).
 // Device backends allocate themselves and report their bytes through
 // TrackAlloc/TrackFree so one counter pair covers whichever memory holds the
 // tensors. Counters are atomic: every function here is thread-safe.
