@@ -57,9 +57,14 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // Last chunk: final-norm input and LM-head input, and the fp32 logits kept
   // for the cross-entropy backward (Korthikanti et al. 2022, Sec. 4.3: 4sbv/t).
   const double head_stash = last ? 2 * e * tok.T_r * h + 4.0 * tok.T * v_local : 0.0;
-  s.activations += head_stash * end_in_flight;
-  // Pipeline p2p: one activation or gradient buffer in transit.
-  if (p.pp > 1) s.activations += e * tok.T_r * h;
+  // On the last pipeline rank, 1F1B and interleaved run each last-chunk
+  // forward right before its backward: one head stash at a time (GPipe
+  // keeps all of them).
+  const double head_in_flight = p.pp > 1 && p.schedule != Schedule::kGpipe ? 1.0 : end_in_flight;
+  s.activations += head_stash * head_in_flight;
+  // Pipeline p2p: a received activation is the stored layer input; a
+  // received gradient is the incoming gradient of the backward working set
+  // below; sent buffers are freed once their send completes.
 
   // Temporaries: the DP gradient buffers, the peak working set of one
   // backward, and the ZeRO-3 gather buffer of one layer. ZeRO-0 all-reduces
