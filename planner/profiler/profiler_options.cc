@@ -49,7 +49,10 @@ std::string ProfilerUsage() {
 void ApplyProfilerDefaults(ProfilerOptions* o) {
   if (o->models.empty()) {
     o->models.push_back(std::string(DT_SOURCE_DIR) + "/examples/models/gpt-tiny.json");
-    if (!o->quick) o->models.push_back(std::string(DT_SOURCE_DIR) + "/examples/models/gpt2-124m.json");
+    if (!o->quick) {
+      o->models.push_back(std::string(DT_SOURCE_DIR) + "/examples/models/gpt-small-cpu.json");
+      o->models.push_back(std::string(DT_SOURCE_DIR) + "/examples/models/gpt2-124m.json");
+    }
   }
   if (o->micro_batches.empty()) o->micro_batches = o->quick ? std::vector<int>{1, 2}
                                                             : std::vector<int>{1, 2, 4, 8, 16};

@@ -10,6 +10,7 @@
 
 #include "planner/profiler/assemble.h"
 #include "planner/profiler/bench_timer.h"
+#include "planner/cost/layer_ops.h"
 #include "planner/profiler/gemm_shapes.h"
 #include "planner/spec/model_spec.h"
 
@@ -114,8 +115,18 @@ int RunProfiler(const ProfilerOptions& o, const ProfilerDevice& dev, rt::MpiComm
     ms.attention.insert(ms.attention.end(), att.begin(), att.end());
     auto mem = MeasureLayerMemoryOps(cfg, m, seq, tps, mbs.front());
     ms.memory_ops.insert(ms.memory_ops.end(), mem.begin(), mem.end());
-    if (&m == &models.front() && dev.host_optimizer) {  // the runtime's host-side training step
-      auto steps = MeasureModelSteps(cfg, m, seq, o.micro_batches);
+    if (dev.host_optimizer) {  // the runtime's host-side training step, where affordable
+      std::vector<int> step_mbs;
+      for (int b : o.micro_batches) {
+        PlanSpec p;
+        p.micro_batch = b;
+        p.seq_length = seq;
+        p.flash_attention = false;
+        if (3 * (SumFlops(TransformerLayerOps(m, p, 4).forward) * m.num_layers +
+                 SumFlops(HeadOps(m, p, 4).forward)) <= 50 * o.max_gemm_flops)
+          step_mbs.push_back(b);
+      }
+      auto steps = MeasureModelSteps(cfg, m, seq, step_mbs);
       ms.model_steps.insert(ms.model_steps.end(), steps.begin(), steps.end());
     }
   }
