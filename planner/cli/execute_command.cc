@@ -1,6 +1,7 @@
 // dtplan validate --execute: the closed loop on this machine (planner/validate/execute.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -50,12 +51,25 @@ int RunValidateExecute(const ValidateOptions& o) {
   if (runnable.empty()) return Fail("no runnable plan fits (the runtime supports ZeRO 0-1, cp=1)");
   // Spread the runs over the ranking so the comparison covers fast and slow
   // plans; the predicted best is always run (for the regret).
-  std::vector<RankedPlan> chosen;
+  std::vector<size_t> picked;
   const size_t n = std::min<size_t>(o.top, runnable.size());
-  for (size_t i = 0; i < n; ++i) {
-    size_t idx = n == 1 ? 0 : i * (runnable.size() - 1) / (n - 1);
-    chosen.push_back(runnable[idx]);
-  }
+  for (size_t i = 0; i < n; ++i) picked.push_back(n == 1 ? 0 : i * (runnable.size() - 1) / (n - 1));
+  // Cover every schedule, recompute mode and ZeRO stage that some runnable
+  // plan uses: add the best-ranked plan of each kind the spread missed.
+  auto cover = [&](auto key) {
+    for (size_t i = 0; i < runnable.size(); ++i) {
+      bool seen = false;
+      for (size_t j : picked) seen |= key(runnable[j].plan) == key(runnable[i].plan);
+      if (!seen) picked.push_back(i);
+    }
+  };
+  cover([](const PlanSpec& p) { return static_cast<int>(p.schedule); });
+  cover([](const PlanSpec& p) { return static_cast<int>(p.recompute); });
+  cover([](const PlanSpec& p) { return p.zero_stage; });
+  std::sort(picked.begin(), picked.end());
+  picked.erase(std::unique(picked.begin(), picked.end()), picked.end());
+  std::vector<RankedPlan> chosen;
+  for (size_t i : picked) chosen.push_back(runnable[i]);
   ExecuteOptions eo;
   eo.dtrun = FindDtrun(o);
   eo.steps = o.steps;
