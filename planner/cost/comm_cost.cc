@@ -5,7 +5,6 @@
 #include "sim/collective_model.h"
 
 namespace dt {
-namespace {
 
 sim::CollOp ToSimOp(CollKind k) {
   switch (k) {
@@ -16,6 +15,8 @@ sim::CollOp ToSimOp(CollKind k) {
   }
   return sim::CollOp::kSendRecv;
 }
+
+namespace {
 
 // Entry for `key`: exact match (with its measured points) or linear
 // interpolation of latency and plateau busbw between neighbours, clamped.

@@ -26,6 +26,7 @@
 
 #include "planner/cost/layer_ops.h"
 #include "planner/profile/profile.h"
+#include "sim/collective_model.h"
 
 namespace dt {
 
@@ -39,6 +40,9 @@ double P2PTime(double bytes, bool inter_node, const HardwareProfile& profile);
 
 // True when every collective has an inter-node table (multi-node plans can be priced).
 bool HasInterNode(const HardwareProfile& profile);
+
+// The simulator's name for a collective (sim/collective_model.h).
+sim::CollOp ToSimOp(CollKind k);
 
 // A cluster can be priced with a profile when its nodes are no larger than
 // the profile's and, for several nodes, the profile has inter-node tables.

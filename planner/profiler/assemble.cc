@@ -1,6 +1,7 @@
 #include "planner/profiler/assemble.h"
 
 #include <cstdio>
+#include "planner/cost/comm_cost.h"
 #include "planner/cost/compute_cost.h"
 
 #include <algorithm>
@@ -12,29 +13,11 @@
 namespace dt {
 namespace {
 
-sim::CollOp ToSim(CollKind k) {
-  switch (k) {
-    case CollKind::kAllReduce: return sim::CollOp::kAllReduce;
-    case CollKind::kReduceScatter: return sim::CollOp::kReduceScatter;
-    case CollKind::kAllGather: return sim::CollOp::kAllGather;
-    case CollKind::kSendRecv: return sim::CollOp::kSendRecv;
-  }
-  return sim::CollOp::kSendRecv;
-}
 
-double BusFactor(CollKind kind, int g) {
-  switch (kind) {
-    case CollKind::kAllReduce: return 2.0 * (g - 1) / g;
-    case CollKind::kAllGather:
-    case CollKind::kReduceScatter: return static_cast<double>(g - 1) / g;
-    case CollKind::kSendRecv: return 1.0;
-  }
-  return 1.0;
-}
 
 // Latency steps the cost model pays (comm_cost.cc LatencyTime).
 int LatencySteps(CollKind kind, int n) {
-  int steps = sim::RingLatencySteps(ToSim(kind), n);
+  int steps = sim::RingLatencySteps(ToSimOp(kind), n);
   if (kind == CollKind::kAllReduce) {
     int log2n = 0;
     for (long long reach = 1; reach < n; reach *= 2) ++log2n;
@@ -63,7 +46,7 @@ double Fraction(double v, const std::string& what, std::string* note) {
 LinkEntry LinkEntryFromSeries(const CollSeries& s) {
   LinkEntry e;
   e.key = s.group_size;
-  const double f = BusFactor(s.kind, s.group_size);
+  const double f = sim::BusBwFactor(ToSimOp(s.kind), s.group_size);
   double prev_t = 0;
   for (const CollSample& c : s.samples) {
     if (!(c.bytes > 0 && c.seconds > 0)) continue;

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "planner/cost/comm_cost.h"
 #include "base/check.h"
 #include "planner/profile/profile.h"
 
@@ -14,15 +15,6 @@ double BusBytes(CollKind kind, int g, int64_t count) {
   return (kind == CollKind::kAllGather || kind == CollKind::kReduceScatter) ? per_rank * g : per_rank;
 }
 
-double BusFactor(CollKind kind, int g) {
-  switch (kind) {
-    case CollKind::kAllReduce: return 2.0 * (g - 1) / g;
-    case CollKind::kAllGather:
-    case CollKind::kReduceScatter: return static_cast<double>(g - 1) / g;
-    case CollKind::kSendRecv: return 1.0;
-  }
-  return 1.0;
-}
 
 }  // namespace
 
@@ -69,7 +61,7 @@ std::vector<CollSeries> MeasureCollectives(const MeasureConfig& cfg, rt::Comm& d
       if (cfg.progress) {
         char buf[200];
         std::snprintf(buf, sizeof(buf), "%s g=%d %.0f B: %.2f us, busbw %.3f GB/s", CollectiveKey(kind), g,
-                      s.bytes, s.seconds * 1e6, s.bytes * BusFactor(kind, g) / s.seconds / 1e9);
+                      s.bytes, s.seconds * 1e6, s.bytes * sim::BusBwFactor(ToSimOp(kind), g) / s.seconds / 1e9);
         cfg.progress(buf);
       }
     }
