@@ -72,7 +72,8 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
      << " + bubble " << Fmt("%.3f", b.time.bubble) << " + optimizer " << Fmt("%.3f", b.time.optimizer)
      << " (exposed times on the critical stage)\n";
   if (b.approximated_points)
-    os << "  note: some costs used points outside the profile's measured range (clamped)\n";
+    os << "  note: some GEMM, message or group sizes lie outside the profile's tabulated range; "
+          "the nearest point's efficiency / bandwidth was used\n";
   return os.str();
 }
 

@@ -66,7 +66,7 @@ StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where) {
     std::string mt = r.StrOr("model_type", "llama");
     m.family = (mt == "gpt2" || mt == "gpt" || mt == "gpt_neox" || mt == "opt") ? ModelFamily::kGpt
                                                                                : ModelFamily::kLlama;
-    m.name = r.StrOr("_name_or_path", r.StrOr("name", mt));
+    m.name = r.StrOr("_name_or_path", r.StrOr("name", ""));  // LoadModel falls back to the file name
     m.num_layers = static_cast<int>(r.Int("num_hidden_layers"));
     m.hidden = static_cast<int>(r.Int("hidden_size"));
     m.heads = static_cast<int>(r.Int("num_attention_heads"));
@@ -106,7 +106,7 @@ StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where) {
 StatusOr<ModelSpec> LoadModel(const std::string& path) {
   DT_ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
   auto m = ModelFromJson(j, "model file '" + path + "'");
-  if (m.ok() && (m->name.empty() || m->name == "model"))
+  if (m.ok() && (m->name.empty() || m->name == "model"))  // unnamed: use the file's stem
     m->name = std::filesystem::path(path).stem().string();
   return m;
 }
