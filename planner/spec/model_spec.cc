@@ -23,7 +23,8 @@ int64_t ModelSpec::LayerParams() const {
 
 int64_t ModelSpec::EmbeddingParams() const {
   int64_t e = static_cast<int64_t>(vocab) * hidden;
-  if (learned_positions()) e += static_cast<int64_t>(seq_length) * hidden;
+  // Megatron and the runtime allocate every learned position, not just seq_length.
+  if (learned_positions()) e += static_cast<int64_t>(std::max(max_position, seq_length)) * hidden;
   return e;
 }
 
