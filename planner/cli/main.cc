@@ -17,7 +17,8 @@ void AddCommon(CLI::App* app, dt::cli::CommonOptions* c, bool model_required) {
   app->add_option("--gpus", c->gpus, "devices (GPUs, or CPU ranks) per node")->check(CLI::Range(1, 1024));
   app->add_option("--device", c->device, "gpu or cpu")->check(CLI::IsMember({"gpu", "cpu"}));
   app->add_option("--profile", c->profile,
-                  "hardware profile: a bundled name (A100-SXM4-80GB, H100-SXM5-80GB, cpu-generic) or a file");
+                  "hardware profile: a bundled name (A100-SXM4-80GB (gpu default), H100-SXM5-80GB, local-cpu "
+                  "(cpu default, measured), cpu-generic) or a file");
   app->add_option("--threads", c->threads, "worker threads (default: all cores)");
   app->add_flag("--json", c->json, "print JSON instead of a table");
 }

@@ -42,8 +42,10 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
   os << "cluster  " << c.nodes << " nodes x " << c.gpus_per_node << " " << c.device << " = "
      << c.world() << " devices\n";
   os << "profile  " << hw.name << " (" << Gib(static_cast<double>(hw.device.memory_bytes))
-     << " GiB, " << Fmt("%.0f", hw.device.peak_flops / 1e12) << " TFLOP/s " << hw.device.dtype
-     << ")\n";
+     << " GiB, "
+     << (hw.device.peak_flops >= 1e12 ? Fmt("%.0f TFLOP/s ", hw.device.peak_flops / 1e12)
+                                      : Fmt("%.0f GFLOP/s ", hw.device.peak_flops / 1e9))
+     << hw.device.dtype << " per device)\n";
   os << "batch    " << k.global_batch << " sequences x " << k.seq_length << " tokens\n\n";
   os << "searched " << r.grids_considered << " dp x tp x pp x cp grids and " << r.plans_considered
      << " plans in " << Fmt("%.2f", r.wall_seconds) << " s on " << r.threads_used << " threads\n";

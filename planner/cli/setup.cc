@@ -5,7 +5,16 @@
 namespace dt::cli {
 
 StatusOr<HardwareProfile> LoadProfileFor(const std::string& name, const std::string& device) {
-  std::string n = name.empty() ? (device == "cpu" ? "cpu-generic" : "A100-SXM4-80GB") : name;
+  // CPU default: the profile measured on this kind of machine (committed as
+  // profiles/local-cpu.json; remeasure with `dtplan profile`), else the
+  // placeholder estimate.
+  std::string n = name;
+  if (n.empty() && device == "cpu") {
+    n = "cpu-generic";
+    for (const std::string& b : BundledProfileNames())
+      if (b == "local-cpu") n = b;
+  }
+  if (n.empty()) n = "A100-SXM4-80GB";
   auto hw = LoadProfile(n);
   if (!hw.ok()) return Status(hw.status().code(), "--profile: " + hw.status().message());
   if (hw->device.kind != device)

@@ -1,5 +1,6 @@
 // LoadSetup: model, cluster and hardware profile from the common flags,
-// with defaults (profile A100-SXM4-80GB for gpu, cpu-generic for cpu).
+// with defaults (profile A100-SXM4-80GB for gpu; for cpu the measured
+// profiles/local-cpu.json when present, else cpu-generic).
 // Errors are Status values naming the flag or file and the fix.
 #pragma once
 
