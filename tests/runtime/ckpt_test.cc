@@ -12,6 +12,8 @@
 #include "runtime/ckpt/reshard.h"
 #include "runtime/comm/local_comm.h"
 
+#include "tests/runtime/test_util.h"
+
 namespace dt::rt {
 namespace {
 namespace fs = std::filesystem;
@@ -102,16 +104,7 @@ TEST(CkptFormat, MissingCheckpointIsNotFound) {
 }
 
 Param P(const std::string& name, std::vector<int64_t> full, ShardKind kind, int r, int tp) {
-  Param p;
-  p.name = name;
-  p.full_shape = full;
-  p.local_shape = full;
-  p.shard = kind;
-  p.tp_rank = r;
-  p.tp_size = tp;
-  if (kind == ShardKind::kSplitDim0) p.local_shape[0] /= tp;
-  if (kind == ShardKind::kSplitDim1) p.local_shape[1] /= tp;
-  return p;
+  return testing_util::MakeParam(name, std::move(full), kind, r, tp);
 }
 
 TEST(Reshard, SliceAndPlaceAreInverse) {

@@ -9,18 +9,14 @@
 #include "runtime/backend/backend.h"
 #include "runtime/cuda/cuda_backend.h"
 
+#include "tests/runtime/test_util.h"
+
 namespace dt::rt {
 namespace {
 
-using Vec = std::vector<float>;
+using testing_util::Vec;
 
-Vec Random(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  Vec v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using testing_util::Random;
 
 class CudaParity : public ::testing::Test {
  protected:

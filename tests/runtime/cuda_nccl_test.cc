@@ -14,18 +14,13 @@
 #include "runtime/cuda/nccl_comm.h"
 #endif
 
+#include "tests/runtime/test_util.h"
+
 namespace dt::rt {
 namespace {
 
-using Vec = std::vector<float>;
-
-Vec Random(size_t n, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  Vec v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using testing_util::Random;
+using testing_util::Vec;
 
 #ifdef DT_HAVE_NCCL
 class NcclOneRank : public ::testing::Test {

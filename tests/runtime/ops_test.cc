@@ -17,18 +17,14 @@
 #include "runtime/ops/linear.h"
 #include "runtime/ops/residual.h"
 
+#include "tests/runtime/test_util.h"
+
 namespace dt::rt {
 namespace {
 
-using Vec = std::vector<float>;
+using testing_util::Vec;
 
-Vec Random(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  Vec v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using testing_util::Random;
 
 double Dot(const Vec& a, const Vec& b) {
   double s = 0;
@@ -148,7 +144,9 @@ TEST_F(OpsTest, AttentionIsCausalAndGradientsMatch) {
   for (int64_t i = 0; i < d.seq; ++i) {
     double s = 0;
     for (int64_t j = 0; j < d.seq; ++j) {
-      if (j > i) EXPECT_EQ(probs[i * d.seq + j], 0.0f);
+      if (j > i) {
+        EXPECT_EQ(probs[i * d.seq + j], 0.0f);
+      }
       s += probs[i * d.seq + j];
     }
     EXPECT_NEAR(s, 1.0, 1e-6);

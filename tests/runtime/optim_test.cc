@@ -11,25 +11,12 @@
 #include "runtime/optim/optimizer.h"
 #include "runtime/optim/zero_shard.h"
 
+#include "tests/runtime/test_util.h"
+
 namespace dt::rt {
 namespace {
 
-Param MakeParam(const std::string& name, std::vector<int64_t> shape, ShardKind kind = ShardKind::kReplicated,
-                int tp_rank = 0, int tp = 1, bool tied = false) {
-  Param p;
-  p.name = name;
-  p.full_shape = shape;
-  p.local_shape = shape;
-  p.shard = kind;
-  p.tp_rank = tp_rank;
-  p.tp_size = tp;
-  p.tied = tied;
-  if (kind == ShardKind::kSplitDim0) p.local_shape[0] /= tp;
-  if (kind == ShardKind::kSplitDim1) p.local_shape[1] /= tp;
-  p.numel = 1;
-  for (int64_t d : p.local_shape) p.numel *= d;
-  return p;
-}
+using testing_util::MakeParam;
 
 TEST(AdamW, TwoStepsMatchHandComputedValues) {
   ParamStore s;
