@@ -34,6 +34,12 @@ struct LayerContext {
   std::vector<int64_t> sp_offset;
   std::vector<float, TrackingAllocator<float>> sp_grads;
 
+  // Global sequence position of this rank's local sequence index t
+  // (0 <= t < seq). The identity without context parallelism; under CP the
+  // rank's tokens are two non-adjacent chunks of the sequence, and RoPE and
+  // learned position embeddings must read positions through this.
+  int64_t Position(int64_t t) const { return t; }
+
   float* W(int i) const { return store->value(i); }
   float* G(int i) {
     if (sp && sp_offset[i] >= 0) return sp_grads.data() + sp_offset[i];
