@@ -51,6 +51,8 @@ Status Validate(const ModelSpec& m, const std::string& where) {
                ") must divide 'num_attention_heads' (" + std::to_string(m.heads) + ")");
   if (m.ffn_hidden < 1) return bad("'ffn_hidden_size' must be >= 1");
   if (m.vocab < 1) return bad("'vocab_size' must be >= 1");
+  if (!(m.rope_theta > 0)) return bad("'rope_theta' must be > 0");
+  if (!(m.rms_norm_eps > 0)) return bad("'rms_norm_eps' must be > 0");
   if (m.seq_length < 1) return bad("'seq_length' must be >= 1");
   if (m.learned_positions() && m.seq_length > m.max_position)
     return bad("'seq_length' (" + std::to_string(m.seq_length) + ") exceeds 'max_position' (" +
@@ -79,6 +81,8 @@ StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where) {
     // to 128k tokens, so cap the default at 8192 (override with --seq-length).
     m.seq_length = static_cast<int>(r.IntOr("seq_length", std::min(m.max_position, 8192)));
     m.tied_embeddings = r.BoolOr("tie_word_embeddings", m.family == ModelFamily::kGpt);
+    m.rope_theta = r.NumOr("rope_theta", m.rope_theta);
+    m.rms_norm_eps = r.NumOr("rms_norm_eps", m.rms_norm_eps);
   } else {
     std::string fam = r.StrOr("family", "gpt");
     if (fam == "gpt") {
@@ -98,6 +102,8 @@ StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where) {
     m.seq_length = static_cast<int>(r.Int("seq_length"));
     m.max_position = static_cast<int>(r.IntOr("max_position", m.seq_length));
     m.tied_embeddings = r.BoolOr("tie_word_embeddings", m.family == ModelFamily::kGpt);
+    m.rope_theta = r.NumOr("rope_theta", m.rope_theta);
+    m.rms_norm_eps = r.NumOr("rms_norm_eps", m.rms_norm_eps);
   }
   if (!r.ok()) return r.status();
   DT_RETURN_IF_ERROR(Validate(m, where));
@@ -123,7 +129,9 @@ json ToJson(const ModelSpec& m) {
               {"vocab_size", m.vocab},
               {"seq_length", m.seq_length},
               {"max_position", m.max_position},
-              {"tie_word_embeddings", m.tied_embeddings}};
+              {"tie_word_embeddings", m.tied_embeddings},
+              {"rope_theta", m.rope_theta},
+              {"rms_norm_eps", m.rms_norm_eps}};
 }
 
 }  // namespace dt

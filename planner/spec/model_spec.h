@@ -27,6 +27,8 @@ struct ModelSpec {
   int seq_length = 0;    // training sequence length (default: max_position)
   int max_position = 0;
   bool tied_embeddings = true;
+  double rope_theta = 10000.0;   // Llama: RoPE base (HF `rope_theta`)
+  double rms_norm_eps = 1e-5;    // Llama: RMSNorm epsilon (HF `rms_norm_eps`)
 
   int head_dim() const { return hidden / heads; }
   int kv_dim() const { return kv_heads * head_dim(); }

@@ -24,7 +24,7 @@ std::vector<float> GatherFull(const Param& p, const float* local, Comm* tp) {
   tp->AllGather(local, all.data(), static_cast<size_t>(p.numel));
   Param q = p;
   for (int r = 0; r < tp->size(); ++r) {
-    q.tp_rank = r;
+    q.tp_rank = r / p.tp_replicas;  // replicated shards: every copy holds the same values
     PlaceShard(q, all.data() + static_cast<size_t>(r) * p.numel, full.data());
   }
   return full;

@@ -20,6 +20,7 @@
 
 #include "planner/spec/plan_spec.h"
 #include "runtime/model/layer_context.h"
+#include "runtime/model/transformer_layer.h"
 #include "runtime/tensor/tensor.h"
 
 namespace dt::rt {
@@ -30,20 +31,22 @@ struct LayerStash {
   Tensor qkv, probs, attn;           // [rows, 3h/tp], [b, heads/tp, s, s], [rows, h/tp]
   Tensor x2, mean2, rstd2, ln2;      // residual after attention; LN2
   Tensor fc1, act;                   // [rows, ffn/tp] pre- and post-GeLU
+                                     // (Llama: fc1 = gate, act = SwiGLU output)
+  Tensor up;                         // Llama: up projection [rows, ffn/tp]
   bool complete = false;             // false: only x (full recompute)
 };
 
-class GptLayer {
+class GptLayer : public TransformerLayer {
  public:
   // Declares this layer's parameters (global layer index `layer`) in the store.
   GptLayer(LayerContext* ctx, int layer, int num_layers);
   // Sets initial values (after the store is finalised).
-  void Init(uint64_t seed);
+  void Init(uint64_t seed) override;
 
   // Consumes x (moved into the stash); returns the layer output.
-  Tensor Forward(Tensor x, Recompute mode, LayerStash* stash);
+  Tensor Forward(Tensor x, Recompute mode, LayerStash* stash) override;
   // Returns the grad of the layer input; frees the stash contents.
-  Tensor Backward(const Tensor& dout, LayerStash* stash);
+  Tensor Backward(const Tensor& dout, LayerStash* stash) override;
 
  private:
   void ForwardInto(LayerStash* s, bool keep_probs, Tensor* out);

@@ -8,21 +8,25 @@
 
 namespace dt::rt {
 
-int DeclareParam(LayerContext* ctx, const std::string& name, std::vector<int64_t> full_shape,
-                 ShardKind shard, bool sp_partial, bool tied) {
+namespace {
+
+int AddParam(LayerContext* ctx, const std::string& name, std::vector<int64_t> full_shape, ShardKind shard,
+             bool sp_partial, bool tied, int shard_rank, int shard_count, int replicas) {
   Param p;
   p.name = name;
   p.full_shape = full_shape;
   p.local_shape = full_shape;
   p.shard = shard;
-  p.tp_rank = ctx->tp_rank;
-  p.tp_size = ctx->tp_size;
+  p.tp_rank = shard_rank;
+  p.tp_size = shard_count;
   p.tied = tied;
+  p.tp_replicas = replicas;
+  p.replica = ctx->tp_rank % replicas;
   if (shard != ShardKind::kReplicated) {
     const size_t d = shard == ShardKind::kSplitDim0 ? 0 : 1;
     DT_CHECK_LT(d, full_shape.size()) << name;
-    p.local_shape[d] = ShardBegin(full_shape[d], ctx->tp_rank + 1, ctx->tp_size) -
-                       ShardBegin(full_shape[d], ctx->tp_rank, ctx->tp_size);
+    p.local_shape[d] = ShardBegin(full_shape[d], shard_rank + 1, shard_count) -
+                       ShardBegin(full_shape[d], shard_rank, shard_count);
   }
   int64_t numel = 1;
   for (int64_t x : p.local_shape) numel *= x;
@@ -35,6 +39,26 @@ int DeclareParam(LayerContext* ctx, const std::string& name, std::vector<int64_t
     ctx->sp_offset.push_back(-1);
   }
   return idx;
+}
+
+}  // namespace
+
+int DeclareParam(LayerContext* ctx, const std::string& name, std::vector<int64_t> full_shape,
+                 ShardKind shard, bool sp_partial, bool tied) {
+  return AddParam(ctx, name, std::move(full_shape), shard, sp_partial, tied, ctx->tp_rank, ctx->tp_size, 1);
+}
+
+int DeclareReplicatedShardParam(LayerContext* ctx, const std::string& name, std::vector<int64_t> full_shape,
+                                int shards) {
+  const int tp = ctx->tp_size;
+  if (shards >= tp) {
+    DT_CHECK_EQ(shards % tp, 0) << name << ": " << shards << " shards over tp=" << tp;
+    return DeclareParam(ctx, name, std::move(full_shape), ShardKind::kSplitDim0, false);
+  }
+  DT_CHECK_EQ(tp % shards, 0) << name << ": tp=" << tp << " is not a multiple of " << shards << " shards";
+  const int replicas = tp / shards;
+  return AddParam(ctx, name, std::move(full_shape), ShardKind::kSplitDim0, false, false, ctx->tp_rank / replicas,
+                  shards, replicas);
 }
 
 Tensor GatherSeq(LayerContext* ctx, const Tensor& local) {

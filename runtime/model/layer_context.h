@@ -26,6 +26,10 @@ struct LayerContext {
   int64_t rows = 0;         // seq * batch
   int64_t local_rows = 0;   // rows / tp under SP, else rows
   int64_t hidden = 0, heads_local = 0, head_dim = 0, ffn_local = 0;
+  // GQA (Llama): KV heads on this rank (kv_heads / tp, or 1 when tp >
+  // kv_heads and each KV head is replicated on tp / kv_heads ranks).
+  int64_t kv_heads = 0, kv_heads_local = 0;
+  double rope_theta = 10000.0, norm_eps = 1e-5;
   ParamStore* store = nullptr;
   // Under SP, parameters applied to sequence shards (LayerNorms, the biases
   // added after a reduce-scatter) get only this shard's share of the
@@ -55,6 +59,13 @@ namespace dt::rt {
 // sp_partial, reserves room for it in ctx->sp_grads. Returns its index.
 int DeclareParam(LayerContext* ctx, const std::string& name, std::vector<int64_t> full_shape,
                  ShardKind shard, bool sp_partial, bool tied = false);
+
+// A dim-0-split parameter with `shards` distinct shards (GQA K/V weights:
+// shards = kv_heads). shards >= tp (a multiple of tp): as kSplitDim0. shards
+// < tp (tp a multiple of shards): TP rank r holds shard r / (tp / shards),
+// replicated on tp / shards consecutive ranks (Param::tp_replicas).
+int DeclareReplicatedShardParam(LayerContext* ctx, const std::string& name, std::vector<int64_t> full_shape,
+                                int shards);
 
 // Before a column-parallel linear: under SP the all-gather of the sequence
 // shard [local_rows, h] into [rows, h]; otherwise a view of `local` (f: identity).

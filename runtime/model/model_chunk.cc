@@ -4,19 +4,20 @@
 
 #include "base/check.h"
 #include "runtime/model/init.h"
+#include "runtime/model/llama_layer.h"
 #include "runtime/model/tp_ops.h"
 #include "runtime/ops/cross_entropy.h"
 #include "runtime/ops/embedding.h"
 #include "runtime/ops/layernorm.h"
 #include "runtime/ops/linear.h"
+#include "runtime/ops/rmsnorm.h"
 
 namespace dt::rt {
 
 ModelChunk::ModelChunk(const ModelSpec& model, const PlanSpec& plan, int chunk, int tp_rank,
                        const ParallelComms& comms, Backend& backend, uint64_t seed)
     : model_(model), plan_(plan), chunk_(chunk), comms_(comms) {
-  DT_CHECK(model.family == ModelFamily::kGpt) << "ModelChunk implements GPT only";
-  DT_CHECK_EQ(model.kv_heads, model.heads) << "GPT uses multi-head attention";
+  DT_CHECK(model.family == ModelFamily::kLlama || model.kv_heads == model.heads) << "GPT uses multi-head attention";
   DT_CHECK_EQ(plan.cp, 1) << "context parallelism is not implemented in the runtime model";
   DT_CHECK(chunk >= 0 && chunk < plan.num_chunks()) << "chunk " << chunk;
   if (plan_.layers_per_chunk.empty()) plan_.layers_per_chunk = EvenSplit(model.num_layers, plan.num_chunks());
@@ -26,11 +27,14 @@ ModelChunk::ModelChunk(const ModelSpec& model, const PlanSpec& plan, int chunk, 
   DT_CHECK(comms.tp == nullptr || comms.tp->rank() == tp_rank) << "tp_rank != comm rank";
   DT_CHECK_EQ(model.heads % tp, 0) << "heads % tp";
   DT_CHECK_EQ(model.ffn_hidden % tp, 0) << "ffn_hidden % tp";
+  DT_CHECK(model.kv_heads % tp == 0 || tp % model.kv_heads == 0)
+      << "kv_heads " << model.kv_heads << " vs tp " << tp << ": one must divide the other";
   is_first_ = chunk == 0;
   is_last_ = chunk == plan.num_chunks() - 1;
 
   const int64_t seq = plan.seq_length > 0 ? plan.seq_length : model.seq_length;
-  DT_CHECK(seq > 0 && seq <= model.max_position) << "seq_length " << seq << " vs max_position " << model.max_position;
+  DT_CHECK(seq > 0 && (!model.learned_positions() || seq <= model.max_position))
+      << "seq_length " << seq << " vs max_position " << model.max_position;
   ctx_.be = &backend;
   ctx_.tp = comms.tp;
   ctx_.tp_rank = tp_rank;
@@ -45,6 +49,10 @@ ModelChunk::ModelChunk(const ModelSpec& model, const PlanSpec& plan, int chunk, 
   ctx_.heads_local = model.heads / tp;
   ctx_.head_dim = model.head_dim();
   ctx_.ffn_local = model.ffn_hidden / tp;
+  ctx_.kv_heads = model.kv_heads;
+  ctx_.kv_heads_local = model.kv_heads >= tp ? model.kv_heads / tp : 1;
+  ctx_.rope_theta = model.rope_theta;
+  ctx_.norm_eps = model.rms_norm_eps;
   ctx_.store = &store_;
 
   const int64_t h = model.hidden, v = model.vocab;
@@ -53,14 +61,23 @@ ModelChunk::ModelChunk(const ModelSpec& model, const PlanSpec& plan, int chunk, 
   const bool tied_across = model.tied_embeddings && plan.num_chunks() > 1;
   if (is_first_) {
     word_ = DeclareParam(&ctx_, "embedding.word.weight", {v, h}, ShardKind::kSplitDim0, false, tied_across);
-    pos_ = DeclareParam(&ctx_, "embedding.position.weight", {model.max_position, h}, ShardKind::kReplicated, false);
+    if (model.learned_positions())
+      pos_ = DeclareParam(&ctx_, "embedding.position.weight", {model.max_position, h}, ShardKind::kReplicated, false);
   }
   const int first = plan_.ChunkFirstLayer(chunk);
-  for (int l = 0; l < plan_.layers_per_chunk[chunk]; ++l)
-    layers_.push_back(std::make_unique<GptLayer>(&ctx_, first + l, model.num_layers));
+  for (int l = 0; l < plan_.layers_per_chunk[chunk]; ++l) {
+    if (model.family == ModelFamily::kLlama)
+      layers_.push_back(std::make_unique<LlamaLayer>(&ctx_, first + l, model.num_layers));
+    else
+      layers_.push_back(std::make_unique<GptLayer>(&ctx_, first + l, model.num_layers));
+  }
   if (is_last_) {
-    lnf_w_ = DeclareParam(&ctx_, "final_ln.weight", {h}, ShardKind::kReplicated, true);
-    lnf_b_ = DeclareParam(&ctx_, "final_ln.bias", {h}, ShardKind::kReplicated, true);
+    if (model.family == ModelFamily::kLlama) {  // RMSNorm: weight only
+      lnf_w_ = DeclareParam(&ctx_, "final_norm.weight", {h}, ShardKind::kReplicated, true);
+    } else {
+      lnf_w_ = DeclareParam(&ctx_, "final_ln.weight", {h}, ShardKind::kReplicated, true);
+      lnf_b_ = DeclareParam(&ctx_, "final_ln.bias", {h}, ShardKind::kReplicated, true);
+    }
     if (!model.tied_embeddings) {
       head_w_ = DeclareParam(&ctx_, "lm_head.weight", {v, h}, ShardKind::kSplitDim0, false);
     } else if (is_first_) {
@@ -81,7 +98,7 @@ void ModelChunk::InitParams(uint64_t seed) {
   for (auto& l : layers_) l->Init(seed);
   if (lnf_w_ >= 0) {
     InitConstant(ps[lnf_w_], 1.0f, store_.value(lnf_w_));
-    InitConstant(ps[lnf_b_], 0.0f, store_.value(lnf_b_));
+    if (lnf_b_ >= 0) InitConstant(ps[lnf_b_], 0.0f, store_.value(lnf_b_));
   }
   if (head_w_ >= 0 && head_w_ != word_) normal(head_w_);
 }
@@ -106,7 +123,7 @@ Tensor ModelChunk::EmbedForward(const int32_t* tokens, Stash* s) {
   Tensor out = ReduceSeq(&ctx_, &partial);  // vocab-parallel sum (to this rank's sequence shard)
   const int64_t seq_local = ctx_.local_rows / ctx_.batch;
   const int64_t t0 = ctx_.sp ? ctx_.tp_rank * seq_local : 0;
-  PositionEmbeddingForward(store_.value(pos_) + t0 * h, seq_local, ctx_.batch, h, out.data());
+  if (pos_ >= 0) PositionEmbeddingForward(store_.value(pos_) + t0 * h, seq_local, ctx_.batch, h, out.data());
   return out;
 }
 
@@ -114,7 +131,7 @@ void ModelChunk::EmbedBackward(const Tensor& dx, Stash* s) {
   // The full-sequence grad (gathered under SP) is identical on every TP
   // rank, so the replicated position grad needs no all-reduce.
   Tensor full = GatherSeq(&ctx_, dx);
-  PositionEmbeddingBackward(full.data(), ctx_.seq, ctx_.batch, ctx_.hidden, ctx_.G(pos_));
+  if (pos_ >= 0) PositionEmbeddingBackward(full.data(), ctx_.seq, ctx_.batch, ctx_.hidden, ctx_.G(pos_));
   EmbeddingBackward(full.data(), s->tokens.data(), ctx_.rows, vocab_start_, vocab_local_, ctx_.hidden,
                     ctx_.G(word_));
 }
@@ -127,8 +144,13 @@ float ModelChunk::HeadForward(Tensor x, const int32_t* targets, HeadStash* s) {
   s->mean = Tensor({rl});
   s->rstd = Tensor({rl});
   s->lnf = Tensor({rl, h});
-  LayerNormForward(be, s->x.data(), store_.value(lnf_w_), store_.value(lnf_b_), rl, h, s->lnf.data(),
-                   s->mean.data(), s->rstd.data());
+  if (lnf_b_ >= 0) {
+    LayerNormForward(be, s->x.data(), store_.value(lnf_w_), store_.value(lnf_b_), rl, h, s->lnf.data(),
+                     s->mean.data(), s->rstd.data());
+  } else {
+    RmsNormForward(be, s->x.data(), store_.value(lnf_w_), rl, h, static_cast<float>(ctx_.norm_eps), s->lnf.data(),
+                   s->rstd.data());
+  }
   Tensor full = GatherSeq(&ctx_, s->lnf);
   s->logits = Tensor({ctx_.rows, vocab_local_});
   LinearForward(be, full.data(), ctx_.rows, h, store_.value(head_w_), nullptr, vocab_local_, s->logits.data());
@@ -152,8 +174,13 @@ Tensor ModelChunk::HeadBackward(HeadStash* s, float loss_scale) {
   }
   Tensor dln = ReduceSeq(&ctx_, &dfull);
   Tensor dx({rl, h});
-  LayerNormBackward(be, s->x.data(), store_.value(lnf_w_), s->mean.data(), s->rstd.data(), dln.data(), rl,
-                    h, dx.data(), ctx_.G(lnf_w_), ctx_.G(lnf_b_));
+  if (lnf_b_ >= 0) {
+    LayerNormBackward(be, s->x.data(), store_.value(lnf_w_), s->mean.data(), s->rstd.data(), dln.data(), rl,
+                      h, dx.data(), ctx_.G(lnf_w_), ctx_.G(lnf_b_));
+  } else {
+    RmsNormBackward(be, s->x.data(), store_.value(lnf_w_), s->rstd.data(), dln.data(), rl, h, dx.data(),
+                    ctx_.G(lnf_w_));
+  }
   *s = HeadStash();
   return dx;
 }

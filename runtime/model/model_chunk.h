@@ -1,9 +1,11 @@
 // ModelChunk: model chunk `chunk` of a PlanSpec on one TP rank: layers
-// [ChunkFirstLayer(chunk), +layers_per_chunk[chunk]), plus the token and
-// learned position embedding on chunk 0, plus the final LayerNorm, LM head
-// (tied to the token embedding) and vocab-parallel cross-entropy on the
-// last chunk. GPT-2 architecture (LayerNorm, GeLU MLP, causal MHA); no
-// dropout (training is deterministic so plans can be compared exactly).
+// [ChunkFirstLayer(chunk), +layers_per_chunk[chunk]), plus the token (and,
+// for GPT, learned position) embedding on chunk 0, plus the final norm, LM
+// head and vocab-parallel cross-entropy on the last chunk. Two families:
+// GPT-2 (GptLayer: LayerNorm, GeLU MLP, causal MHA, tied head) and Llama
+// (LlamaLayer: RMSNorm, SwiGLU, RoPE, GQA; final RMSNorm
+// "final_norm.weight"; untied "lm_head.weight" unless tie_word_embeddings).
+// No dropout (training is deterministic so plans can be compared exactly).
 //
 // Parallelism: Megatron tensor parallelism over comms.tp (column-parallel
 // QKV/fc1, row-parallel proj/fc2, vocab-parallel embedding/head/loss) and,
@@ -47,6 +49,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/comm/comm.h"
 #include "runtime/model/gpt_layer.h"
+#include "runtime/model/transformer_layer.h"
 #include "runtime/model/layer_context.h"
 #include "runtime/model/param_store.h"
 #include "runtime/tensor/tensor.h"
@@ -107,7 +110,7 @@ class ModelChunk {
   ParallelComms comms_;
   ParamStore store_;
   LayerContext ctx_;
-  std::vector<std::unique_ptr<GptLayer>> layers_;
+  std::vector<std::unique_ptr<TransformerLayer>> layers_;
   int64_t vocab_start_ = 0, vocab_local_ = 0;
   int word_ = -1, pos_ = -1, lnf_w_ = -1, lnf_b_ = -1, head_w_ = -1;
   std::map<int, Stash> stash_;

@@ -36,6 +36,12 @@ struct Param {
   // Tied parameters (the input embedding reused by the LM head on another
   // pipeline stage): gradients must also be summed over `tied_group` ranks.
   bool tied = false;
+  // Shards held by several TP ranks (GQA K/V weights when tp > kv_heads):
+  // tp_size counts the distinct shards and tp_replicas consecutive TP ranks
+  // hold each (tp_size * tp_replicas == TP group size); `replica` is this
+  // rank's index among them. Their grads are summed over the replicas by
+  // the layer; only replica 0 counts in norms.
+  int tp_replicas = 1, replica = 0;
 };
 
 class ParamStore {

@@ -10,6 +10,7 @@ double LocalGradSquares(const ParamStore& store, int64_t begin, int64_t end, boo
   const float* g = store.grads();
   for (const Param& p : store.params()) {
     if (p.shard == ShardKind::kReplicated && p.tp_rank != 0) continue;
+    if (p.replica != 0) continue;  // a TP-replicated shard counts once
     if (p.tied && !count_tied) continue;
     int64_t b = std::max(begin, p.offset), e = std::min(end, p.offset + p.numel);
     double s = 0.0;

@@ -1,0 +1,67 @@
+// LlamaLayer: one Llama transformer layer on one TP rank, forward and
+// backward, following planner/cost/layer_ops.h (family kLlama):
+//   x -> RMSNorm -> [SP all-gather | f] -> q, k, v (column-parallel, no
+//     biases) -> RoPE(q, k) -> causal GQA attention -> o (row-parallel)
+//     -> [SP reduce-scatter | g] -> +x = x2
+//   x2 -> RMSNorm -> [SP all-gather | f] -> gate, up (column-parallel)
+//     -> silu(gate) * up -> down (row-parallel) -> [SP reduce-scatter | g]
+//     -> +x2 = out
+// Activations are sequence-major [local_rows, hidden]; no dropout.
+//
+// GQA: TP splits the query heads (heads / tp per rank) and the KV heads
+// (kv_heads / tp per rank; when tp > kv_heads each KV head is replicated on
+// the tp / kv_heads ranks whose query heads use it, as Megatron does). The
+// attention core (runtime/ops/attention.h) is MHA-shaped, so each KV head
+// is expanded to its query heads into the core's qkv layout, and backward
+// sums the core's K/V grads back per KV head. Replicated K/V weights start
+// equal (init is a function of the global index) and stay equal: their
+// grads are all-reduced over the TP ranks sharing them in every Backward.
+// RoPE reads positions through LayerContext::Position.
+//
+// Parameters (global, plan-independent names): layers.L.attn_norm.weight,
+// attn.{q,k,v,o}.weight, mlp_norm.weight, mlp.{gate,up,down}.weight.
+// Init: norms 1; q, k, v, gate, up N(0, 0.02); o, down N(0, 0.02 /
+// sqrt(2 * num_layers)) (the same scheme as GptLayer).
+//
+// Recompute modes as GptLayer (none / selective: attention probabilities
+// recomputed / full: only the input kept). Stash memory comes from the
+// runtime allocator. Host-memory ops (RMSNorm, SwiGLU, RoPE): CPU backend
+// only. Not thread-safe. Misuse (wrong shapes) aborts.
+#pragma once
+
+#include <vector>
+
+#include "runtime/model/gpt_layer.h"
+#include "runtime/model/layer_context.h"
+#include "runtime/model/transformer_layer.h"
+
+namespace dt::rt {
+
+class LlamaLayer : public TransformerLayer {
+ public:
+  // Declares this layer's parameters (global layer index `layer`) in the
+  // store. ctx->kv_heads and kv_heads_local must be set.
+  LlamaLayer(LayerContext* ctx, int layer, int num_layers);
+  void Init(uint64_t seed) override;
+  Tensor Forward(Tensor x, Recompute mode, LayerStash* stash) override;
+  Tensor Backward(const Tensor& dout, LayerStash* stash) override;
+
+ private:
+  void ForwardInto(LayerStash* s, bool keep_probs, Tensor* out);
+  std::vector<int64_t> Positions() const;
+  // Local KV head of local query head i.
+  int64_t KvOf(int64_t i) const;
+  // Sums the K and V weight grads of this microbatch (dk_w, dv_w: this
+  // rank's shard) over the TP ranks holding the same KV head and adds them
+  // into the store's grads.
+  void AddReplicatedKvGrads(const Tensor& dk_w, const Tensor& dv_w);
+
+  LayerContext* ctx_;
+  int layer_, num_layers_;
+  int64_t group_;          // query heads per KV head
+  int64_t kv_first_;       // first global KV head on this rank
+  bool kv_replicated_;     // tp > kv_heads
+  int norm1_w_, q_w_, k_w_, v_w_, o_w_, norm2_w_, gate_w_, up_w_, down_w_;
+};
+
+}  // namespace dt::rt

@@ -1,0 +1,239 @@
+// The Llama family in the runtime model: a whole Llama ModelChunk (and so
+// LlamaLayer) against finite differences, recompute modes, pipeline split,
+// tensor parallelism (tp=2 with kv_heads=2; tp=4 > kv_heads, which
+// replicates KV heads) with and without sequence parallelism against one
+// rank, and the planner's parameter counts against the runtime's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "planner/memory/param_count.h"
+#include "runtime/backend/backend.h"
+#include "runtime/comm/local_comm.h"
+#include "runtime/model/init.h"
+#include "runtime/model/model_chunk.h"
+
+namespace dt::rt {
+namespace {
+
+ModelSpec TinyLlama() {
+  ModelSpec m;
+  m.name = "tiny-llama";
+  m.family = ModelFamily::kLlama;
+  m.num_layers = 2;
+  m.hidden = 32;
+  m.heads = 4;
+  m.kv_heads = 2;
+  m.ffn_hidden = 40;
+  m.vocab = 50;
+  m.seq_length = 8;
+  m.max_position = 16;
+  m.tied_embeddings = false;
+  m.rope_theta = 1000.0;
+  m.rms_norm_eps = 1e-5;
+  return m;
+}
+
+PlanSpec TinyPlan(int chunks = 1, Recompute rc = Recompute::kNone) {
+  PlanSpec p;
+  p.pp = chunks;
+  p.micro_batch = 2;
+  p.num_microbatches = 1;
+  p.seq_length = 8;
+  p.recompute = rc;
+  p.layers_per_chunk = EvenSplit(2, chunks);
+  return p;
+}
+
+struct Batch {
+  std::vector<int32_t> tokens, targets;
+};
+Batch MakeBatch(const ModelSpec& m, const PlanSpec& p, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::uniform_int_distribution<int32_t> d(0, m.vocab - 1);
+  Batch b;
+  for (int i = 0; i < p.micro_batch * p.seq_length; ++i) {
+    b.tokens.push_back(d(g));
+    b.targets.push_back(d(g));
+  }
+  return b;
+}
+
+float RunStep(ModelChunk& c, const Batch& b, float scale = 1.0f) {
+  float loss = 0;
+  c.Forward(0, nullptr, b.tokens.data(), b.targets.data(), &loss);
+  c.Backward(0, nullptr, scale);
+  return loss;
+}
+
+int Find(ModelChunk& c, const std::string& name) {
+  for (size_t i = 0; i < c.params().params().size(); ++i)
+    if (c.params().params()[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+class LlamaModelTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Backend> be = MakeCpuBackend();
+  ModelSpec m = TinyLlama();
+};
+
+TEST_F(LlamaModelTest, InitialLossAndParameterCountsMatchPlanner) {
+  PlanSpec p = TinyPlan();
+  ModelChunk c(m, p, 0, 0, {}, *be, 1234);
+  Batch b = MakeBatch(m, p, 1);
+  float loss = 0;
+  c.Forward(0, nullptr, b.tokens.data(), b.targets.data(), &loss);
+  EXPECT_NEAR(loss, std::log(50.0f), 0.1);
+  EXPECT_EQ(c.params().numel(), m.TotalParams());
+  EXPECT_EQ(c.params().numel(), StageParamsPerRank(m, p, 0));
+  EXPECT_GE(Find(c, "lm_head.weight"), 0);  // untied
+  EXPECT_GE(Find(c, "final_norm.weight"), 0);
+  EXPECT_LT(Find(c, "embedding.position.weight"), 0);  // RoPE, no learned positions
+  EXPECT_EQ(c.params().params()[Find(c, "layers.1.attn.k.weight")].full_shape,
+            (std::vector<int64_t>{2 * 8, 32}));  // kv_heads * head_dim rows
+}
+
+TEST_F(LlamaModelTest, GradientsMatchFiniteDifferences) {
+  ModelChunk c(m, TinyPlan(), 0, 0, {}, *be, 99);
+  std::mt19937 g(5);
+  std::normal_distribution<float> d(0.0f, 0.3f);
+  ParamStore& ps = c.params();
+  for (size_t i = 0; i < ps.params().size(); ++i) {
+    const bool is_norm = ps.params()[i].name.find("norm") != std::string::npos;
+    for (int64_t k = 0; k < ps.params()[i].numel; ++k) ps.value(i)[k] = (is_norm ? 1.0f : 0.0f) + d(g);
+  }
+  Batch b = MakeBatch(m, TinyPlan(), 2);
+  RunStep(c, b);
+  std::vector<float> grads(ps.grads(), ps.grads() + ps.numel());
+  auto loss_at = [&] {
+    float l = 0;
+    c.Forward(1, nullptr, b.tokens.data(), b.targets.data(), &l);
+    c.Backward(1, nullptr, 0.0f);
+    return double(l);
+  };
+  int checked = 0;
+  for (size_t i = 0; i < ps.params().size(); ++i) {
+    const Param& prm = ps.params()[i];
+    for (int64_t k : {int64_t{0}, prm.numel / 3, prm.numel / 2 + 1, prm.numel - 1}) {
+      float* v = ps.value(i) + k;
+      const float orig = *v;
+      const float eps = 1e-2f;
+      *v = orig + eps;
+      const double lp = loss_at();
+      *v = orig - eps;
+      const double lm = loss_at();
+      *v = orig;
+      const double numeric = (lp - lm) / (2 * eps);
+      const double analytic = grads[prm.offset + k];
+      EXPECT_NEAR(analytic, numeric, 2e-3 + 3e-2 * std::fabs(numeric)) << prm.name << "[" << k << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 60);
+}
+
+TEST_F(LlamaModelTest, RecomputeModesGiveSameGrads) {
+  Batch b = MakeBatch(m, TinyPlan(), 3);
+  std::vector<std::vector<float>> grads;
+  std::vector<float> losses;
+  for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    ModelChunk c(m, TinyPlan(1, rc), 0, 0, {}, *be, 42);
+    losses.push_back(RunStep(c, b, 0.5f));
+    grads.emplace_back(c.params().grads(), c.params().grads() + c.params().numel());
+  }
+  for (int i = 1; i < 3; ++i) {
+    EXPECT_EQ(losses[i], losses[0]);
+    for (size_t k = 0; k < grads[0].size(); ++k) ASSERT_NEAR(grads[i][k], grads[0][k], 1e-6) << "mode " << i;
+  }
+}
+
+TEST_F(LlamaModelTest, TwoChunksEqualOneChunk) {
+  Batch b = MakeBatch(m, TinyPlan(), 5);
+  ModelChunk whole(m, TinyPlan(1), 0, 0, {}, *be, 7);
+  const float loss1 = RunStep(whole, b);
+  PlanSpec p2 = TinyPlan(2);
+  ModelChunk c0(m, p2, 0, 0, {}, *be, 7), c1(m, p2, 1, 0, {}, *be, 7);
+  Tensor act = c0.Forward(0, nullptr, b.tokens.data(), nullptr, nullptr);
+  float loss2 = 0;
+  c1.Forward(0, &act, nullptr, b.targets.data(), &loss2);
+  Tensor g = c1.Backward(0, nullptr, 1.0f);
+  c0.Backward(0, &g, 1.0f);
+  EXPECT_EQ(loss1, loss2);
+  EXPECT_EQ(c0.params().numel() + c1.params().numel(), whole.params().numel());  // untied: no copy
+  for (size_t i = 0; i < whole.params().params().size(); ++i) {
+    const Param& p = whole.params().params()[i];
+    const int i0 = Find(c0, p.name), i1 = Find(c1, p.name);
+    ASSERT_TRUE((i0 >= 0) != (i1 >= 0)) << p.name;
+    ModelChunk& c = i0 >= 0 ? c0 : c1;
+    const int j = i0 >= 0 ? i0 : i1;
+    EXPECT_FALSE(c.params().params()[j].tied) << p.name;
+    for (int64_t k = 0; k < p.numel; ++k) ASSERT_NEAR(c.params().grad(j)[k], whole.params().grad(i)[k], 1e-6) << p.name;
+  }
+}
+
+// TP=tp (optionally SP) on LocalComm threads equals TP=1: same loss, every
+// shard's values and grads equal the matching slice of the unsharded ones,
+// and replicated KV shards agree across their replicas.
+void CheckTp(int tp, bool sp, Recompute rc) {
+  auto be = MakeCpuBackend();
+  ModelSpec m = TinyLlama();
+  PlanSpec p1 = TinyPlan(1, rc);
+  Batch b = MakeBatch(m, p1, 6);
+  ModelChunk ref(m, p1, 0, 0, {}, *be, 11);
+  const float ref_loss = RunStep(ref, b);
+
+  PlanSpec pt = p1;
+  pt.tp = tp;
+  pt.sequence_parallel = sp;
+  LocalGroupHandle group(tp);
+  std::vector<float> loss(tp);
+  std::vector<std::unique_ptr<ModelChunk>> chunks(tp);
+  std::vector<std::unique_ptr<Backend>> bes(tp);
+  std::vector<std::unique_ptr<Comm>> comms(tp);
+  RunRanks(tp, [&](int r) {
+    comms[r] = group.Member(r);
+    bes[r] = MakeCpuBackend();
+    ParallelComms pc;
+    pc.tp = comms[r].get();
+    chunks[r] = std::make_unique<ModelChunk>(m, pt, 0, r, pc, *bes[r], 11);
+    loss[r] = RunStep(*chunks[r], b);
+  });
+  int replicated = 0;
+  int64_t max_numel = 0;
+  for (int r = 0; r < tp; ++r) {
+    EXPECT_NEAR(loss[r], ref_loss, 1e-5);
+    const ParamStore& ps = chunks[r]->params();
+    max_numel = std::max(max_numel, ps.numel());
+    ASSERT_EQ(ps.params().size(), ref.params().params().size());
+    for (size_t i = 0; i < ps.params().size(); ++i) {
+      const Param& prm = ps.params()[i];
+      if (prm.tp_replicas > 1) ++replicated;
+      const float* g = ps.grads() + prm.offset;
+      const float* v = ps.values() + prm.offset;
+      const float* rg = ref.params().grads() + ref.params().params()[i].offset;
+      const float* rv = ref.params().values() + ref.params().params()[i].offset;
+      float scale = 0;
+      for (int64_t k = 0; k < ref.params().params()[i].numel; ++k) scale = std::max(scale, std::fabs(rg[k]));
+      for (int64_t k = 0; k < prm.numel; ++k) {
+        const int64_t gk = GlobalIndex(prm, k);
+        ASSERT_EQ(v[k], rv[gk]) << prm.name;
+        ASSERT_NEAR(g[k], rg[gk], 1e-5f * scale + 1e-4f * std::fabs(rg[gk]))
+            << prm.name << " rank " << r << " [" << k << "]";
+      }
+    }
+  }
+  EXPECT_EQ(replicated > 0, tp > m.kv_heads);
+  // The planner counts the largest rank (vocab 50 splits unevenly over 4).
+  EXPECT_EQ(max_numel, StageParamsPerRank(m, pt, 0)) << "planner's per-rank count, tp=" << tp;
+}
+
+TEST(LlamaTpTest, Tp2MatchesTp1) { CheckTp(2, false, Recompute::kNone); }
+TEST(LlamaTpTest, Tp2SequenceParallelMatchesTp1) { CheckTp(2, true, Recompute::kSelective); }
+TEST(LlamaTpTest, Tp4ReplicatedKvHeadsMatchesTp1) { CheckTp(4, false, Recompute::kNone); }
+TEST(LlamaTpTest, Tp4SequenceParallelFullRecomputeMatchesTp1) { CheckTp(4, true, Recompute::kFull); }
+
+}  // namespace
+}  // namespace dt::rt
