@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "planner/spec/capabilities.h"
+
 namespace dt::cli {
 namespace {
 
@@ -107,6 +109,13 @@ json PlanFileJson(const ModelSpec& m, const ClusterSpec& c, const HardwareProfil
                   const PlanSpec& p, const Prediction& pred) {
   json j = ToJson(PlanFile{m, c, p, ToJson(pred)});
   j["profile"] = hw.name;
+  // Which bundled runtime executes this plan (planner/spec/capabilities.h).
+  json ex = json::object();
+  for (RuntimeDevice d : {RuntimeDevice::kCpu, RuntimeDevice::kCuda}) {
+    const Status s = CheckExecutable(m, p, d);
+    ex[d == RuntimeDevice::kCpu ? "cpu" : "cuda"] = s.ok() ? json("yes") : json(s.message());
+  }
+  j["dtrun_executes"] = ex;
   return j;
 }
 
