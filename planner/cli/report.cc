@@ -38,7 +38,9 @@ std::string Gib(double bytes) { return Fmt("%.1f", bytes / (1024.0 * 1024 * 1024
 std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const HardwareProfile& hw,
                          const SearchConstraints& k, const SearchResult& r) {
   std::ostringstream os;
-  os << "model    " << m.name << " (" << ToString(m.family) << ", "
+  std::string kind = ToString(m.family);
+  if (!m.source_type.empty()) kind = "HF " + m.source_type + ": " + kind + (m.FamilyLayout() ? " layout" : " layout variant");
+  os << "model    " << m.name << " (" << kind << ", "
      << Fmt("%.2f", m.TotalParams() / 1e9) << "B params, " << m.num_layers << " layers, hidden "
      << m.hidden << ", " << m.heads << " heads)\n";
   os << "cluster  " << c.nodes << " nodes x " << c.gpus_per_node << " " << c.device << " = "

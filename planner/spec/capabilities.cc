@@ -23,6 +23,10 @@ const std::vector<Capability>& CapabilityTable() {
       {Feature::kGroupedQueryAttention, "grouped-query attention (kv_heads < heads)", false, false,
        "use a model with num_kv_heads == heads"},
       {Feature::kUntiedEmbeddings, "an untied LM head", false, false, "use a model with tied embeddings"},
+      {Feature::kModelVariant,
+       "a layout beyond GPT-2 / Llama (explicit head_dim, QKV-only biases, OPT position offset, Falcon's "
+       "parallel block, Gemma-2 post-norms)",
+       false, false, "use a GPT-2 or Llama layout model"},
       {Feature::kZero2, "ZeRO stage 2 (sharded gradients)", false, false, "replan with --zero 1"},
       {Feature::kZero3, "ZeRO stage 3 (sharded parameters)", false, false, "replan with --zero 1"},
       {Feature::kContextParallel, "context parallelism (cp > 1)", false, false, "replan with --cp 1"},
@@ -55,11 +59,12 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kLlamaFamily: u = m.family == ModelFamily::kLlama; break;
       case Feature::kGroupedQueryAttention: u = m.kv_heads != m.heads; break;
       case Feature::kUntiedEmbeddings: u = !m.tied_embeddings; break;
+      case Feature::kModelVariant: u = !m.FamilyLayout(); break;
       case Feature::kZero2: u = p.zero_stage == 2; break;
       case Feature::kZero3: u = p.zero_stage == 3; break;
       case Feature::kContextParallel: u = p.cp > 1; break;
       case Feature::kFlashAttention: u = p.flash_attention; break;
-      case Feature::kDropout: u = p.dropout && m.family == ModelFamily::kGpt; break;
+      case Feature::kDropout: u = p.dropout && m.uses_dropout(); break;
     }
     if (u) used.push_back(c.feature);
   }

@@ -31,6 +31,7 @@ enum class Feature {
   kLlamaFamily,            // RMSNorm, SwiGLU, rotary positions
   kGroupedQueryAttention,  // kv_heads < heads
   kUntiedEmbeddings,       // separate LM head
+  kModelVariant,           // layout details beyond GPT-2 / Llama (ModelSpec::FamilyLayout() false)
   kZero2,                  // gradients sharded over DP
   kZero3,                  // parameters sharded over DP, gathered per layer
   kContextParallel,        // cp > 1, ring attention
