@@ -101,7 +101,12 @@ void RingAttentionForward(Backend& be, Comm* cp, const AttentionDims& d, const f
   be.Fill(out, 0.0f, static_cast<size_t>(d.OutNumel()));
   Tensor row_max({heads, n}), row_sum({heads, n});
   row_max.Fill(kNegInf);
-  Tensor scores({n, n}), p({n, n});
+  Tensor scores({n, n}), p_scratch;
+  if (probs == nullptr) p_scratch = Tensor({n, n});
+  // Kept probabilities are stored as exp(S - m) with the running max m of
+  // their step (block_max, per row), rescaled to exp(S - lse) at the end.
+  Tensor block_max;
+  if (probs != nullptr) block_max = Tensor({ring.size, heads, n});
   Tensor kv = PackKv(d, qkv), kv_next;
   for (int step = 0; step < ring.size; ++step) {
     const int src = ring.Source(step);
@@ -120,22 +125,24 @@ void RingAttentionForward(Backend& be, Comm* cp, const AttentionDims& d, const f
         const float* k = kv.data() + hi * 2 * hd;
         const float* v = k + hd;
         float* o = out + hi * hd;
-        // Kept scores go straight into their probs slot (turned into
-        // probabilities once the final lse is known).
-        float* s = probs != nullptr ? probs + ((static_cast<int64_t>(step) * heads) + hi) * n * n : scores.data();
+        const int64_t slot = static_cast<int64_t>(step) * heads + hi;
+        float* s = scores.data();
+        float* p = probs != nullptr ? probs + slot * n * n : p_scratch.data();
         MaskedScores(be, d, q, k, ld, qpos, kpos, s);
         float* m = row_max.data() + hi * n;
         float* l = row_sum.data() + hi * n;
         for (int64_t t = 0; t < n; ++t) {
           const float* st = s + t * n;
-          float* pt = p.data() + t * n;
-          float block_max = kNegInf;
-          for (int64_t u = 0; u < n; ++u) block_max = std::max(block_max, st[u]);
-          if (block_max == kNegInf) {  // every key of this block is in the future
+          float* pt = p + t * n;
+          float bmax = kNegInf;
+          for (int64_t u = 0; u < n; ++u) bmax = std::max(bmax, st[u]);
+          if (bmax == kNegInf) {  // every key of this block is in the future
             std::fill(pt, pt + n, 0.0f);
+            if (probs != nullptr) block_max[slot * n + t] = 0.0f;
             continue;
           }
-          const float m_new = std::max(m[t], block_max);
+          const float m_new = std::max(m[t], bmax);
+          if (probs != nullptr) block_max[slot * n + t] = m_new;
           const float alpha = m[t] == kNegInf ? 0.0f : std::exp(m[t] - m_new);
           double sum = 0.0;
           for (int64_t u = 0; u < n; ++u) {
@@ -147,7 +154,7 @@ void RingAttentionForward(Backend& be, Comm* cp, const AttentionDims& d, const f
           float* ot = o + t * ld.out;
           for (int64_t c = 0; c < hd; ++c) ot[c] *= alpha;
         }
-        be.Gemm(Trans::kNo, Trans::kNo, n, hd, n, 1.0f, p.data(), n, v, ld.kv, 1.0f, o, ld.out);
+        be.Gemm(Trans::kNo, Trans::kNo, n, hd, n, 1.0f, p, n, v, ld.kv, 1.0f, o, ld.out);
       }
     }
     xfer.WaitAll();
@@ -166,8 +173,12 @@ void RingAttentionForward(Backend& be, Comm* cp, const AttentionDims& d, const f
     }
     if (probs != nullptr)
       for (int step = 0; step < ring.size; ++step) {
-        float* s = probs + ((static_cast<int64_t>(step) * heads) + hi) * n * n;
-        ProbsFromLse(s, lh, n, s);
+        const int64_t slot = static_cast<int64_t>(step) * heads + hi;
+        float* p = probs + slot * n * n;
+        for (int64_t t = 0; t < n; ++t) {
+          const float f = std::exp(block_max[slot * n + t] - lh[t]);
+          for (int64_t u = 0; u < n; ++u) p[t * n + u] *= f;
+        }
       }
   }
 }
