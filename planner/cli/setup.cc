@@ -1,6 +1,7 @@
 #include "planner/cli/setup.h"
 
 #include "planner/cost/comm_cost.h"
+#include "planner/profile/machine_info.h"
 
 namespace dt::cli {
 
@@ -33,7 +34,32 @@ StatusOr<Setup> LoadSetup(const CommonOptions& o) {
   s.cluster.gpus_per_node = o.gpus;
   s.cluster.device = o.device;
   DT_ASSIGN_OR_RETURN(s.hw, LoadProfileFor(o.profile, o.device));
-  DT_RETURN_IF_ERROR(CheckClusterFitsProfile(s.cluster, s.hw));
+  Status fits = CheckClusterFitsProfile(s.cluster, s.hw);
+  if (!fits.ok() && o.profile.empty() && o.device == "cpu" && s.hw.name != "cpu-generic") {
+    // The measured default covers one node of this machine; a larger CPU
+    // cluster (e.g. 4 oversubscribed ranks as 2 nodes x 2) falls back to
+    // the placeholder estimate, said out loud.
+    auto generic = LoadProfileFor("cpu-generic", o.device);
+    if (generic.ok() && CheckClusterFitsProfile(s.cluster, *generic).ok()) {
+      s.note = "profile " + s.hw.name + " cannot price this cluster (" + fits.message() +
+               "); using cpu-generic (estimates, not measurements) - measure one with `dtplan profile --device cpu "
+               "--ranks " + std::to_string(s.cluster.world()) + "`";
+      s.hw = *generic;
+      fits = Status::Ok();
+    }
+  }
+  DT_RETURN_IF_ERROR(fits);
+  // A measured CPU profile describes one CPU model: say so when this
+  // machine is another one (speeds differ 2x between CPU generations).
+  if (s.hw.device.kind == "cpu" && !s.hw.machine.cpu_model.empty()) {
+    const MachineInfo here = ReadMachineInfo();
+    if (here.cpu_model != s.hw.machine.cpu_model) {
+      if (!s.note.empty()) s.note += "; ";
+      s.note += "profile " + s.hw.name + " was measured on '" + s.hw.machine.cpu_model + "' but this machine is '" +
+                here.cpu_model + "': its predictions may be far off here; re-measure with `dtplan profile --device "
+                "cpu --out my-cpu.json` and pass --profile my-cpu.json";
+    }
+  }
   return s;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "planner/schedule/build_schedule.h"
+#include "planner/spec/capabilities.h"
 #include "planner/spec/plan_spec.h"
 #include "planner/spec/rank_grid.h"
 #include "runtime/backend/backend.h"
@@ -43,19 +44,10 @@ int WorldMax(int code) {
   return code;
 }
 
+// What the CPU runtime executes is the capability table's answer
+// (planner/spec/capabilities.h); the rest are shape checks of this runtime.
 Status CheckSupported(const ModelSpec& m, const PlanSpec& p) {
-  if (m.family != ModelFamily::kGpt)
-    return InvalidArgument("model '" + m.name + "' is family " + ToString(m.family) +
-                           "; the bundled runtime implements the GPT family only (LayerNorm, GeLU MLP, "
-                           "learned positions): use a GPT model file");
-  if (m.kv_heads != m.heads)
-    return InvalidArgument("model '" + m.name + "' uses grouped-query attention; the runtime implements MHA only");
-  if (p.cp > 1)
-    return InvalidArgument("plan has cp=" + std::to_string(p.cp) +
-                           ": context parallelism is not supported by the runtime; replan with --cp 1");
-  if (p.zero_stage > 1)
-    return InvalidArgument("plan has zero_stage=" + std::to_string(p.zero_stage) +
-                           ": the runtime implements ZeRO 0 and 1 only; replan with --zero 1");
+  DT_RETURN_IF_ERROR(CheckExecutable(m, p, RuntimeDevice::kCpu));
   if (m.ffn_hidden % p.tp != 0)
     return InvalidArgument("ffn_hidden " + std::to_string(m.ffn_hidden) + " is not divisible by tp=" +
                            std::to_string(p.tp));
@@ -136,7 +128,8 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
   std::vector<ModelChunk*> chunk_ptrs;
   std::vector<ParamStore*> stores;
   std::vector<bool> counts_tied;
-  const ParallelComms pcomms{sized(groups.tp), sized(groups.dp), sized(groups.pp), sized(groups.tied)};
+  const ParallelComms pcomms{sized(groups.tp), sized(groups.dp), sized(groups.pp), sized(groups.tied),
+                             sized(groups.cp)};
   for (int i = 0; i < plan.vpp; ++i) {
     const int c = i * plan.pp + coord.pp;
     chunks.push_back(std::make_unique<ModelChunk>(model, plan, c, coord.tp, pcomms, *backend, opts.seed));
@@ -153,8 +146,11 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
   oo.lr.total_steps = opts.steps;
   oo.zero_stage = plan.zero_stage;
   oo.bucket_bytes = plan.dp_bucket_bytes;
+  // Under CP, each CP rank's grads are those of its local tokens: gradients
+  // are averaged (and ZeRO-sharded) over the joint DP x CP group.
+  Comm* grad_group = plan.cp > 1 ? sized(groups.dp_cp) : sized(groups.dp);
   Optimizer optimizer(stores, counts_tied, oo,
-                      OptimizerComms{sized(groups.dp), sized(groups.tp), sized(groups.pp), sized(groups.tied)});
+                      OptimizerComms{grad_group, sized(groups.tp), sized(groups.pp), sized(groups.tied)});
 
   // ---- resume ----
   int64_t start_step = 0, data_position = 0;

@@ -9,6 +9,7 @@
 #include "runtime/ops/attention.h"
 #include "runtime/ops/linear.h"
 #include "runtime/ops/residual.h"
+#include "runtime/ops/ring_attention.h"
 #include "runtime/ops/rmsnorm.h"
 #include "runtime/ops/rope.h"
 #include "runtime/ops/swiglu.h"
@@ -108,11 +109,17 @@ void LlamaLayer::ForwardInto(LayerStash* s, bool keep_probs, Tensor* out) {
         std::memcpy(dst + 2 * hd, v.data() + r * kvd + j * hd, sizeof(float) * hd);
       }
   }
-  Tensor probs({ad.batch, ad.heads, ad.seq, ad.seq});
   s->attn = Tensor({rows, qd});
-  AttentionForward(be, ad, s->qkv.data(), probs.data(), s->attn.data());
-  if (keep_probs) s->probs = std::move(probs);
-  probs = Tensor();
+  if (ctx_->cp_size > 1) {  // ring attention over the CP group, as GptLayer
+    if (keep_probs) s->probs = Tensor({ctx_->cp_size, ad.batch, ad.heads, ad.seq, ad.seq});
+    s->lse = Tensor({ad.batch, ad.heads, ad.seq});
+    RingAttentionForward(be, ctx_->cp, ad, s->qkv.data(), keep_probs ? s->probs.data() : nullptr, s->lse.data(),
+                         s->attn.data());
+  } else {
+    Tensor probs({ad.batch, ad.heads, ad.seq, ad.seq});
+    AttentionForward(be, ad, s->qkv.data(), probs.data(), s->attn.data());
+    if (keep_probs) s->probs = std::move(probs);
+  }
   Tensor proj;
   {
     Tensor partial({rows, h});
@@ -169,7 +176,7 @@ Tensor LlamaLayer::Backward(const Tensor& dout, LayerStash* s) {
     Tensor discard;
     ForwardInto(s, true, &discard);
   }
-  if (s->probs.empty()) {
+  if (s->probs.empty() && ctx_->cp_size == 1) {  // selective recompute (CP: the ring recomputes from lse)
     s->probs = Tensor({ad.batch, ad.heads, ad.seq, ad.seq});
     AttentionProbs(be, ad, s->qkv.data(), s->probs.data());
   }
@@ -212,7 +219,10 @@ Tensor LlamaLayer::Backward(const Tensor& dout, LayerStash* s) {
     LinearBackward(be, s->attn.data(), rows, qd, ctx_->W(o_w_), h, dproj_full.data(), dattn.data(),
                    ctx_->G(o_w_), nullptr);
     Tensor dqkv({rows, 3 * qd});
-    {
+    if (ctx_->cp_size > 1) {
+      RingAttentionBackward(be, ctx_->cp, ad, s->qkv.data(), s->probs.empty() ? nullptr : s->probs.data(),
+                            s->lse.data(), s->attn.data(), dattn.data(), dqkv.data());
+    } else {
       Tensor scratch({ad.seq, ad.seq});
       AttentionBackward(be, ad, s->qkv.data(), s->probs.data(), dattn.data(), dqkv.data(), scratch.data());
     }

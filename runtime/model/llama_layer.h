@@ -16,7 +16,9 @@
 // sums the core's K/V grads back per KV head. Replicated K/V weights start
 // equal (init is a function of the global index) and stay equal: their
 // grads are all-reduced over the TP ranks sharing them in every Backward.
-// RoPE reads positions through LayerContext::Position.
+// RoPE reads positions through LayerContext::Position, so context
+// parallelism (ring attention over ctx->cp, as GptLayer) needs nothing more;
+// the ring carries the expanded (per-query-head) K/V.
 //
 // Parameters (global, plan-independent names): layers.L.attn_norm.weight,
 // attn.{q,k,v,o}.weight, mlp_norm.weight, mlp.{gate,up,down}.weight.

@@ -44,7 +44,7 @@ def write_plan(path, dp=1, tp=1, pp=1, vpp=1, mbs=2, schedule="1f1b", recompute=
     plan = {"dp": dp, "tp": tp, "pp": pp, "cp": 1, "vpp": vpp, "micro_batch": mbs,
             "num_microbatches": nmb, "seq_length": m.get("seq_length", 64), "schedule": schedule,
             "recompute": recompute, "sequence_parallel": sp, "zero_stage": zero,
-            "flash_attention": False}
+            "flash_attention": False, "dropout": False}
     plan.update(extra)
     world = dp * tp * pp * plan["cp"]
     with open(path, "w") as f:
@@ -126,41 +126,74 @@ def check_parity(name, items):
     compare("parity %s (%d ranks)" % (name, world), ref, losses(metrics), 1e-4)
 
 
-def check_resume_exact():
+def check_resume_exact(dims=None):
     plan = os.path.join(A.work, "exact.json")
-    write_plan(plan, tp=2)
+    world = write_plan(plan, **(dims or {"tp": 2}))
     full = os.path.join(A.work, "exact_full.jsonl")
-    run_ok(plan, 2, "--steps", STEPS, "--metrics", full)
+    run_ok(plan, world, "--steps", STEPS, "--metrics", full)
     ck = os.path.join(A.work, "exact_ckpt")
     shutil.rmtree(ck, ignore_errors=True)
     first = os.path.join(A.work, "exact_a.jsonl")
     second = os.path.join(A.work, "exact_b.jsonl")
-    run_ok(plan, 2, "--steps", STEPS, "--stop-at", 5, "--checkpoint-dir", ck, "--metrics", first)
-    out = run_ok(plan, 2, "--steps", STEPS, "--checkpoint-dir", ck, "--resume", "--metrics", second)
+    run_ok(plan, world, "--steps", STEPS, "--stop-at", 5, "--checkpoint-dir", ck, "--metrics", first)
+    out = run_ok(plan, world, "--steps", STEPS, "--checkpoint-dir", ck, "--resume", "--metrics", second)
     if "resumed from" not in out:
         fail("second run did not resume:\n" + out)
     a, b, ref = losses(first), losses(second), losses(full)
     if len(a) != 5 or len(b) != 5 or a + b != ref:
         fail("resume is not bit-exact:\n  uninterrupted %r\n  interrupted   %r" % (ref, a + b))
-    print("resume_exact: 5 + 5 steps == 10 steps bitwise")
+    print("resume_exact %r: 5 + 5 steps == 10 steps bitwise" % (dims or {"tp": 2}))
 
 
-def check_resume_replan():
+def check_resume_replan(saved=None, targets=None):
     ref = reference_losses()
-    save_plan = os.path.join(A.work, "replan_tp2.json")
-    write_plan(save_plan, tp=2)
-    for name, kv in (("pp2", {"pp": 2}), ("dp2", {"dp": 2})):
+    saved = saved or {"tp": 2}
+    save_plan = os.path.join(A.work, "replan_saved.json")
+    save_world = write_plan(save_plan, **saved)
+    for name, kv in (targets or (("pp2", {"pp": 2}), ("dp2", {"dp": 2}))):
         ck = os.path.join(A.work, "replan_ckpt_" + name)
         shutil.rmtree(ck, ignore_errors=True)
         first = os.path.join(A.work, "replan_a_%s.jsonl" % name)
-        run_ok(save_plan, 2, "--steps", STEPS, "--stop-at", 5, "--checkpoint-dir", ck, "--metrics", first)
+        run_ok(save_plan, save_world, "--steps", STEPS, "--stop-at", 5, "--checkpoint-dir", ck, "--metrics", first)
         plan = os.path.join(A.work, "replan_%s.json" % name)
         world = write_plan(plan, **kv)
         second = os.path.join(A.work, "replan_b_%s.jsonl" % name)
         out = run_ok(plan, world, "--steps", STEPS, "--checkpoint-dir", ck, "--resume", "--metrics", second)
         if "resumed from" not in out:
             fail("did not resume under %s:\n%s" % (name, out))
-        compare("resume tp2 -> %s" % name, ref, losses(first) + losses(second), 1e-4)
+        compare("resume %r -> %s" % (saved, name), ref, losses(first) + losses(second), 1e-4)
+
+
+def check_cp_resume():
+    """Context parallelism: bit-exact resume under cp=2, and cp=2 -> pp=2 / cp=1."""
+    check_resume_exact({"cp": 2})
+    check_resume_replan({"cp": 2}, (("cp2_to_pp2", {"pp": 2}), ("cp2_to_tp2", {"tp": 2})))
+
+
+def check_cp_dtplan():
+    """The issue's commands: dtplan --device cpu --cp 2 plans, run by dtrun, match 1 rank."""
+    model = os.path.join(A.source_dir, "examples/models/gpt-tiny.json")
+    steps = 6
+    cases = (("cp2", ["--nodes", "1", "--gpus", "2", "--cp", "2"]),
+             ("cp2xpp2", ["--nodes", "2", "--gpus", "2", "--cp", "2", "--pp", "2"]),
+             ("cp2xtp2_sp", ["--nodes", "2", "--gpus", "2", "--cp", "2", "--tp", "2", "--sp"]))
+    for name, dims in cases:
+        plan = os.path.join(A.work, name + ".json")
+        subprocess.run([A.dtplan, "--model", model, "--device", "cpu", "--global-batch", str(GLOBAL_BATCH),
+                        "--out", plan] + dims, check=True, stdout=subprocess.DEVNULL)
+        with open(plan) as f:
+            p = json.load(f)["plan"]
+        if p["cp"] != 2:
+            fail("%s: dtplan wrote cp=%r" % (name, p["cp"]))
+        ref_plan = os.path.join(A.work, name + "_ref.json")
+        write_plan(ref_plan, mbs=GLOBAL_BATCH, seq_length=p["seq_length"])
+        ref_metrics = os.path.join(A.work, name + "_ref.jsonl")
+        run_ok(ref_plan, 1, "--steps", steps, "--metrics", ref_metrics)
+        metrics = os.path.join(A.work, name + ".jsonl")
+        world = p["dp"] * p["tp"] * p["pp"] * p["cp"]
+        run_ok(plan, world, "--steps", steps, "--metrics", metrics)
+        compare("dtplan %s (%d ranks: %s)" % (name, world, " ".join(dims)), losses(ref_metrics), losses(metrics),
+                1e-4)
 
 
 def check_kill():
@@ -239,17 +272,38 @@ def check_bad_input():
     write_plan(inconsistent, tp=3)  # 4 heads are not divisible by tp=3
     expect_bad("malformed plan (tp does not divide heads)", inconsistent, 3)
     expect_bad("missing plan file", os.path.join(A.work, "no_such_plan.json"), 1)
-    # unsupported features
-    cp = os.path.join(A.work, "bad_cp.json")
-    write_plan(cp, cp=2)
-    expect_bad("unsupported cp=2", cp, 2, must_say="context parallelism")
-    z2 = os.path.join(A.work, "bad_zero2.json")
-    write_plan(z2, dp=2, zero=2)
-    expect_bad("unsupported zero=2", z2, 2, must_say="ZeRO")
-    llama = os.path.join(A.work, "bad_llama.json")
-    write_llama()
-    write_plan(llama, model=os.path.join(A.work, "llama-tiny.json"))
-    expect_bad("unsupported llama model", llama, 1, must_say="GPT")
+    # features outside the CPU column of the capability table (dtplan capabilities):
+    # refused with the table's words; supported ones are covered by the parity tests.
+    table = json.loads(subprocess.run([A.dtplan, "capabilities", "--json"], check=True,
+                                      stdout=subprocess.PIPE, text=True).stdout)["dtrun_executes"]
+    cpu = {row["feature"]: row["cpu"] for row in table}
+    def feature(prefix):
+        names = [n for n in cpu if n.startswith(prefix)]
+        if len(names) != 1:
+            fail("capability table has no single feature starting with '%s': %s" % (prefix, sorted(cpu)))
+        return names[0]
+    cases = [("context parallelism", dict(cp=2), 2), ("ZeRO stage 2", dict(dp=2, zero=2), 2),
+             ("ZeRO stage 3", dict(dp=2, zero=3), 2), ("fused (flash) attention", dict(flash_attention=True), 1),
+             ("dropout", dict(dropout=True), 1)]
+    refused = 0
+    for prefix, dims, n in cases:
+        name = feature(prefix)
+        path = os.path.join(A.work, "bad_%d.json" % refused)
+        write_plan(path, **dims)
+        if cpu[name]:
+            print("%s: in the CPU column (covered by parity tests)" % name)
+            continue
+        expect_bad("unsupported " + name, path, n, must_say="does not execute " + name)
+        refused += 1
+    llama_name = feature("the Llama family")
+    if not cpu[llama_name]:
+        llama = os.path.join(A.work, "bad_llama.json")
+        write_llama()
+        write_plan(llama, model=os.path.join(A.work, "llama-tiny.json"))
+        expect_bad("unsupported llama model", llama, 1, must_say="does not execute " + llama_name)
+        refused += 1
+    if refused == 0:
+        print("every probed feature is in the CPU column")
     # data files
     one = os.path.join(A.work, "bad_one.json")
     write_plan(one)
@@ -322,7 +376,7 @@ def main():
     os.makedirs(A.work, exist_ok=True)
     checks = {"resume_exact": check_resume_exact, "resume_replan": check_resume_replan,
               "kill": check_kill, "entropy": check_entropy, "bad_input": check_bad_input,
-              "predicted": check_predicted}
+              "predicted": check_predicted, "cp_resume": check_cp_resume, "cp_dtplan": check_cp_dtplan}
     if A.check == "parity":
         check_parity(A.rest[0], A.rest[1:])
     elif A.check in checks:
