@@ -18,14 +18,14 @@ const std::vector<Capability>& CapabilityTable() {
        "dtrun trains on CPU ranks only for now (plan with --device cpu to run it); use the plan's settings in "
        "Megatron-LM / torchtitan on GPUs"},
       {Feature::kGptFamily, "the GPT family", true, false, "use a supported model family"},
-      {Feature::kLlamaFamily, "the Llama family (RMSNorm, SwiGLU, rotary positions)", false, false,
+      {Feature::kLlamaFamily, "the Llama family (RMSNorm, SwiGLU, rotary positions)", true, false,
        "use a GPT model (e.g. examples/models/gpt-tiny.json)"},
-      {Feature::kGroupedQueryAttention, "grouped-query attention (kv_heads < heads)", false, false,
+      {Feature::kGroupedQueryAttention, "grouped-query attention (kv_heads < heads)", true, false,
        "use a model with num_kv_heads == heads"},
-      {Feature::kUntiedEmbeddings, "an untied LM head", false, false, "use a model with tied embeddings"},
+      {Feature::kUntiedEmbeddings, "an untied LM head", true, false, "use a model with tied embeddings"},
       {Feature::kModelVariant,
        "a layout beyond GPT-2 / Llama (explicit head_dim, QKV-only biases, OPT position offset, Falcon's "
-       "parallel block, Gemma-2 post-norms)",
+       "parallel block, Gemma-2 post-norms, Gemma's GeGLU and scaled embeddings)",
        false, false, "use a GPT-2 or Llama layout model"},
       {Feature::kZero2, "ZeRO stage 2 (sharded gradients)", false, false, "replan with --zero 1"},
       {Feature::kZero3, "ZeRO stage 3 (sharded parameters)", false, false, "replan with --zero 1"},
@@ -59,7 +59,10 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kLlamaFamily: u = m.family == ModelFamily::kLlama; break;
       case Feature::kGroupedQueryAttention: u = m.kv_heads != m.heads; break;
       case Feature::kUntiedEmbeddings: u = !m.tied_embeddings; break;
-      case Feature::kModelVariant: u = !m.FamilyLayout(); break;
+      // Gemma prices like Llama but computes differently (GeGLU, (1 + w) norms, sqrt(h) embedding scale).
+      case Feature::kModelVariant:
+        u = !m.FamilyLayout() || m.source_type == "gemma" || m.source_type == "gemma2";
+        break;
       case Feature::kZero2: u = p.zero_stage == 2; break;
       case Feature::kZero3: u = p.zero_stage == 3; break;
       case Feature::kContextParallel: u = p.cp > 1; break;

@@ -15,6 +15,9 @@ Checks
   bad_input                wrong world size, corrupt checkpoint, truncated data, malformed plan,
                            unsupported plans: exit code 2, a clear message, nothing overwritten.
   predicted                a `dtplan --out` plan runs; the summary shows prediction vs measured.
+  llama                    llama-tiny (GQA, untied head): dtplan's plans on 2 and 4 ranks, --tp 2 --sp,
+                           --tp 4 (replicated KV heads), --pp 2 interleaved, and uneven pipeline
+                           splits train 6 steps to the 1-rank losses (rel 1e-4).
 Every plan is written here from examples/models/gpt-tiny.json (4 layers, hidden 64, vocab 256,
 seq 64). Exit 0 on success, 1 with a message on failure.
 """
@@ -194,6 +197,53 @@ def check_cp_dtplan():
         run_ok(plan, world, "--steps", steps, "--metrics", metrics)
         compare("dtplan %s (%d ranks: %s)" % (name, world, " ".join(dims)), losses(ref_metrics), losses(metrics),
                 1e-4)
+
+
+def check_llama():
+    """examples/models/llama-tiny.json (RMSNorm, SwiGLU, RoPE, GQA kv_heads=2 < 4 heads, untied head):
+    dtplan --device cpu plans (its choice on 2 and 4 ranks, --tp 2 --sp, --tp 4 with replicated KV
+    heads, --pp 2 interleaved) and hand-written uneven pipeline splits train to the 1-rank losses."""
+    model = os.path.join(A.source_dir, "examples/models/llama-tiny.json")
+    steps = 6
+    cases = (("chosen_2ranks", ["--nodes", "1", "--gpus", "2"]),
+             ("chosen_4ranks", ["--nodes", "2", "--gpus", "2"]),
+             ("tp2_sp", ["--nodes", "1", "--gpus", "2", "--tp", "2", "--sp"]),
+             ("tp4_kv_replicated", ["--nodes", "2", "--gpus", "2", "--tp", "4"]),
+             ("pp2_interleaved", ["--nodes", "1", "--gpus", "2", "--pp", "2", "--schedule", "interleaved",
+                                  "--vpp", "2"]))
+    refs = {}
+
+    def reference(seq):
+        if seq not in refs:
+            ref_plan = os.path.join(A.work, "ref_%d.json" % seq)
+            write_plan(ref_plan, model=model, mbs=GLOBAL_BATCH, seq_length=seq)
+            ref_metrics = os.path.join(A.work, "ref_%d.jsonl" % seq)
+            run_ok(ref_plan, 1, "--steps", steps, "--metrics", ref_metrics)
+            refs[seq] = losses(ref_metrics)
+        return refs[seq]
+
+    for name, dims in cases:
+        plan = os.path.join(A.work, name + ".json")
+        subprocess.run([A.dtplan, "--model", model, "--device", "cpu", "--global-batch", str(GLOBAL_BATCH),
+                        "--out", plan] + dims, check=True, stdout=subprocess.DEVNULL)
+        with open(plan) as f:
+            p = json.load(f)["plan"]
+        metrics = os.path.join(A.work, name + ".jsonl")
+        world = p["dp"] * p["tp"] * p["pp"] * p["cp"]
+        run_ok(plan, world, "--steps", steps, "--metrics", metrics)
+        compare("llama dtplan %s (%d ranks: dp=%d tp=%d pp=%d vpp=%d sp=%s)" %
+                (name, world, p["dp"], p["tp"], p["pp"], p["vpp"], p["sequence_parallel"]),
+                reference(p["seq_length"]), losses(metrics), 1e-4)
+    uneven = (("pp2_split_1_3", dict(pp=2, layers_per_chunk=[1, 3])),
+              ("pp2xtp2_sp_split_3_1", dict(pp=2, tp=2, sp=True, layers_per_chunk=[3, 1])),
+              ("pp2_interleaved_split_1_1_1_1_dp2", dict(dp=2, pp=2, vpp=2, mbs=1, schedule="interleaved",
+                                                         zero=1, layers_per_chunk=[1, 1, 1, 1])))
+    for name, kv in uneven:
+        plan = os.path.join(A.work, name + ".json")
+        world = write_plan(plan, model=model, **kv)
+        metrics = os.path.join(A.work, name + ".jsonl")
+        run_ok(plan, world, "--steps", steps, "--metrics", metrics)
+        compare("llama %s (%d ranks)" % (name, world), reference(64), losses(metrics), 1e-4)
 
 
 def check_kill():
@@ -376,7 +426,8 @@ def main():
     os.makedirs(A.work, exist_ok=True)
     checks = {"resume_exact": check_resume_exact, "resume_replan": check_resume_replan,
               "kill": check_kill, "entropy": check_entropy, "bad_input": check_bad_input,
-              "predicted": check_predicted, "cp_resume": check_cp_resume, "cp_dtplan": check_cp_dtplan}
+              "predicted": check_predicted, "cp_resume": check_cp_resume, "cp_dtplan": check_cp_dtplan,
+              "llama": check_llama}
     if A.check == "parity":
         check_parity(A.rest[0], A.rest[1:])
     elif A.check in checks:
