@@ -62,8 +62,12 @@ double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int byt
   double bytes = (l.norms == 1 ? 2 : l.norms == 4 ? 6 : 4) * e * l.T_r * l.h;
   if (l.dropout) bytes += 2 * l.T_r * l.h;
   // TP region: Q, K, V (the QK^T and AV inputs) and the proj input. MHA
-  // 16-bit: 4 * 2 sbh/t = 8 sbh/t.
-  bytes += e * l.T * l.d * (2 * l.a + 2 * l.kv);
+  // 16-bit: 4 * 2 sbh/t = 8 sbh/t. GQA: fused attention reads K and V at
+  // kv_heads; the unfused core multiplies per query head, so K and V are
+  // stored expanded to the query heads (Megatron's repeat_interleave before
+  // its baddbmm, the CPU runtime's MHA-shaped attention core).
+  const double kv_stored = p.flash_attention ? l.kv : l.a;
+  bytes += e * l.T * l.d * (2 * l.a + 2 * kv_stored);
   // MLP: GPT stores the GeLU input and the fc2 input (2 * 4h each in
   // 16-bit: 16 sbh/t); Llama stores gate, up and the fc2 input.
   bytes += (l.gated ? 3 : 2) * e * l.T * l.f;

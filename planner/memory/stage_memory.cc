@@ -94,8 +94,10 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   const double attn_bwd = p.cp > 1 ? 2 * e * s_local * s_local + 5 * 2 * e * tok.T * kv_local * m.head_dim() +
                                          4.0 * p.micro_batch * a_local * s_local
                                    : 2 * e * scores;
+  // SwiGLU's backward holds the activation gradient next to the gate and
+  // up gradients it produces (3 T f); GeLU's works in place (T f).
   double layer_bwd = std::max(attn_bwd, 2 * e * tok.T_r * h + (sp ? 3 : 1) * e * tok.T * h +
-                                            (m.gated_mlp() ? 2 : 1) * e * tok.T * f_local);
+                                            (m.gated_mlp() ? 3 : 1) * e * tok.T * f_local);
   // Recompute rebuilds the layer's stored tensors before its backward
   // (full: the whole layer beyond its stored input; selective: the scores,
   // except under CP, where each block's are rebuilt inside the ring above).

@@ -94,13 +94,18 @@ TEST(ActivationMemory, ContextParallelAndGqa) {
   p.cp = 1;
   // The score term is (s/cp) x s: it also shrinks by cp, not cp^2.
   EXPECT_DOUBLE_EQ((none_cp4 - lse) * 4, ActivationBytesPerLayer(m, p, 2));
-  // GQA: Llama-8B's K/V (8 heads) are 4x smaller than an MHA variant's.
+  // GQA: under fused attention Llama-8B's K/V (8 heads) are 4x smaller
+  // than an MHA variant's.
   ModelSpec mha = m;
   mha.kv_heads = 32;
   p.recompute = Recompute::kSelective;
+  p.flash_attention = true;
   // K and V live in the TP region (8192 tokens): 2 tensors x (16 - 4) local heads.
   EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(mha, p, 2) - ActivationBytesPerLayer(m, p, 2),
                    2.0 * 8192 * 128 * 2 * (16 - 4));
+  // The unfused core stores K and V expanded to the query heads: no saving.
+  p.flash_attention = false;
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(mha, p, 2), ActivationBytesPerLayer(m, p, 2));
 }
 
 TEST(ParamCount, LayerShardsSumToTheModel) {
