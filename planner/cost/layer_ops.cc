@@ -45,6 +45,7 @@ namespace {
 // Per-rank sizes under the plan.
 struct Dims {
   int64_t b, s_local, s_full, h, d, a_local, kv_local, f_local, v_local;
+  int64_t kv_heads;  // global KV heads
   int64_t T, T_r;  // tokens in the TP region / in the replicated region
   int tp, cp;
   bool sp, gpt;
@@ -74,6 +75,7 @@ Dims MakeDims(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   // KV heads: split over TP when tp divides them; replicated (one per rank)
   // when tp exceeds them, as Megatron-LM does for GQA.
   d.kv_local = m.kv_heads >= p.tp ? m.kv_heads / p.tp : 1;
+  d.kv_heads = m.kv_heads;
   d.f_local = CeilDiv(m.ffn_hidden, p.tp);
   d.v_local = CeilDiv(m.vocab, p.tp);  // Megatron pads the vocabulary to a tp multiple
   d.T = d.b * d.s_local;
@@ -153,9 +155,11 @@ Op AttentionCore(const Dims& d, const char* name, double scale) {
 // core computes on it. Backward passes the K/V blocks again and, one hop
 // behind, the dK/dV accumulator of each block back to its owner: cp-1 steps
 // of twice the bytes.
+// Unfused attention rings K/V already expanded to the query heads (GQA: the
+// runtime's MHA-shaped core), so its blocks are 2 T a_l d elements.
 void CpRing(const Dims& d, std::vector<Op>* ops, bool backward) {
   if (d.cp <= 1) return;
-  const double kv_bytes = d.e * 2.0 * d.T * d.kv_local * d.d;
+  const double kv_bytes = d.e * 2.0 * d.T * (d.flash ? d.kv_local : d.a_local) * d.d;
   for (int step = 0; step + 1 < d.cp; ++step)
     ops->push_back(Coll(backward ? "cp_kv_dkv_ring" : "cp_kv_ring", CollKind::kSendRecv,
                         GroupKind::kCp, d.cp, backward ? 2 * kv_bytes : kv_bytes));
@@ -268,6 +272,12 @@ std::vector<Op> LayerBackward(const Dims& d) {
   if (d.rope) g.push_back(Mem("rope_bwd", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
   TpEnterForward(d, "sp_allgather_attn_input", &g);
   GemmBackward(Gemm("qkv", d.T, n_qkv, d.h), "qkv_dgrad", "qkv_wgrad", &g);
+  // tp > kv_heads: each KV head's K/V weights live on tp / kv_heads ranks;
+  // the runtime (LlamaLayer) sums their fp32 weight grads over TP in every
+  // backward, as one all-reduce of the full K and V weight grads.
+  if (d.tp > d.kv_heads)
+    g.push_back(Coll("tp_allreduce_kv_replica_grads", CollKind::kAllReduce, GroupKind::kTp, d.tp,
+                     4.0 * 2 * d.kv_heads * d.d * d.h));
   TpEnterBackward(d, d.sp ? "sp_reducescatter_attn_grad" : "tp_allreduce_attn_grad", &g);
   g.push_back(Mem(d.ln ? "ln1_bwd" : "rmsnorm1_bwd", 3 * e * d.T_r * d.h));
   return g;

@@ -90,7 +90,8 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // contribution, the arriving and the departing accumulator: 5 blocks of
   // 2 T kv_l d) and D = rowsum(dO O) (fp32 per query row and head).
   const double s_local = static_cast<double>(p.seq_length / p.cp);
-  const double kv_local = m.kv_heads >= p.tp ? m.kv_heads / p.tp : 1;
+  // Unfused ring attention carries K/V expanded to the query heads (GQA).
+  const double kv_local = p.flash_attention ? (m.kv_heads >= p.tp ? m.kv_heads / p.tp : 1) : a_local;
   const double attn_bwd = p.cp > 1 ? 2 * e * s_local * s_local + 5 * 2 * e * tok.T * kv_local * m.head_dim() +
                                          4.0 * p.micro_batch * a_local * s_local
                                    : 2 * e * scores;

@@ -172,6 +172,33 @@ TEST(LayerOps, LlamaHasThreeMlpGemmsAndSmallerKv) {
                    2 * T * (h * (h + 2 * kv) + h * h + 3 * h * f));
 }
 
+// What the CPU runtime's LlamaLayer executes for GQA: with tp > kv_heads the
+// replicated K/V weight grads are all-reduced over TP in every backward
+// (fp32, the full K and V weights); unfused ring attention carries K/V
+// expanded to the query heads.
+TEST(LayerOps, GqaReplicatedKvGradsAndUnfusedRing) {
+  const ModelSpec m = Llama8B();  // 32 heads, 8 KV heads, head_dim 128
+  // (count, bytes) of the replica-grad all-reduces over TP in one layer's backward.
+  auto replica_ops = [&](int tp) {
+    std::pair<int, double> r{0, 0.0};
+    for (const Op& op : TransformerLayerOps(m, Plan(m, tp, 1, false), 2).backward)
+      if (std::string(op.name) == "tp_allreduce_kv_replica_grads" && op.group == GroupKind::kTp &&
+          op.coll == CollKind::kAllReduce) {
+        ++r.first;
+        r.second += op.bytes;
+      }
+    return r;
+  };
+  EXPECT_EQ(replica_ops(8).first, 0);
+  EXPECT_EQ(replica_ops(16).first, 1);
+  EXPECT_DOUBLE_EQ(replica_ops(16).second, 4.0 * 2 * 8 * 128 * 4096);
+  PlanSpec p = Plan(m, 2, 4, false);
+  p.flash_attention = false;
+  for (const Op& op : TransformerLayerOps(m, p, 2).forward)
+    if (op.kind == OpKind::kCollective && op.group == GroupKind::kCp)  // 16 local query heads, not 4 KV heads
+      EXPECT_DOUBLE_EQ(op.bytes, 2.0 * 2 * (2 * 2048) * 16 * 128);
+}
+
 TEST(LayerOps, RecomputeLists) {
   const ModelSpec m = Gpt(4096, 32, 36);
   PlanSpec p = Plan(m, 8, 1, true);
