@@ -17,7 +17,8 @@ Checks
   predicted                a `dtplan --out` plan runs; the summary shows prediction vs measured.
   llama                    llama-tiny (GQA, untied head): dtplan's plans on 2 and 4 ranks, --tp 2 --sp,
                            --tp 4 (replicated KV heads), --pp 2 interleaved, and uneven pipeline
-                           splits train 6 steps to the 1-rank losses (rel 1e-4).
+                           splits train 6 steps to the 1-rank losses (rel 1e-4); a checkpoint saved
+                           under tp=4 (replicated KV heads) resumes under pp=2 x tp=2.
 Every plan is written here from examples/models/gpt-tiny.json (4 layers, hidden 64, vocab 256,
 seq 64). Exit 0 on success, 1 with a message on failure.
 """
@@ -244,6 +245,21 @@ def check_llama():
         metrics = os.path.join(A.work, name + ".jsonl")
         run_ok(plan, world, "--steps", steps, "--metrics", metrics)
         compare("llama %s (%d ranks)" % (name, world), reference(64), losses(metrics), 1e-4)
+    # Checkpoints stay plan-independent with replicated KV heads: save under tp=4 at step 3,
+    # resume under pp=2 x tp=2 (KV heads split, not replicated).
+    ck = os.path.join(A.work, "llama_ckpt")
+    shutil.rmtree(ck, ignore_errors=True)
+    save_plan = os.path.join(A.work, "llama_save_tp4.json")
+    save_world = write_plan(save_plan, model=model, tp=4)
+    first = os.path.join(A.work, "llama_resume_a.jsonl")
+    run_ok(save_plan, save_world, "--steps", steps, "--stop-at", 3, "--checkpoint-dir", ck, "--metrics", first)
+    load_plan = os.path.join(A.work, "llama_load_pp2xtp2.json")
+    load_world = write_plan(load_plan, model=model, pp=2, tp=2)
+    second = os.path.join(A.work, "llama_resume_b.jsonl")
+    out = run_ok(load_plan, load_world, "--steps", steps, "--checkpoint-dir", ck, "--resume", "--metrics", second)
+    if "resumed from" not in out:
+        fail("llama: did not resume under pp=2 x tp=2:\n" + out)
+    compare("llama resume tp4 -> pp2xtp2", reference(64), losses(first) + losses(second), 1e-4)
 
 
 def check_kill():
