@@ -31,6 +31,21 @@ TEST(ModelSpec, HuggingFaceLlamaConfig) {
   EXPECT_EQ(m->kv_heads, 8);
   // Llama-3 8B has 8.03e9 parameters (Meta's model card).
   EXPECT_NEAR(m->TotalParams() / 1e9, 8.03, 0.01);
+  EXPECT_EQ(m->rope_theta, 10000.0);  // defaults
+  EXPECT_EQ(m->rms_norm_eps, 1e-5);
+  // The runtime's RoPE base and RMSNorm epsilon: read from HF, kept through our schema.
+  hf["rope_theta"] = 500000.0;
+  hf["rms_norm_eps"] = 1e-6;
+  auto r = ModelFromJson(hf, "config.json");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->rope_theta, 500000.0);
+  EXPECT_EQ(r->rms_norm_eps, 1e-6);
+  auto back = ModelFromJson(ToJson(*r), "plan model");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->rope_theta, 500000.0);
+  EXPECT_EQ(back->rms_norm_eps, 1e-6);
+  hf["rope_theta"] = -1.0;
+  EXPECT_FALSE(ModelFromJson(hf, "config.json").ok());
 }
 
 TEST(ModelSpec, Gpt3_175bParameterCount) {
