@@ -1,16 +1,11 @@
 #include "runtime/ops/rmsnorm.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "base/check.h"
+#include "runtime/ops/host_ops.h"
 
 namespace dt::rt {
-
-void CheckHostBackend(const Backend& be, const char* op) {
-  DT_CHECK(std::strcmp(be.name(), "cpu") == 0)
-      << op << " runs on host memory only (CPU backend); backend '" << be.name() << "' has no kernel for it";
-}
 
 void RmsNormForward(Backend& be, const float* x, const float* gamma, int64_t rows, int64_t cols,
                     float eps, float* y, float* rstd) {

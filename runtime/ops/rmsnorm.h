@@ -19,7 +19,4 @@ void RmsNormForward(Backend& be, const float* x, const float* gamma, int64_t row
 void RmsNormBackward(Backend& be, const float* x, const float* gamma, const float* rstd,
                      const float* dy, int64_t rows, int64_t cols, float* dx, float* dgamma);
 
-// Aborts unless `be` computes in host memory (the CPU backend).
-void CheckHostBackend(const Backend& be, const char* op);
-
 }  // namespace dt::rt

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "base/check.h"
-#include "runtime/ops/rmsnorm.h"
+#include "runtime/ops/host_ops.h"
 
 namespace dt::rt {
 namespace {

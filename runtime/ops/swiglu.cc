@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "base/check.h"
-#include "runtime/ops/rmsnorm.h"
+#include "runtime/ops/host_ops.h"
 
 namespace dt::rt {
 namespace {
