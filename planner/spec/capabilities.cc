@@ -25,7 +25,7 @@ const std::vector<Capability>& CapabilityTable() {
       {Feature::kUntiedEmbeddings, "an untied LM head", true, false, "use a model with tied embeddings"},
       {Feature::kModelVariant,
        "a layout beyond GPT-2 / Llama (explicit head_dim, QKV-only biases, OPT position offset, Falcon's "
-       "parallel block, Gemma-2 post-norms, Gemma's GeGLU and scaled embeddings)",
+       "parallel block, Gemma-2 post-norms, Gemma's GeGLU and scaled embeddings, RoPE scaling)",
        false, false, "use a GPT-2 or Llama layout model"},
       {Feature::kZero2, "ZeRO stage 2 (sharded gradients)", false, false, "replan with --zero 1"},
       {Feature::kZero3, "ZeRO stage 3 (sharded parameters)", false, false, "replan with --zero 1"},
@@ -61,7 +61,7 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kUntiedEmbeddings: u = !m.tied_embeddings; break;
       // Gemma prices like Llama but computes differently (GeGLU, (1 + w) norms, sqrt(h) embedding scale).
       case Feature::kModelVariant:
-        u = !m.FamilyLayout() || m.source_type == "gemma" || m.source_type == "gemma2";
+        u = !m.FamilyLayout() || m.source_type == "gemma" || m.source_type == "gemma2" || m.rope_scaled;
         break;
       case Feature::kZero2: u = p.zero_stage == 2; break;
       case Feature::kZero3: u = p.zero_stage == 3; break;

@@ -62,6 +62,7 @@ class Keys {
   bool BoolOr(const char* k, bool d) { used_.insert(k); return r_.BoolOr(k, d); }
   std::string StrOr(const char* k, const std::string& d) { used_.insert(k); return r_.StrOr(k, d); }
   double NumOr(const char* k, double d) { used_.insert(k); return r_.NumOr(k, d); }
+  bool NonNull(const char* k) const { return j_.is_object() && j_.contains(k) && !j_[k].is_null(); }
   // The first of several spellings present (GPT-2 / old Falcon names).
   const char* Alias(std::initializer_list<const char*> names) {
     for (const char* n : names)
@@ -105,6 +106,7 @@ void LlamaLike(Keys& k, ModelSpec* m, bool tied_default) {
   // Same shapes and costs whatever their values; the runtime uses both.
   m->rope_theta = k.NumOr("rope_theta", m->rope_theta);
   m->rms_norm_eps = k.NumOr("rms_norm_eps", m->rms_norm_eps);
+  m->rope_scaled = k.NonNull("rope_scaling");
   if (k.BoolOr("attention_bias", false))
     k.Fail("'attention_bias': true (biases on q, k, v and o) is not modeled; remove it or use a model without");
   if (k.BoolOr("mlp_bias", false)) k.Fail("'mlp_bias': true is not modeled; remove it or use a model without");

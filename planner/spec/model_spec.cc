@@ -96,6 +96,7 @@ StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where) {
     m.tied_embeddings = r.BoolOr("tie_word_embeddings", m.family == ModelFamily::kGpt);
     m.rope_theta = r.NumOr("rope_theta", m.rope_theta);
     m.rms_norm_eps = r.NumOr("rms_norm_eps", m.rms_norm_eps);
+    m.rope_scaled = r.BoolOr("rope_scaling", false);
     m.head_dim_set = static_cast<int>(r.IntOr("head_dim", 0));
     if (r.Has("learned_positions")) m.learned_pos_set = r.BoolOr("learned_positions", true);
     if (r.Has("linear_bias")) m.linear_bias_set = r.BoolOr("linear_bias", true);
@@ -134,6 +135,7 @@ json ToJson(const ModelSpec& m) {
   if (m.family == ModelFamily::kLlama) {  // RoPE base and RMSNorm epsilon (the runtime uses both)
     j["rope_theta"] = m.rope_theta;
     j["rms_norm_eps"] = m.rms_norm_eps;
+    if (m.rope_scaled) j["rope_scaling"] = true;
   }
   // Layout details only when they differ from the family's (so plan files
   // and checkpoints of family-layout models keep their exact form).

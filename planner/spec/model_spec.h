@@ -31,6 +31,10 @@ struct ModelSpec {
   bool tied_embeddings = true;
   double rope_theta = 10000.0;   // Llama: RoPE base (HF `rope_theta`)
   double rms_norm_eps = 1e-5;    // Llama: RMSNorm epsilon (HF `rms_norm_eps`)
+  // HF `rope_scaling` present (Llama-3.1 and other context extensions): the
+  // same shapes and cost, but the runtime applies plain RoPE only, so it is
+  // a model variant for the capability table.
+  bool rope_scaled = false;
 
   // Layout details beyond the family's (HuggingFace configs: docs/formats.md
   // lists the mapping per model_type). Unset = the family's layout: GPT-2

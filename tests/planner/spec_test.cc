@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "planner/spec/capabilities.h"
 #include "planner/spec/model_spec.h"
 #include "planner/spec/plan_spec.h"
 #include "planner/spec/rank_grid.h"
@@ -44,6 +45,23 @@ TEST(ModelSpec, HuggingFaceLlamaConfig) {
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->rope_theta, 500000.0);
   EXPECT_EQ(back->rms_norm_eps, 1e-6);
+  // rope_scaling (Llama-3.1): priced the same, but not executed by the runtime's plain RoPE.
+  EXPECT_FALSE(back->rope_scaled);
+  hf["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+  auto scaled = ModelFromJson(hf, "config.json");
+  ASSERT_TRUE(scaled.ok()) << scaled.status().message();
+  EXPECT_TRUE(scaled->rope_scaled);
+  EXPECT_EQ(scaled->TotalParams(), r->TotalParams());
+  EXPECT_TRUE(ModelFromJson(ToJson(*scaled), "plan model")->rope_scaled);
+  PlanSpec p;
+  p.seq_length = 64;
+  p.layers_per_chunk = {scaled->num_layers};
+  p.flash_attention = false;
+  p.dropout = false;
+  EXPECT_TRUE(CheckExecutable(*r, p, RuntimeDevice::kCpu).ok()) << CheckExecutable(*r, p, RuntimeDevice::kCpu).message();
+  EXPECT_FALSE(CheckExecutable(*scaled, p, RuntimeDevice::kCpu).ok());
+  hf["rope_scaling"] = nullptr;  // HF writes null for "none"
+  EXPECT_FALSE(ModelFromJson(hf, "config.json")->rope_scaled);
   hf["rope_theta"] = -1.0;
   EXPECT_FALSE(ModelFromJson(hf, "config.json").ok());
 }
