@@ -13,6 +13,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/comm/local_comm.h"
 #include "runtime/model/init.h"
+#include "runtime/model/llama_layer.h"
 #include "runtime/model/model_chunk.h"
 
 namespace dt::rt {
@@ -133,6 +134,73 @@ TEST_F(LlamaModelTest, GradientsMatchFiniteDifferences) {
     }
   }
   EXPECT_GT(checked, 60);
+}
+
+// One LlamaLayer on its own: the input grad and every parameter's grad
+// against central differences of L = r . layer(x) (double accumulation).
+TEST_F(LlamaModelTest, WholeLayerGradientsMatchFiniteDifferences) {
+  ParamStore store;
+  LayerContext ctx;
+  ctx.be = be.get();
+  ctx.seq = 5;
+  ctx.batch = 2;
+  ctx.rows = ctx.local_rows = 10;
+  ctx.hidden = 16;
+  ctx.heads_local = 4;
+  ctx.head_dim = 4;
+  ctx.ffn_local = 24;
+  ctx.kv_heads = ctx.kv_heads_local = 2;  // GQA: 2 query heads per KV head
+  ctx.rope_theta = 100.0;
+  ctx.store = &store;
+  LlamaLayer layer(&ctx, 0, 2);
+  store.Finalize();
+  std::mt19937 g(9);
+  std::normal_distribution<float> d(0.0f, 0.3f);
+  for (size_t i = 0; i < store.params().size(); ++i) {
+    const bool is_norm = store.params()[i].name.find("norm") != std::string::npos;
+    for (int64_t k = 0; k < store.params()[i].numel; ++k) store.value(static_cast<int>(i))[k] = (is_norm ? 1.0f : 0.0f) + d(g);
+  }
+  std::vector<float> x(ctx.rows * ctx.hidden), r(x.size());
+  for (auto& v : x) v = d(g) * 3;
+  for (auto& v : r) v = d(g);
+  auto loss = [&](bool backward, std::vector<float>* dx) {
+    Tensor in({ctx.rows, ctx.hidden});
+    std::copy(x.begin(), x.end(), in.data());
+    LayerStash st;
+    Tensor out = layer.Forward(std::move(in), Recompute::kSelective, &st);
+    double l = 0;
+    for (size_t i = 0; i < r.size(); ++i) l += double(out.data()[i]) * r[i];
+    if (backward) {
+      Tensor dout({ctx.rows, ctx.hidden});
+      std::copy(r.begin(), r.end(), dout.data());
+      Tensor din = layer.Backward(dout, &st);
+      dx->assign(din.data(), din.data() + din.numel());
+    }  // forward only: the stash is dropped with `st`
+    return l;
+  };
+  std::vector<float> dx;
+  store.ZeroGrads();
+  loss(true, &dx);
+  const double eps = 1e-2;
+  int checked = 0;
+  auto check = [&](float* v, double analytic, const std::string& what) {
+    const float orig = *v;
+    *v = orig + static_cast<float>(eps);
+    const double lp = loss(false, nullptr);
+    *v = orig - static_cast<float>(eps);
+    const double lm = loss(false, nullptr);
+    *v = orig;
+    const double numeric = (lp - lm) / (2 * eps);
+    EXPECT_NEAR(analytic, numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << what;
+    ++checked;
+  };
+  for (size_t i = 0; i < x.size(); i += 7) check(&x[i], dx[i], "dx[" + std::to_string(i) + "]");
+  for (size_t i = 0; i < store.params().size(); ++i) {
+    const Param& p = store.params()[i];
+    for (int64_t k : {int64_t{0}, p.numel / 3, p.numel - 1})
+      check(store.value(static_cast<int>(i)) + k, store.grad(static_cast<int>(i))[k], p.name + "[" + std::to_string(k) + "]");
+  }
+  EXPECT_GT(checked, 40);
 }
 
 TEST_F(LlamaModelTest, RecomputeModesGiveSameGrads) {
