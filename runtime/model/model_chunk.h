@@ -11,10 +11,20 @@
 // shards, all-gather / reduce-scatter around the parallel linears; the
 // shard-partial grads of LayerNorms and row-parallel biases are all-reduced
 // over TP inside each Backward). Context parallelism (cp > 1) is not
-// supported (DT_CHECK). dp/pp/tied comms are not used here: the
+// supported (DT_CHECK). pp/tied comms are not used here: the
 // interpreter moves activations, reduces grads over DP (and `tied`
 // params — the embedding on first and last chunk when pp > 1 — over the
 // tied group).
+//
+// ZeRO-2/3 (plan.zero_stage >= 2 and comms.dp of size > 1; comms.dp must be
+// the group the optimizer shards over): the chunk's ParamStore is split into
+// units (embedding.word, embedding.position, layers.N, final_ln, lm_head)
+// and handed to a ShardedParams (sharded_params.h) over comms.dp. Around
+// every use of a unit — the embedding, each layer's forward, each layer's
+// backward (recompute included), the head — the chunk gathers its values
+// (ZeRO-3) and, in backward, gives it a full gradient buffer that is
+// reduce-scattered over dp right after that unit's backward. Gathers are
+// blocking (no prefetch). Layers keep reading W(i) / G(i) unchanged.
 //
 // Data layout: tokens/targets are [micro_batch * seq] batch-major
 // (tokens[b * seq + t]). Activations exchanged between chunks are
@@ -49,6 +59,7 @@
 #include "runtime/model/gpt_layer.h"
 #include "runtime/model/layer_context.h"
 #include "runtime/model/param_store.h"
+#include "runtime/model/sharded_params.h"
 #include "runtime/tensor/tensor.h"
 
 namespace dt::rt {
@@ -78,6 +89,7 @@ class ModelChunk {
   Tensor Backward(int mb, const Tensor* grad_output, float loss_scale);
 
   ParamStore& params() { return store_; }
+  ShardedParams* sharding() { return zero_.get(); }
   bool is_first() const { return is_first_; }
   bool is_last() const { return is_last_; }
   int64_t activation_numel() const { return ctx_.local_rows * ctx_.hidden; }
@@ -99,6 +111,9 @@ class ModelChunk {
   Tensor HeadBackward(HeadStash* s, float loss_scale);
   std::vector<int32_t> SeqMajor(const int32_t* batch_major) const;
   void InitParams(uint64_t seed);
+  // ZeRO-2/3 unit hooks (no-ops when the store is not sharded).
+  void BeginUse(const std::vector<int>& units, bool backward);
+  void EndUse(const std::vector<int>& units, bool backward);
 
   ModelSpec model_;
   PlanSpec plan_;
@@ -110,7 +125,9 @@ class ModelChunk {
   std::vector<std::unique_ptr<GptLayer>> layers_;
   int64_t vocab_start_ = 0, vocab_local_ = 0;
   int word_ = -1, pos_ = -1, lnf_w_ = -1, lnf_b_ = -1, head_w_ = -1;
+  std::vector<int> embed_units_, layer_units_, head_units_;  // ParamStore units by use
   std::map<int, Stash> stash_;
+  std::unique_ptr<ShardedParams> zero_;  // after store_: destroyed first
 };
 
 }  // namespace dt::rt

@@ -21,7 +21,8 @@ ModelSpec TinyModel() {
   return *m;
 }
 
-PlanSpec MakePlan(const ModelSpec& m, int dp, int tp, int pp, int vpp, int mbs, Schedule s, int zero = 0) {
+PlanSpec MakePlan(const ModelSpec& m, int dp, int tp, int pp, int vpp, int mbs, Schedule s, int zero = 0,
+                  Recompute rc = Recompute::kNone, bool sp = false) {
   PlanSpec p;
   p.dp = dp;
   p.tp = tp;
@@ -32,6 +33,8 @@ PlanSpec MakePlan(const ModelSpec& m, int dp, int tp, int pp, int vpp, int mbs, 
   p.seq_length = m.seq_length;
   p.schedule = s;
   p.zero_stage = zero;
+  p.recompute = rc;
+  p.sequence_parallel = sp;
   p.flash_attention = false;
   p.layers_per_chunk = EvenSplit(m.num_layers, pp * vpp);
   Status st = Validate(p, m, "test plan");
@@ -63,6 +66,11 @@ std::vector<double> Train(const ModelSpec& model, const PlanSpec& p, int steps) 
           model, p, c, g.coord.tp, ParallelComms{sized(g.tp), sized(g.dp), sized(g.pp), sized(g.tied)}, *backend, 7));
       ptrs.push_back(chunks.back().get());
       stores.push_back(&chunks.back()->params());
+      // ZeRO-2/3 really shard: no flat gradients (and, ZeRO-3, no flat values).
+      const bool sharded = p.zero_stage >= 2 && p.dp > 1;
+      EXPECT_EQ(chunks.back()->sharding() != nullptr, sharded);
+      EXPECT_EQ(stores.back()->has_grads(), !sharded);
+      EXPECT_EQ(stores.back()->has_values(), !sharded || p.zero_stage == 2);
       counts_tied.push_back(c == 0);
     }
     OptimizerOptions oo;
@@ -123,6 +131,31 @@ TEST(InterpreterTest, MixedPlansMatchOneRank) {
   const std::vector<double> ref = Train(m, MakePlan(m, 1, 1, 1, 1, 2, Schedule::k1F1B), 3);
   ExpectClose(ref, Train(m, MakePlan(m, 2, 2, 1, 1, 1, Schedule::k1F1B), 3));
   ExpectClose(ref, Train(m, MakePlan(m, 2, 1, 2, 1, 1, Schedule::k1F1B, /*zero=*/1), 3));
+}
+
+// ZeRO-2 / ZeRO-3: gradients reduce-scattered per unit during each backward,
+// parameters sharded (ZeRO-3: gathered around every use).
+TEST(InterpreterTest, Zero2And3MatchOneRank) {
+  const ModelSpec m = TinyModel();
+  const std::vector<double> ref = Train(m, MakePlan(m, 1, 1, 1, 1, 2, Schedule::k1F1B), 3);
+  for (int zero : {2, 3}) {
+    SCOPED_TRACE("zero " + std::to_string(zero));
+    ExpectClose(ref, Train(m, MakePlan(m, 2, 1, 1, 1, 2, Schedule::k1F1B, zero), 3));
+    ExpectClose(ref, Train(m, MakePlan(m, 2, 2, 1, 1, 1, Schedule::k1F1B, zero), 3));
+    ExpectClose(ref, Train(m, MakePlan(m, 2, 2, 1, 1, 1, Schedule::k1F1B, zero, Recompute::kNone, true), 3));
+    ExpectClose(ref, Train(m, MakePlan(m, 2, 1, 2, 1, 1, Schedule::k1F1B, zero), 3));
+    ExpectClose(ref, Train(m, MakePlan(m, 2, 1, 2, 2, 1, Schedule::kInterleaved, zero), 3));
+    ExpectClose(ref, Train(m, MakePlan(m, 2, 1, 1, 1, 2, Schedule::k1F1B, zero, Recompute::kFull), 3));
+  }
+}
+
+// Untied embeddings: lm_head is its own unit.
+TEST(InterpreterTest, Zero3UntiedHeadMatchesOneRank) {
+  ModelSpec m = TinyModel();
+  m.tied_embeddings = false;
+  const std::vector<double> ref = Train(m, MakePlan(m, 1, 1, 1, 1, 2, Schedule::k1F1B), 3);
+  ExpectClose(ref, Train(m, MakePlan(m, 2, 1, 1, 1, 2, Schedule::k1F1B, 3), 3));
+  ExpectClose(ref, Train(m, MakePlan(m, 2, 1, 2, 1, 1, Schedule::k1F1B, 3), 3));
 }
 
 }  // namespace
