@@ -7,8 +7,12 @@ Checks
   parity NAME KEY=VAL...   the plan built from KEY=VALs (dp, tp, pp, vpp, mbs, schedule,
                            recompute, sp, zero) trains 10 steps to the same per-step losses
                            as 1 rank (relative difference <= 1e-4; global batch fixed at 8).
-  resume_exact             10 steps == 5 steps + save, then a new process resumes 5 (bitwise).
+  resume_exact [NAME KEY=VAL...]
+                           10 steps == 5 steps + save, then a new process resumes 5 (bitwise);
+                           plan tp=2 unless KEY=VALs are given (e.g. dp=2 zero=3).
   resume_replan            save under tp=2 at step 5, resume under pp=2 and dp=2: within 1e-4.
+  resume_replan_zero3      save under dp=2 ZeRO-3 at step 5, resume under tp=2 and under
+                           dp=2 ZeRO-2: within 1e-4 of 1 rank.
   kill                     a rank SIGKILLed mid-step: non-zero exit in < 30 s; resume from the
                            last checkpoint works.
   entropy                  1 rank on the Markov source reaches within 10% of its entropy rate.
@@ -126,23 +130,25 @@ def check_parity(name, items):
     compare("parity %s (%d ranks)" % (name, world), ref, losses(metrics), 1e-4)
 
 
-def check_resume_exact():
+def check_resume_exact(rest=()):
+    name = rest[0] if rest else "tp2"
+    kv = parse_kv(rest[1:]) if rest else {"tp": 2}
     plan = os.path.join(A.work, "exact.json")
-    write_plan(plan, tp=2)
+    world = write_plan(plan, **kv)
     full = os.path.join(A.work, "exact_full.jsonl")
-    run_ok(plan, 2, "--steps", STEPS, "--metrics", full)
+    run_ok(plan, world, "--steps", STEPS, "--metrics", full)
     ck = os.path.join(A.work, "exact_ckpt")
     shutil.rmtree(ck, ignore_errors=True)
     first = os.path.join(A.work, "exact_a.jsonl")
     second = os.path.join(A.work, "exact_b.jsonl")
-    run_ok(plan, 2, "--steps", STEPS, "--stop-at", 5, "--checkpoint-dir", ck, "--metrics", first)
-    out = run_ok(plan, 2, "--steps", STEPS, "--checkpoint-dir", ck, "--resume", "--metrics", second)
+    run_ok(plan, world, "--steps", STEPS, "--stop-at", 5, "--checkpoint-dir", ck, "--metrics", first)
+    out = run_ok(plan, world, "--steps", STEPS, "--checkpoint-dir", ck, "--resume", "--metrics", second)
     if "resumed from" not in out:
         fail("second run did not resume:\n" + out)
     a, b, ref = losses(first), losses(second), losses(full)
     if len(a) != 5 or len(b) != 5 or a + b != ref:
         fail("resume is not bit-exact:\n  uninterrupted %r\n  interrupted   %r" % (ref, a + b))
-    print("resume_exact: 5 + 5 steps == 10 steps bitwise")
+    print("resume_exact %s: 5 + 5 steps == 10 steps bitwise" % name)
 
 
 def check_resume_replan():
@@ -161,6 +167,24 @@ def check_resume_replan():
         if "resumed from" not in out:
             fail("did not resume under %s:\n%s" % (name, out))
         compare("resume tp2 -> %s" % name, ref, losses(first) + losses(second), 1e-4)
+
+
+def check_resume_replan_zero3():
+    ref = reference_losses()
+    save_plan = os.path.join(A.work, "replan_dp2_zero3.json")
+    write_plan(save_plan, dp=2, zero=3)
+    for name, kv in (("tp2", {"tp": 2}), ("dp2_zero2", {"dp": 2, "zero": 2})):
+        ck = os.path.join(A.work, "replan_ckpt_" + name)
+        shutil.rmtree(ck, ignore_errors=True)
+        first = os.path.join(A.work, "replan_a_%s.jsonl" % name)
+        run_ok(save_plan, 2, "--steps", STEPS, "--stop-at", 5, "--checkpoint-dir", ck, "--metrics", first)
+        plan = os.path.join(A.work, "replan_%s.json" % name)
+        world = write_plan(plan, **kv)
+        second = os.path.join(A.work, "replan_b_%s.jsonl" % name)
+        out = run_ok(plan, world, "--steps", STEPS, "--checkpoint-dir", ck, "--resume", "--metrics", second)
+        if "resumed from" not in out:
+            fail("did not resume under %s:\n%s" % (name, out))
+        compare("resume dp2 zero3 -> %s" % name, ref, losses(first) + losses(second), 1e-4)
 
 
 def check_kill():
@@ -243,9 +267,6 @@ def check_bad_input():
     cp = os.path.join(A.work, "bad_cp.json")
     write_plan(cp, cp=2)
     expect_bad("unsupported cp=2", cp, 2, must_say="context parallelism")
-    z2 = os.path.join(A.work, "bad_zero2.json")
-    write_plan(z2, dp=2, zero=2)
-    expect_bad("unsupported zero=2", z2, 2, must_say="ZeRO")
     llama = os.path.join(A.work, "bad_llama.json")
     write_llama()
     write_plan(llama, model=os.path.join(A.work, "llama-tiny.json"))
@@ -320,11 +341,13 @@ def main():
     A = ap.parse_args()
     A.work = os.path.join(A.work, A.check + ("_" + A.rest[0] if A.rest else ""))
     os.makedirs(A.work, exist_ok=True)
-    checks = {"resume_exact": check_resume_exact, "resume_replan": check_resume_replan,
+    checks = {"resume_replan": check_resume_replan, "resume_replan_zero3": check_resume_replan_zero3,
               "kill": check_kill, "entropy": check_entropy, "bad_input": check_bad_input,
               "predicted": check_predicted}
     if A.check == "parity":
         check_parity(A.rest[0], A.rest[1:])
+    elif A.check == "resume_exact":
+        check_resume_exact(A.rest)
     elif A.check in checks:
         checks[A.check]()
     else:
