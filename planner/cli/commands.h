@@ -51,6 +51,7 @@ struct ValidateOptions {
   int64_t global_batch = 0;  // 0: 8 per device
   int top = 8;               // plans to run, spread over the ranking (best always included)
   int steps = 6;
+  std::optional<int> zero;   // fix the ZeRO stage of the plans run
   std::string dtrun;         // default: next to dtplan
   std::string work_dir;      // default: a fresh temp dir
   std::string argv0;

@@ -37,6 +37,7 @@ int RunValidateExecute(const ValidateOptions& o) {
   k.seq_length = model.seq_length;
   k.global_batch = o.global_batch > 0 ? o.global_batch : 8LL * cluster.world();
   k.cp = 1;  // the runtime has no context parallelism
+  k.zero_stage = o.zero;
   k.flash_attention = cluster.device != "cpu";
   k.dropout = cluster.device != "cpu";
   SearchOptions so;
@@ -44,11 +45,11 @@ int RunValidateExecute(const ValidateOptions& o) {
   so.threads = o.threads;
   auto r = SearchPlans(model, cluster, hw, k, so);
   if (!r.ok()) return Fail(r.status().message());
-  // The runtime executes ZeRO 0 and 1 only.
+  // The runtime executes ZeRO 0-3 with cp = 1.
   std::vector<RankedPlan> runnable;
   for (const auto& p : r->top)
-    if (p.plan.zero_stage <= 1) runnable.push_back(p);
-  if (runnable.empty()) return Fail("no runnable plan fits (the runtime supports ZeRO 0-1, cp=1)");
+    if (p.plan.cp == 1) runnable.push_back(p);
+  if (runnable.empty()) return Fail("no runnable plan fits (the runtime supports cp=1)");
   // Spread the runs over the ranking so the comparison covers fast and slow
   // plans; the predicted best is always run (for the regret).
   std::vector<size_t> picked;

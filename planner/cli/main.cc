@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   val_cmd->add_option("--top", val.top, "with --execute: plans to run, spread over the ranking")
       ->check(CLI::Range(1, 1000));
   val_cmd->add_option("--steps", val.steps, "with --execute: steps per run")->check(CLI::Range(2, 100000));
+  val_cmd->add_option("--zero", val.zero, "with --execute: fix the ZeRO stage (0-3)")->check(CLI::Range(0, 3));
   val_cmd->add_option("--dtrun", val.dtrun, "with --execute: dtrun binary (default: next to dtplan)");
   val_cmd->add_option("--work-dir", val.work_dir, "with --execute: where plans, logs and metrics go");
 
