@@ -128,6 +128,7 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
   auto sized = [](const std::unique_ptr<Comm>& c) { return c && c->size() > 1 ? c.get() : nullptr; };
 
   // ---- model, optimizer ----
+  const int64_t bytes_before_model = CurrentBytes();
   std::unique_ptr<Backend> backend = MakeCpuBackend();
   std::vector<std::unique_ptr<ModelChunk>> chunks;
   std::vector<ModelChunk*> chunk_ptrs;
@@ -152,6 +153,10 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
   oo.bucket_bytes = plan.dp_bucket_bytes;
   Optimizer optimizer(stores, counts_tied, oo,
                       OptimizerComms{sized(groups.dp), sized(groups.tp), sized(groups.pp), sized(groups.tied)});
+  // What this rank keeps between steps: weights, gradients and Adam moments
+  // after ZeRO sharding (the largest over ranks is reported).
+  int64_t model_state_bytes = CurrentBytes() - bytes_before_model;
+  DT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &model_state_bytes, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
 
   // ---- resume ----
   int64_t start_step = 0, data_position = 0;
@@ -227,6 +232,8 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
     std::printf("\ntokens/step %.0f | model FLOPs/step %.4g | steps %lld..%lld of %lld\n", tokens_per_step,
                 flops_per_step, static_cast<long long>(start_step + 1), static_cast<long long>(end_step),
                 static_cast<long long>(opts.steps));
+    std::printf("model states: %.3f MiB per rank (weights, gradients, Adam m and v after ZeRO-%d sharding; "
+                "largest rank)\n", static_cast<double>(model_state_bytes) / (1 << 20), plan.zero_stage);
     if (plan.flash_attention)
       std::printf("note: the plan assumes fused (flash) attention; the CPU runtime runs unfused attention\n");
     std::fflush(stdout);
