@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "base/json_fields.h"
 #include "planner/search/constraints.h"
 
 namespace dt::cli {
@@ -21,14 +22,24 @@ struct CommonOptions {
   bool json = false;
 };
 
+// Plan dimensions a user may fix (dtplan and validate --execute); unset
+// ones are searched.
+struct DimensionOptions {
+  std::optional<int> dp, tp, pp, cp, vpp, mbs, zero;
+  std::string schedule, recompute;
+  std::optional<bool> sp;
+  bool sp_on = false, sp_off = false;  // the --sp / --no-sp flags as parsed
+};
+// Copies the fixed dimensions into k; InvalidArgument for a bad
+// --schedule / --recompute value.
+Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k);
+
 struct PlanOptions {
   CommonOptions common;
   int64_t global_batch = 0;  // 0: 8 sequences per device
   int seq_length = 0;        // 0: the model's
   int top = 5;
-  std::optional<int> dp, tp, pp, cp, vpp, mbs, zero;
-  std::string schedule, recompute;
-  std::optional<bool> sp;
+  DimensionOptions dims;
   std::string attention;  // flash | unfused; default flash on gpu, unfused on cpu
   std::string out = "plan.json";
   std::string trace;
@@ -49,9 +60,9 @@ struct ValidateOptions {
   bool execute = false;
   CommonOptions common;      // --model, --nodes, --gpus, --device (with --execute)
   int64_t global_batch = 0;  // 0: 8 per device
+  DimensionOptions dims;     // with --execute: fixed dimensions
   int top = 8;               // plans to run, spread over the ranking (best always included)
   int steps = 6;
-  std::optional<int> zero;   // fix the ZeRO stage of the plans run
   std::string dtrun;         // default: next to dtplan
   std::string work_dir;      // default: a fresh temp dir
   std::string argv0;
@@ -61,6 +72,7 @@ int RunPlan(const PlanOptions& o);
 int RunSimulate(const SimulateOptions& o);
 int RunValidate(const ValidateOptions& o);
 int RunValidateExecute(const ValidateOptions& o);
+int RunCapabilities(bool as_json);
 
 // Prints "dtplan: error: <message>" to stderr and returns 2.
 int Fail(const std::string& message);

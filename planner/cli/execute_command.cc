@@ -11,6 +11,7 @@
 #include "planner/cli/report.h"
 #include "planner/cli/setup.h"
 #include "planner/search/search.h"
+#include "planner/spec/capabilities.h"
 #include "planner/validate/execute.h"
 
 namespace dt::cli {
@@ -32,24 +33,29 @@ int RunValidateExecute(const ValidateOptions& o) {
   if (!o.profile.empty()) common.profile = o.profile;
   auto setup = LoadSetup(common);
   if (!setup.ok()) return Fail(setup.status().message());
-  const auto& [model, cluster, hw] = *setup;
+  const auto& [model, cluster, hw, setup_note] = *setup;
   SearchConstraints k;
   k.seq_length = model.seq_length;
   k.global_batch = o.global_batch > 0 ? o.global_batch : 8LL * cluster.world();
-  k.cp = 1;  // the runtime has no context parallelism
-  k.zero_stage = o.zero;
   k.flash_attention = cluster.device != "cpu";
   k.dropout = cluster.device != "cpu";
+  if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());
   SearchOptions so;
   so.top = 100000;  // every fitting plan, ranked
   so.threads = o.threads;
   auto r = SearchPlans(model, cluster, hw, k, so);
   if (!r.ok()) return Fail(r.status().message());
-  // The runtime executes ZeRO 0-3 with cp = 1.
+  if (!setup_note.empty()) std::fprintf(stderr, "dtplan: note: %s\n", setup_note.c_str());
+  // Plans dtrun executes (planner/spec/capabilities.h); for --device cpu the
+  // search emitted no other.
   std::vector<RankedPlan> runnable;
   for (const auto& p : r->top)
-    if (p.plan.cp == 1) runnable.push_back(p);
-  if (runnable.empty()) return Fail("no runnable plan fits (the runtime supports cp=1)");
+    if (CheckExecutable(model, p.plan, RuntimeDeviceFor(cluster.device)).ok()) runnable.push_back(p);
+  if (runnable.empty()) {
+    std::string why = r->top.empty() ? "no plan fits" : CheckExecutable(model, r->top[0].plan,
+                                                                        RuntimeDeviceFor(cluster.device)).message();
+    return Fail("no plan to execute: " + why);
+  }
   // Spread the runs over the ranking so the comparison covers fast and slow
   // plans; the predicted best is always run (for the regret).
   std::vector<size_t> picked;

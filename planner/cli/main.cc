@@ -23,6 +23,20 @@ void AddCommon(CLI::App* app, dt::cli::CommonOptions* c, bool model_required) {
   app->add_flag("--json", c->json, "print JSON instead of a table");
 }
 
+void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
+  app->add_option("--dp", d->dp, "fix data parallelism");
+  app->add_option("--tp", d->tp, "fix tensor parallelism");
+  app->add_option("--pp", d->pp, "fix pipeline parallelism");
+  app->add_option("--cp", d->cp, "fix context parallelism");
+  app->add_option("--vpp", d->vpp, "fix virtual stages per pipeline rank (interleaved)");
+  app->add_option("--mbs", d->mbs, "fix the microbatch size");
+  app->add_option("--schedule", d->schedule, "fix the schedule: gpipe, 1f1b or interleaved");
+  app->add_option("--recompute", d->recompute, "fix recompute: none, selective or full");
+  app->add_option("--zero", d->zero, "fix the ZeRO stage (0-3; 1 = distributed optimizer)");
+  auto* sp_flag = app->add_flag("--sp", d->sp_on, "fix sequence parallelism on");
+  app->add_flag("--no-sp", d->sp_off, "fix sequence parallelism off")->excludes(sp_flag);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -34,18 +48,7 @@ int main(int argc, char** argv) {
   app.add_option("--global-batch", plan.global_batch, "sequences per step (default: 8 per device)");
   app.add_option("--seq-length", plan.seq_length, "tokens per sequence (default: the model's)");
   app.add_option("--top", plan.top, "how many plans to list")->check(CLI::Range(1, 1000));
-  app.add_option("--dp", plan.dp, "fix data parallelism");
-  app.add_option("--tp", plan.tp, "fix tensor parallelism");
-  app.add_option("--pp", plan.pp, "fix pipeline parallelism");
-  app.add_option("--cp", plan.cp, "fix context parallelism");
-  app.add_option("--vpp", plan.vpp, "fix virtual stages per pipeline rank (interleaved)");
-  app.add_option("--mbs", plan.mbs, "fix the microbatch size");
-  app.add_option("--schedule", plan.schedule, "fix the schedule: gpipe, 1f1b or interleaved");
-  app.add_option("--recompute", plan.recompute, "fix recompute: none, selective or full");
-  app.add_option("--zero", plan.zero, "fix the ZeRO stage (0-3; 1 = distributed optimizer)");
-  bool sp_on = false, sp_off = false;
-  auto* sp_flag = app.add_flag("--sp", sp_on, "fix sequence parallelism on");
-  app.add_flag("--no-sp", sp_off, "fix sequence parallelism off")->excludes(sp_flag);
+  AddDimensions(&app, &plan.dims);
   app.add_option("--attention", plan.attention,
                  "attention kernel: flash (fused, default on gpu) or unfused (default on cpu)")
       ->check(CLI::IsMember({"flash", "unfused"}));
@@ -70,13 +73,17 @@ int main(int argc, char** argv) {
   val_cmd->add_option("--gpus", val.common.gpus, "with --execute: ranks per node")->check(CLI::Range(1, 1024));
   val_cmd->add_option("--device", val.common.device, "with --execute: cpu (gpu needs a GPU)")
       ->check(CLI::IsMember({"gpu", "cpu"}));
+  AddDimensions(val_cmd, &val.dims);
   val_cmd->add_option("--global-batch", val.global_batch, "with --execute: sequences per step");
   val_cmd->add_option("--top", val.top, "with --execute: plans to run, spread over the ranking")
       ->check(CLI::Range(1, 1000));
   val_cmd->add_option("--steps", val.steps, "with --execute: steps per run")->check(CLI::Range(2, 100000));
-  val_cmd->add_option("--zero", val.zero, "with --execute: fix the ZeRO stage (0-3)")->check(CLI::Range(0, 3));
   val_cmd->add_option("--dtrun", val.dtrun, "with --execute: dtrun binary (default: next to dtplan)");
   val_cmd->add_option("--work-dir", val.work_dir, "with --execute: where plans, logs and metrics go");
+
+  bool caps_json = false;
+  CLI::App* caps_cmd = app.add_subcommand("capabilities", "which plan features dtrun executes on CPU and CUDA");
+  caps_cmd->add_flag("--json", caps_json, "print JSON");
 
 #ifdef DT_HAVE_PROFILER
   // `dtplan profile ...` hands every flag to the MPI profiler launcher.
@@ -92,10 +99,9 @@ int main(int argc, char** argv) {
     std::cerr << "dtplan: error: " << e.what() << " (see dtplan --help)\n";
     return 2;
   }
-  if (sp_on) plan.sp = true;
-  if (sp_off) plan.sp = false;
   try {
     if (*sim_cmd) return dt::cli::RunSimulate(sim);
+    if (*caps_cmd) return dt::cli::RunCapabilities(caps_json);
     val.argv0 = argv[0];
     if (*val_cmd) return val.execute ? dt::cli::RunValidateExecute(val) : dt::cli::RunValidate(val);
     if (plan.common.model.empty()) return dt::cli::Fail("--model is required (e.g. --model examples/models/gpt3-175b.json)");

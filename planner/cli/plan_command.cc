@@ -6,6 +6,7 @@
 #include "planner/cli/setup.h"
 #include "planner/lower/simulate.h"
 #include "planner/search/search.h"
+#include "planner/spec/capabilities.h"
 
 namespace dt::cli {
 
@@ -14,32 +15,44 @@ int Fail(const std::string& message) {
   return 2;
 }
 
+Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
+  k->dp = d.dp; k->tp = d.tp; k->pp = d.pp; k->cp = d.cp; k->vpp = d.vpp;
+  k->micro_batch = d.mbs; k->zero_stage = d.zero;
+  k->sequence_parallel = d.sp;
+  if (d.sp_on) k->sequence_parallel = true;
+  if (d.sp_off) k->sequence_parallel = false;
+  if (!d.schedule.empty()) {
+    auto s = ParseSchedule(d.schedule);
+    if (!s.ok()) return InvalidArgument("--schedule: " + s.status().message());
+    k->schedule = *s;
+  }
+  if (!d.recompute.empty()) {
+    auto r = ParseRecompute(d.recompute);
+    if (!r.ok()) return InvalidArgument("--recompute: " + r.status().message());
+    k->recompute = *r;
+  }
+  return Status::Ok();
+}
+
 int RunPlan(const PlanOptions& o) {
   auto setup = LoadSetup(o.common);
   if (!setup.ok()) return Fail(setup.status().message());
-  const auto& [model, cluster, hw] = *setup;
+  const auto& [model, cluster, hw, setup_note] = *setup;
 
   SearchConstraints k;
   k.seq_length = o.seq_length > 0 ? o.seq_length : model.seq_length;
   k.global_batch = o.global_batch > 0 ? o.global_batch : 8LL * cluster.world();
-  k.dp = o.dp; k.tp = o.tp; k.pp = o.pp; k.cp = o.cp; k.vpp = o.vpp;
-  k.micro_batch = o.mbs; k.zero_stage = o.zero; k.sequence_parallel = o.sp;
   k.flash_attention = o.attention.empty() ? cluster.device != "cpu" : o.attention == "flash";
   k.dropout = cluster.device != "cpu";  // the bundled CPU runtime trains without dropout
-  if (!o.schedule.empty()) {
-    auto s = ParseSchedule(o.schedule);
-    if (!s.ok()) return Fail("--schedule: " + s.status().message());
-    k.schedule = *s;
-  }
-  if (!o.recompute.empty()) {
-    auto r = ParseRecompute(o.recompute);
-    if (!r.ok()) return Fail("--recompute: " + r.status().message());
-    k.recompute = *r;
-  }
+  if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());
   if (model.learned_positions() && k.seq_length > model.max_position)
     return Fail("--seq-length " + std::to_string(k.seq_length) + " exceeds the model's " +
                 std::to_string(model.max_position) + " learned positions; use --seq-length <= " +
                 std::to_string(model.max_position));
+  if (model.sliding_window > 0 && k.seq_length > model.sliding_window)
+    return Fail("--seq-length " + std::to_string(k.seq_length) + " exceeds the model's sliding_window " +
+                std::to_string(model.sliding_window) + ": windowed attention is not modeled; use --seq-length <= " +
+                std::to_string(model.sliding_window));
   ModelSpec m = model;
   m.seq_length = k.seq_length;
 
@@ -50,6 +63,7 @@ int RunPlan(const PlanOptions& o) {
   if (!result.ok()) return Fail(result.status().message());
   const SearchResult& r = *result;
 
+  if (!setup_note.empty()) std::cerr << "dtplan: note: " << setup_note << "\n";
   if (o.common.json) {
     std::cout << SearchToJson(m, cluster, hw, k, r).dump(2) << "\n";
   } else {
@@ -64,7 +78,14 @@ int RunPlan(const PlanOptions& o) {
              std::to_string(static_cast<int>(100 * (p.peak_memory_bytes / p.capacity_bytes - 1) + 0.5)) +
              "% over); add nodes (--nodes), lower --global-batch or --seq-length";
     } else {
-      msg += "; relax the fixed dimensions";
+      // Nothing was even a candidate: name the most common rejection.
+      std::string why;
+      int64_t most = 0;
+      for (const auto* rej : {&r.grid_rejects, &r.plan_rejects})
+        for (const auto& [reason, count] : *rej)
+          if (count > most) most = count, why = reason;
+      msg = "no plan for " + std::to_string(cluster.world()) + " devices passes the checks" +
+            (why.empty() ? "" : " (" + why + ")") + "; relax the fixed dimensions";
     }
     return Fail(msg);
   }
@@ -76,6 +97,8 @@ int RunPlan(const PlanOptions& o) {
   Status w = WriteJsonFile(o.out, PlanFileJson(m, cluster, hw, best.plan, *pred));
   if (!w.ok()) return Fail("--out: " + w.message());
   if (!o.common.json) {
+    if (Status ex = CheckExecutable(m, best.plan, RuntimeDeviceFor(cluster.device)); !ex.ok())
+      std::cout << "note: dtrun cannot execute this plan yet: " << ex.message() << "\n";
     std::cout << "wrote " << o.out;
     if (!o.trace.empty()) std::cout << " and trace " << o.trace << " (open in ui.perfetto.dev)";
     std::cout << "\n";

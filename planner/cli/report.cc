@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "planner/spec/capabilities.h"
+
 namespace dt::cli {
 namespace {
 
@@ -36,7 +38,9 @@ std::string Gib(double bytes) { return Fmt("%.1f", bytes / (1024.0 * 1024 * 1024
 std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const HardwareProfile& hw,
                          const SearchConstraints& k, const SearchResult& r) {
   std::ostringstream os;
-  os << "model    " << m.name << " (" << ToString(m.family) << ", "
+  std::string kind = ToString(m.family);
+  if (!m.source_type.empty()) kind = "HF " + m.source_type + ": " + kind + (m.FamilyLayout() ? " layout" : " layout variant");
+  os << "model    " << m.name << " (" << kind << ", "
      << Fmt("%.2f", m.TotalParams() / 1e9) << "B params, " << m.num_layers << " layers, hidden "
      << m.hidden << ", " << m.heads << " heads)\n";
   os << "cluster  " << c.nodes << " nodes x " << c.gpus_per_node << " " << c.device << " = "
@@ -107,6 +111,13 @@ json PlanFileJson(const ModelSpec& m, const ClusterSpec& c, const HardwareProfil
                   const PlanSpec& p, const Prediction& pred) {
   json j = ToJson(PlanFile{m, c, p, ToJson(pred)});
   j["profile"] = hw.name;
+  // Which bundled runtime executes this plan (planner/spec/capabilities.h).
+  json ex = json::object();
+  for (RuntimeDevice d : {RuntimeDevice::kCpu, RuntimeDevice::kCuda}) {
+    const Status s = CheckExecutable(m, p, d);
+    ex[d == RuntimeDevice::kCpu ? "cpu" : "cuda"] = s.ok() ? json("yes") : json(s.message());
+  }
+  j["dtrun_executes"] = ex;
   return j;
 }
 

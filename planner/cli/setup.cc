@@ -33,7 +33,21 @@ StatusOr<Setup> LoadSetup(const CommonOptions& o) {
   s.cluster.gpus_per_node = o.gpus;
   s.cluster.device = o.device;
   DT_ASSIGN_OR_RETURN(s.hw, LoadProfileFor(o.profile, o.device));
-  DT_RETURN_IF_ERROR(CheckClusterFitsProfile(s.cluster, s.hw));
+  Status fits = CheckClusterFitsProfile(s.cluster, s.hw);
+  if (!fits.ok() && o.profile.empty() && o.device == "cpu" && s.hw.name != "cpu-generic") {
+    // The measured default covers one node of this machine; a larger CPU
+    // cluster (e.g. 4 oversubscribed ranks as 2 nodes x 2) falls back to
+    // the placeholder estimate, said out loud.
+    auto generic = LoadProfileFor("cpu-generic", o.device);
+    if (generic.ok() && CheckClusterFitsProfile(s.cluster, *generic).ok()) {
+      s.note = "profile " + s.hw.name + " cannot price this cluster (" + fits.message() +
+               "); using cpu-generic (estimates, not measurements) - measure one with `dtplan profile --device cpu "
+               "--ranks " + std::to_string(s.cluster.world()) + "`";
+      s.hw = *generic;
+      fits = Status::Ok();
+    }
+  }
+  DT_RETURN_IF_ERROR(fits);
   return s;
 }
 

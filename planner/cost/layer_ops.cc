@@ -48,6 +48,12 @@ struct Dims {
   int64_t T, T_r;  // tokens in the TP region / in the replicated region
   int tp, cp;
   bool sp, gpt;
+  bool ln;        // LayerNorm (else RMSNorm)
+  bool bias;      // biases on every linear layer
+  bool qkv_bias;  // biases on Q, K, V only
+  bool rope;      // rotary positions applied to Q and K
+  bool gated;     // gated MLP (SwiGLU / GeGLU)
+  int norms;      // norms per layer: 1 (parallel block), 2, or 4 (pre + post)
   bool flash;  // fused attention: no score-matrix traffic
   bool dropout;  // GPT dropout on attention probabilities
   double e;  // bytes per element
@@ -76,8 +82,14 @@ Dims MakeDims(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   d.tp = p.tp;
   d.cp = p.cp;
   d.gpt = m.family == ModelFamily::kGpt;
+  d.ln = m.layer_norm();
+  d.bias = m.linear_bias();
+  d.qkv_bias = m.qkv_bias;
+  d.rope = !m.learned_positions();
+  d.gated = m.gated_mlp();
+  d.norms = m.norms_per_layer;
   d.flash = p.flash_attention;
-  d.dropout = d.gpt && p.dropout;
+  d.dropout = m.uses_dropout() && p.dropout;
   d.e = bytes_per_element;
   return d;
 }
@@ -170,23 +182,24 @@ std::vector<Op> LayerForward(const Dims& d) {
   const double e = d.e;
   const int64_t n_qkv = (d.a_local + 2 * d.kv_local) * d.d;
   // Attention block.
-  f.push_back(Mem(d.gpt ? "ln1" : "rmsnorm1", 2 * e * d.T_r * d.h));
+  f.push_back(Mem(d.ln ? "ln1" : "rmsnorm1", 2 * e * d.T_r * d.h));
   TpEnterForward(d, "sp_allgather_attn", &f);
   f.push_back(Gemm("qkv", d.T, n_qkv, d.h));
-  if (d.gpt) f.push_back(Mem("qkv_bias", 2 * e * d.T * n_qkv));
-  if (!d.gpt) f.push_back(Mem("rope", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
+  if (d.bias || d.qkv_bias) f.push_back(Mem("qkv_bias", 2 * e * d.T * n_qkv));
+  if (d.rope) f.push_back(Mem("rope", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
   CpRing(d, &f, /*backward=*/false);
   f.push_back(AttentionCore(d, "attn_core", 1.0));
   f.push_back(Gemm("proj", d.T, d.h, d.a_local * d.d));
   TpExitForward(d, d.sp ? "sp_reducescatter_attn" : "tp_allreduce_attn", &f);
-  if (d.gpt)
+  if (d.norms == 4) f.push_back(Mem("post_attn_rmsnorm", 2 * e * d.T_r * d.h));
+  if (d.bias)
     f.push_back(Mem("bias_dropout_add_attn", (3 * e + 1) * d.T_r * d.h));
   else
     f.push_back(Mem("residual_add_attn", 3 * e * d.T_r * d.h));
-  // MLP block.
-  f.push_back(Mem(d.gpt ? "ln2" : "rmsnorm2", 2 * e * d.T_r * d.h));
+  // MLP block (a parallel block, norms == 1, reads norm 1's output).
+  if (d.norms >= 2) f.push_back(Mem(d.ln ? "ln2" : "rmsnorm2", 2 * e * d.T_r * d.h));
   TpEnterForward(d, "sp_allgather_mlp", &f);
-  if (d.gpt) {
+  if (!d.gated) {
     f.push_back(Gemm("fc1", d.T, d.f_local, d.h));
     f.push_back(Mem("bias_gelu", 2 * e * d.T * d.f_local));
   } else {
@@ -196,7 +209,8 @@ std::vector<Op> LayerForward(const Dims& d) {
   }
   f.push_back(Gemm("fc2", d.T, d.h, d.f_local));
   TpExitForward(d, d.sp ? "sp_reducescatter_mlp" : "tp_allreduce_mlp", &f);
-  if (d.gpt)
+  if (d.norms == 4) f.push_back(Mem("post_mlp_rmsnorm", 2 * e * d.T_r * d.h));
+  if (d.bias)
     f.push_back(Mem("bias_dropout_add_mlp", (3 * e + 1) * d.T_r * d.h));
   else
     f.push_back(Mem("residual_add_mlp", 3 * e * d.T_r * d.h));
@@ -213,13 +227,14 @@ std::vector<Op> LayerBackward(const Dims& d) {
   const double e = d.e;
   const int64_t n_qkv = (d.a_local + 2 * d.kv_local) * d.d;
   // MLP block, in reverse.
-  if (d.gpt)
+  if (d.bias)
     g.push_back(Mem("bias_dropout_add_mlp_bwd", (2 * e + 1) * d.T_r * d.h));
   else
     g.push_back(Mem("residual_add_mlp_bwd", 3 * e * d.T_r * d.h));
+  if (d.norms == 4) g.push_back(Mem("post_mlp_rmsnorm_bwd", 3 * e * d.T_r * d.h));
   TpExitBackward(d, "sp_allgather_mlp_grad", &g);
   GemmBackward(Gemm("fc2", d.T, d.h, d.f_local), "fc2_dgrad", "fc2_wgrad", &g);
-  if (d.gpt) {
+  if (!d.gated) {
     g.push_back(Mem("bias_gelu_bwd", 3 * e * d.T * d.f_local));
   } else {
     g.push_back(Mem("swiglu_bwd", 5 * e * d.T * d.f_local));
@@ -227,29 +242,30 @@ std::vector<Op> LayerBackward(const Dims& d) {
   // Under SP only the sequence shard of the fc1 input is stored; Megatron
   // all-gathers it again for the weight gradient.
   TpEnterForward(d, "sp_allgather_mlp_input", &g);
-  if (d.gpt) {
+  if (!d.gated) {
     GemmBackward(Gemm("fc1", d.T, d.f_local, d.h), "fc1_dgrad", "fc1_wgrad", &g);
   } else {
     GemmBackward(Gemm("fc1_up", d.T, d.f_local, d.h), "fc1_up_dgrad", "fc1_up_wgrad", &g);
     GemmBackward(Gemm("fc1_gate", d.T, d.f_local, d.h), "fc1_gate_dgrad", "fc1_gate_wgrad", &g);
   }
   TpEnterBackward(d, d.sp ? "sp_reducescatter_mlp_grad" : "tp_allreduce_mlp_grad", &g);
-  g.push_back(Mem(d.gpt ? "ln2_bwd" : "rmsnorm2_bwd", 3 * e * d.T_r * d.h));
+  if (d.norms >= 2) g.push_back(Mem(d.ln ? "ln2_bwd" : "rmsnorm2_bwd", 3 * e * d.T_r * d.h));
   // Attention block, in reverse.
-  if (d.gpt)
+  if (d.bias)
     g.push_back(Mem("bias_dropout_add_attn_bwd", (2 * e + 1) * d.T_r * d.h));
   else
     g.push_back(Mem("residual_add_attn_bwd", 3 * e * d.T_r * d.h));
+  if (d.norms == 4) g.push_back(Mem("post_attn_rmsnorm_bwd", 3 * e * d.T_r * d.h));
   TpExitBackward(d, "sp_allgather_attn_grad", &g);
   GemmBackward(Gemm("proj", d.T, d.h, d.a_local * d.d), "proj_dgrad", "proj_wgrad", &g);
   CpRing(d, &g, /*backward=*/true);
   g.push_back(AttentionCore(d, "attn_core_bwd", 2.0));
-  if (d.gpt) g.push_back(Mem("qkv_bias_bwd", e * d.T * n_qkv));
-  if (!d.gpt) g.push_back(Mem("rope_bwd", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
+  if (d.bias || d.qkv_bias) g.push_back(Mem("qkv_bias_bwd", e * d.T * n_qkv));
+  if (d.rope) g.push_back(Mem("rope_bwd", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
   TpEnterForward(d, "sp_allgather_attn_input", &g);
   GemmBackward(Gemm("qkv", d.T, n_qkv, d.h), "qkv_dgrad", "qkv_wgrad", &g);
   TpEnterBackward(d, d.sp ? "sp_reducescatter_attn_grad" : "tp_allreduce_attn_grad", &g);
-  g.push_back(Mem(d.gpt ? "ln1_bwd" : "rmsnorm1_bwd", 3 * e * d.T_r * d.h));
+  g.push_back(Mem(d.ln ? "ln1_bwd" : "rmsnorm1_bwd", 3 * e * d.T_r * d.h));
   return g;
 }
 
@@ -277,16 +293,16 @@ LayerOps EmbeddingOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_eleme
   LayerOps ops;
   // Vocab-parallel lookup: each TP rank writes its rows (zeros elsewhere);
   // GPT adds the learned position embedding.
-  ops.forward.push_back(Mem("embedding_lookup", (d.gpt ? 4 : 2) * e * d.T * d.h));
+  ops.forward.push_back(Mem("embedding_lookup", (d.rope ? 2 : 4) * e * d.T * d.h));
   if (d.tp > 1)
     ops.forward.push_back(Coll(d.sp ? "embedding_reducescatter" : "embedding_allreduce",
                                d.sp ? CollKind::kReduceScatter : CollKind::kAllReduce, GroupKind::kTp,
                                d.tp, e * d.T * d.h));
-  if (d.gpt) ops.forward.push_back(Mem("embedding_dropout", (2 * e + 1) * d.T_r * d.h));
+  if (d.gpt && m.uses_dropout()) ops.forward.push_back(Mem("embedding_dropout", (2 * e + 1) * d.T_r * d.h));
 
-  if (d.gpt) ops.backward.push_back(Mem("embedding_dropout_bwd", (2 * e + 1) * d.T_r * d.h));
+  if (d.gpt && m.uses_dropout()) ops.backward.push_back(Mem("embedding_dropout_bwd", (2 * e + 1) * d.T_r * d.h));
   TpExitBackward(d, "embedding_grad_allgather", &ops.backward);
-  ops.backward.push_back(Mem("embedding_grad_scatter_add", (d.gpt ? 5 : 3) * e * d.T * d.h));
+  ops.backward.push_back(Mem("embedding_grad_scatter_add", (d.rope ? 3 : 5) * e * d.T * d.h));
   return ops;
 }
 
@@ -295,7 +311,7 @@ LayerOps HeadOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   const double e = d.e;
   LayerOps ops;
   auto& f = ops.forward;
-  f.push_back(Mem(d.gpt ? "final_ln" : "final_rmsnorm", 2 * e * d.T_r * d.h));
+  f.push_back(Mem(d.ln ? "final_ln" : "final_rmsnorm", 2 * e * d.T_r * d.h));
   TpEnterForward(d, "sp_allgather_head", &f);
   const Op head = Gemm("lm_head", d.T, d.v_local, d.h);
   f.push_back(head);
@@ -310,7 +326,7 @@ LayerOps HeadOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   g.push_back(Mem("cross_entropy_bwd", d.T * d.v_local * (4.0 + e)));
   GemmBackward(head, "lm_head_dgrad", "lm_head_wgrad", &g);
   TpEnterBackward(d, d.sp ? "sp_reducescatter_head_grad" : "tp_allreduce_head_grad", &g);
-  g.push_back(Mem(d.gpt ? "final_ln_bwd" : "final_rmsnorm_bwd", 3 * e * d.T_r * d.h));
+  g.push_back(Mem(d.ln ? "final_ln_bwd" : "final_rmsnorm_bwd", 3 * e * d.T_r * d.h));
   return ops;
 }
 

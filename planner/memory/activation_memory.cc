@@ -8,7 +8,8 @@ namespace {
 
 struct Local {
   double T, T_r, h, d, a, kv, f, b, s_local, s_full, e;
-  bool gpt;
+  bool gpt, gated;
+  int norms;     // norms per layer (1: parallel attention + MLP block; 4: pre + post norms)
   bool dropout;  // GPT with dropout: masks and dropped-out probabilities stored
 };
 
@@ -28,7 +29,9 @@ Local MakeLocal(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   l.f = (m.ffn_hidden + p.tp - 1) / p.tp;
   l.e = bytes_per_element;
   l.gpt = m.family == ModelFamily::kGpt;
-  l.dropout = l.gpt && p.dropout;
+  l.gated = m.gated_mlp();
+  l.norms = m.norms_per_layer;
+  l.dropout = m.uses_dropout() && p.dropout;
   return l;
 }
 
@@ -53,14 +56,17 @@ double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int byt
   // Replicated region (sharded over TP only under SP): inputs of norm 1,
   // QKV, norm 2 and fc1, plus GPT's two 1-byte dropout masks. GPT 16-bit:
   // 4*2 + 2*1 = 10 sbh (Korthikanti Table 2).
-  double bytes = 4 * e * l.T_r * l.h;
+  // Falcon's parallel block (one norm) feeds attention and MLP from the same
+  // normed input: norm 1 and QKV inputs only. Gemma-2's post-norms store
+  // their inputs too.
+  double bytes = (l.norms == 1 ? 2 : l.norms == 4 ? 6 : 4) * e * l.T_r * l.h;
   if (l.dropout) bytes += 2 * l.T_r * l.h;
   // TP region: Q, K, V (the QK^T and AV inputs) and the proj input. MHA
   // 16-bit: 4 * 2 sbh/t = 8 sbh/t.
   bytes += e * l.T * l.d * (2 * l.a + 2 * l.kv);
   // MLP: GPT stores the GeLU input and the fc2 input (2 * 4h each in
   // 16-bit: 16 sbh/t); Llama stores gate, up and the fc2 input.
-  bytes += (l.gpt ? 2 : 3) * e * l.T * l.f;
+  bytes += (l.gated ? 3 : 2) * e * l.T * l.f;
   if (!p.flash_attention) {
     if (mode == Recompute::kNone) bytes += ScoreBytes(l);
   } else {

@@ -16,13 +16,13 @@ int64_t LayerParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
   const int64_t n_qkv = (a + 2 * kv) * d;
   int64_t params = h * n_qkv + a * d * h;          // QKV (column) + proj (row)
   params += (m.gated_mlp() ? 3 : 2) * h * f;       // fc1 (+ gate) column, fc2 row
-  if (m.family == ModelFamily::kGpt) {
-    params += n_qkv + f;   // column-parallel biases: split
-    params += h + h;       // proj and fc2 biases: replicated
-    params += 2 * 2 * h;   // two LayerNorms (weight + bias): replicated
-  } else {
-    params += 2 * h;       // two RMSNorms: replicated
+  if (m.linear_bias()) {
+    params += n_qkv + (m.gated_mlp() ? 2 : 1) * f;  // column-parallel biases: split
+    params += h + h;                               // proj and fc2 biases: replicated
+  } else if (m.qkv_bias) {
+    params += n_qkv;                               // Q/K/V biases only (Qwen2)
   }
+  params += static_cast<int64_t>(m.norms_per_layer) * (m.layer_norm() ? 2 : 1) * h;  // norms: replicated
   return params;
 }
 
@@ -33,11 +33,10 @@ int64_t StageParamsPerRank(const ModelSpec& m, const PlanSpec& p, int pipeline_r
   int64_t params = static_cast<int64_t>(p.StageLayers(pipeline_rank)) * LayerParamsPerRank(m, p);
   if (pipeline_rank == 0) {
     params += word;
-    if (m.learned_positions())
-      params += static_cast<int64_t>(m.max_position > 0 ? m.max_position : m.seq_length) * h;
+    if (m.learned_positions()) params += static_cast<int64_t>(m.position_rows()) * h;
   }
   if (pipeline_rank == p.pp - 1) {
-    params += m.family == ModelFamily::kGpt ? 2 * h : h;  // final norm
+    params += m.layer_norm() ? 2 * h : h;  // final norm
     if (!m.tied_embeddings || p.pp > 1) params += word;   // LM head, or the tied copy
   }
   return params;

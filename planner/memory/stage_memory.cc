@@ -78,7 +78,7 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // The first and last model chunks are one of the rank's vpp chunks: their
   // in-flight count is approximated by ceil(in_flight / vpp).
   const double end_in_flight = std::ceil(static_cast<double>(in_flight) / p.vpp);
-  if (first && m.family == ModelFamily::kGpt)
+  if (first && m.uses_dropout())
     if (p.dropout) s.activations += tok.T_r * h * end_in_flight;  // embedding dropout mask (1 byte)
   // Last chunk: final-norm input and LM-head input, and the fp32 logits kept
   // for the cross-entropy backward (Korthikanti et al. 2022, Sec. 4.3: 4sbv/t).

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "planner/spec/capabilities.h"
+
 namespace dt {
 namespace {
 
@@ -56,6 +58,16 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
   if (k.zero_stage && (*k.zero_stage < 0 || *k.zero_stage > 3))
     return InvalidArgument("--zero must be 0, 1, 2 or 3");
 
+  // Plans for CPU ranks are plans for the bundled runtime: the model itself
+  // must be one it executes (checked once here with a neutral plan).
+  const bool cpu_runtime = c.device == "cpu";
+  if (cpu_runtime) {
+    PlanSpec probe;
+    probe.flash_attention = k.flash_attention;
+    probe.dropout = k.dropout;
+    if (Status s = CheckExecutable(m, probe, RuntimeDevice::kCpu); !s.ok())
+      return InvalidArgument("--device cpu plans for the bundled runtime: " + s.message());
+  }
   Enumeration e;
   // Context parallelism is searched only for long sequences (>= 16k tokens)
   // where activations force it; shorter sequences use cp = 1 unless fixed.
@@ -129,6 +141,13 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   p.flash_attention = k.flash_attention;
                   p.dropout = k.dropout;
                   p.layers_per_chunk = EvenSplit(m.num_layers, pp * vpp);
+                  if (cpu_runtime) {  // never emit a CPU plan dtrun cannot execute
+                    const std::vector<Feature> missing = MissingFeatures(m, p, RuntimeDevice::kCpu);
+                    if (!missing.empty()) {
+                      ++e.plan_rejects[std::string("CPU runtime does not execute ") + CapabilityOf(missing[0]).name];
+                      continue;
+                    }
+                  }
                   e.plans.push_back(std::move(p));
                 }
               }

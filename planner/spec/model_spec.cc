@@ -1,5 +1,7 @@
 #include "planner/spec/model_spec.h"
 
+#include "planner/spec/hf_config.h"
+
 #include <algorithm>
 #include <filesystem>
 
@@ -7,29 +9,31 @@ namespace dt {
 
 const char* ToString(ModelFamily f) { return f == ModelFamily::kGpt ? "gpt" : "llama"; }
 
+bool ModelSpec::FamilyLayout() const {
+  return (head_dim_set == 0 || head_dim_set * heads == hidden) && !learned_pos_set && !linear_bias_set &&
+         !dropout_set && !qkv_bias && norms_per_layer == 2 && position_offset == 0 && sliding_window == 0;
+}
+
 int64_t ModelSpec::LayerParams() const {
-  const int64_t h = hidden, f = ffn_hidden, kv = kv_dim();
-  int64_t attn = h * (h + 2 * kv) + h * h;  // QKV + output projection
+  const int64_t h = hidden, f = ffn_hidden, q = q_dim(), kv = kv_dim();
+  int64_t attn = h * (q + 2 * kv) + q * h;  // QKV + output projection
   int64_t mlp = gated_mlp() ? 3 * h * f : 2 * h * f;
-  int64_t norms = 0, biases = 0;
-  if (family == ModelFamily::kGpt) {
-    norms = 2 * 2 * h;                  // two LayerNorms, weight + bias
-    biases = (h + 2 * kv) + h + f + h;  // QKV, proj, fc1, fc2
-  } else {
-    norms = 2 * h;  // two RMSNorms, weight only
-  }
+  const int64_t norms = static_cast<int64_t>(norms_per_layer) * (layer_norm() ? 2 : 1) * h;
+  int64_t biases = 0;
+  if (linear_bias()) biases = (q + 2 * kv) + h + (gated_mlp() ? 2 : 1) * f + h;  // QKV, proj, fc1 (+gate), fc2
+  else if (qkv_bias) biases = q + 2 * kv;
   return attn + mlp + norms + biases;
 }
 
 int64_t ModelSpec::EmbeddingParams() const {
   int64_t e = static_cast<int64_t>(vocab) * hidden;
   // Megatron and the runtime allocate every learned position, not just seq_length.
-  if (learned_positions()) e += static_cast<int64_t>(std::max(max_position, seq_length)) * hidden;
+  if (learned_positions()) e += static_cast<int64_t>(position_rows()) * hidden;
   return e;
 }
 
 int64_t ModelSpec::OutputParams() const {
-  int64_t final_norm = family == ModelFamily::kGpt ? 2 * hidden : hidden;
+  int64_t final_norm = layer_norm() ? 2 * hidden : hidden;
   int64_t head = tied_embeddings ? 0 : static_cast<int64_t>(vocab) * hidden;
   return final_norm + head;
 }
@@ -52,6 +56,12 @@ Status Validate(const ModelSpec& m, const std::string& where) {
   if (m.ffn_hidden < 1) return bad("'ffn_hidden_size' must be >= 1");
   if (m.vocab < 1) return bad("'vocab_size' must be >= 1");
   if (m.seq_length < 1) return bad("'seq_length' must be >= 1");
+  if (m.head_dim_set < 0) return bad("'head_dim' must be >= 1");
+  if (m.norms_per_layer < 1 || m.norms_per_layer > 4) return bad("'norms_per_layer' must be 1..4");
+  if (m.sliding_window > 0 && m.seq_length > m.sliding_window)
+    return bad("'seq_length' (" + std::to_string(m.seq_length) + ") exceeds 'sliding_window' (" +
+               std::to_string(m.sliding_window) + "): windowed attention is not modeled; use --seq-length <= " +
+               std::to_string(m.sliding_window));
   if (m.learned_positions() && m.seq_length > m.max_position)
     return bad("'seq_length' (" + std::to_string(m.seq_length) + ") exceeds 'max_position' (" +
                std::to_string(m.max_position) + "); lower --seq-length or raise max_position");
@@ -62,24 +72,8 @@ StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where) {
   FieldReader r(j, where);
   if (!r.ok()) return r.status();
   ModelSpec m;
-  if (r.Has("num_hidden_layers")) {
-    // HuggingFace config.json.
-    std::string mt = r.StrOr("model_type", "llama");
-    m.family = (mt == "gpt2" || mt == "gpt" || mt == "gpt_neox" || mt == "opt") ? ModelFamily::kGpt
-                                                                               : ModelFamily::kLlama;
-    m.name = r.StrOr("_name_or_path", r.StrOr("name", ""));  // LoadModel falls back to the file name
-    m.num_layers = static_cast<int>(r.Int("num_hidden_layers"));
-    m.hidden = static_cast<int>(r.Int("hidden_size"));
-    m.heads = static_cast<int>(r.Int("num_attention_heads"));
-    m.kv_heads = static_cast<int>(r.IntOr("num_key_value_heads", m.heads));
-    m.ffn_hidden = static_cast<int>(r.IntOr("intermediate_size", 4LL * m.hidden));
-    m.vocab = static_cast<int>(r.Int("vocab_size"));
-    m.max_position = static_cast<int>(r.IntOr("max_position_embeddings", 2048));
-    // HF configs carry no training length; long-context models would default
-    // to 128k tokens, so cap the default at 8192 (override with --seq-length).
-    m.seq_length = static_cast<int>(r.IntOr("seq_length", std::min(m.max_position, 8192)));
-    m.tied_embeddings = r.BoolOr("tie_word_embeddings", m.family == ModelFamily::kGpt);
-  } else {
+  if (IsHfConfig(j)) return ModelFromHfConfig(j, where);
+  {
     std::string fam = r.StrOr("family", "gpt");
     if (fam == "gpt") {
       m.family = ModelFamily::kGpt;
@@ -98,6 +92,15 @@ StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where) {
     m.seq_length = static_cast<int>(r.Int("seq_length"));
     m.max_position = static_cast<int>(r.IntOr("max_position", m.seq_length));
     m.tied_embeddings = r.BoolOr("tie_word_embeddings", m.family == ModelFamily::kGpt);
+    m.head_dim_set = static_cast<int>(r.IntOr("head_dim", 0));
+    if (r.Has("learned_positions")) m.learned_pos_set = r.BoolOr("learned_positions", true);
+    if (r.Has("linear_bias")) m.linear_bias_set = r.BoolOr("linear_bias", true);
+    if (r.Has("dropout")) m.dropout_set = r.BoolOr("dropout", true);
+    m.qkv_bias = r.BoolOr("qkv_bias", false);
+    m.norms_per_layer = static_cast<int>(r.IntOr("norms_per_layer", 2));
+    m.position_offset = static_cast<int>(r.IntOr("position_offset", 0));
+    m.sliding_window = static_cast<int>(r.IntOr("sliding_window", 0));
+    m.source_type = r.StrOr("source_type", "");
   }
   if (!r.ok()) return r.status();
   DT_RETURN_IF_ERROR(Validate(m, where));
@@ -113,7 +116,7 @@ StatusOr<ModelSpec> LoadModel(const std::string& path) {
 }
 
 json ToJson(const ModelSpec& m) {
-  return json{{"name", m.name},
+  json j{{"name", m.name},
               {"family", ToString(m.family)},
               {"num_layers", m.num_layers},
               {"hidden_size", m.hidden},
@@ -124,6 +127,18 @@ json ToJson(const ModelSpec& m) {
               {"seq_length", m.seq_length},
               {"max_position", m.max_position},
               {"tie_word_embeddings", m.tied_embeddings}};
+  // Layout details only when they differ from the family's (so plan files
+  // and checkpoints of family-layout models keep their exact form).
+  if (m.head_dim_set > 0 && m.head_dim_set * m.heads != m.hidden) j["head_dim"] = m.head_dim_set;
+  if (m.learned_pos_set) j["learned_positions"] = *m.learned_pos_set;
+  if (m.linear_bias_set) j["linear_bias"] = *m.linear_bias_set;
+  if (m.dropout_set) j["dropout"] = *m.dropout_set;
+  if (m.qkv_bias) j["qkv_bias"] = true;
+  if (m.norms_per_layer != 2) j["norms_per_layer"] = m.norms_per_layer;
+  if (m.position_offset != 0) j["position_offset"] = m.position_offset;
+  if (m.sliding_window != 0) j["sliding_window"] = m.sliding_window;
+  if (!m.source_type.empty()) j["source_type"] = m.source_type;
+  return j;
 }
 
 }  // namespace dt

@@ -5,7 +5,9 @@
 // LoadModel. Errors are Status values naming the file and field.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "base/json_fields.h"
@@ -28,10 +30,32 @@ struct ModelSpec {
   int max_position = 0;
   bool tied_embeddings = true;
 
-  int head_dim() const { return hidden / heads; }
+  // Layout details beyond the family's (HuggingFace configs: docs/formats.md
+  // lists the mapping per model_type). Unset = the family's layout: GPT-2
+  // (LayerNorm with bias, biases on every linear, learned positions,
+  // dropout, 2 norms per layer) or Llama (RMSNorm, no biases, rotary, none).
+  int head_dim_set = 0;                  // explicit head_dim (Gemma); 0: hidden / heads
+  std::optional<bool> learned_pos_set;   // learned absolute positions (Falcon: rotary)
+  std::optional<bool> linear_bias_set;   // biases on every linear layer (Falcon: none)
+  std::optional<bool> dropout_set;       // trains with dropout when the plan has it
+  bool qkv_bias = false;                 // biases on Q, K, V only (Qwen2)
+  int norms_per_layer = 2;               // 1: Falcon's parallel block; 4: Gemma-2 pre+post norms
+  int position_offset = 0;               // extra learned position rows (OPT: 2)
+  int sliding_window = 0;                // > 0: attention window; longer sequences are refused
+  std::string source_type;               // HF model_type it was read from ("" for our schema)
+
+  int head_dim() const { return head_dim_set > 0 ? head_dim_set : hidden / heads; }
+  int q_dim() const { return heads * head_dim(); }
   int kv_dim() const { return kv_heads * head_dim(); }
-  bool gated_mlp() const { return family == ModelFamily::kLlama; }  // SwiGLU: 3 matrices
-  bool learned_positions() const { return family == ModelFamily::kGpt; }
+  bool gated_mlp() const { return family == ModelFamily::kLlama; }  // SwiGLU/GeGLU: 3 matrices
+  bool layer_norm() const { return family == ModelFamily::kGpt; }   // else RMSNorm (weight only)
+  bool learned_positions() const { return learned_pos_set.value_or(family == ModelFamily::kGpt); }
+  bool linear_bias() const { return linear_bias_set.value_or(family == ModelFamily::kGpt); }
+  bool uses_dropout() const { return dropout_set.value_or(family == ModelFamily::kGpt); }
+  int position_rows() const { return std::max(max_position, seq_length) + position_offset; }
+  // True when every layout detail is the family's own (what the bundled
+  // runtime's GPT and Llama implement).
+  bool FamilyLayout() const;
 
   // Parameters of one transformer layer (weights + biases + norms).
   int64_t LayerParams() const;
@@ -43,7 +67,8 @@ struct ModelSpec {
 // Validates consistency (heads divide hidden, kv_heads divide heads, ...).
 Status Validate(const ModelSpec& m, const std::string& where);
 
-// Parses our schema or a HuggingFace config (detected by "num_hidden_layers").
+// Parses our schema or a HuggingFace config (detected by "model_type" or
+// "num_hidden_layers"; see planner/spec/hf_config.h).
 StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where);
 StatusOr<ModelSpec> LoadModel(const std::string& path);
 json ToJson(const ModelSpec& m);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "planner/schedule/build_schedule.h"
+#include "planner/spec/capabilities.h"
 #include "planner/spec/plan_spec.h"
 #include "planner/spec/rank_grid.h"
 #include "runtime/backend/backend.h"
@@ -43,16 +44,10 @@ int WorldMax(int code) {
   return code;
 }
 
+// What the CPU runtime executes is the capability table's answer
+// (planner/spec/capabilities.h); the rest are shape checks of this runtime.
 Status CheckSupported(const ModelSpec& m, const PlanSpec& p) {
-  if (m.family != ModelFamily::kGpt)
-    return InvalidArgument("model '" + m.name + "' is family " + ToString(m.family) +
-                           "; the bundled runtime implements the GPT family only (LayerNorm, GeLU MLP, "
-                           "learned positions): use a GPT model file");
-  if (m.kv_heads != m.heads)
-    return InvalidArgument("model '" + m.name + "' uses grouped-query attention; the runtime implements MHA only");
-  if (p.cp > 1)
-    return InvalidArgument("plan has cp=" + std::to_string(p.cp) +
-                           ": context parallelism is not supported by the runtime; replan with --cp 1");
+  DT_RETURN_IF_ERROR(CheckExecutable(m, p, RuntimeDevice::kCpu));
   if (m.ffn_hidden % p.tp != 0)
     return InvalidArgument("ffn_hidden " + std::to_string(m.ffn_hidden) + " is not divisible by tp=" +
                            std::to_string(p.tp));

@@ -1,0 +1,109 @@
+#include "planner/spec/capabilities.h"
+
+#include "base/check.h"
+
+namespace dt {
+
+const char* ToString(RuntimeDevice d) { return d == RuntimeDevice::kCpu ? "CPU" : "CUDA"; }
+
+RuntimeDevice RuntimeDeviceFor(const std::string& cluster_device) {
+  return cluster_device == "cpu" ? RuntimeDevice::kCpu : RuntimeDevice::kCuda;
+}
+
+const std::vector<Capability>& CapabilityTable() {
+  // The table. CUDA: the backend and NCCL comm exist with per-op parity
+  // tests, but dtrun does not drive them for training steps yet.
+  static const std::vector<Capability> table = {
+      {Feature::kTrainingStep, "training steps on this device", true, false,
+       "dtrun trains on CPU ranks only for now (plan with --device cpu to run it); use the plan's settings in "
+       "Megatron-LM / torchtitan on GPUs"},
+      {Feature::kGptFamily, "the GPT family", true, false, "use a supported model family"},
+      {Feature::kLlamaFamily, "the Llama family (RMSNorm, SwiGLU, rotary positions)", false, false,
+       "use a GPT model (e.g. examples/models/gpt-tiny.json)"},
+      {Feature::kGroupedQueryAttention, "grouped-query attention (kv_heads < heads)", false, false,
+       "use a model with num_kv_heads == heads"},
+      {Feature::kUntiedEmbeddings, "an untied LM head", false, false, "use a model with tied embeddings"},
+      {Feature::kModelVariant,
+       "a layout beyond GPT-2 / Llama (explicit head_dim, QKV-only biases, OPT position offset, Falcon's "
+       "parallel block, Gemma-2 post-norms)",
+       false, false, "use a GPT-2 or Llama layout model"},
+      {Feature::kZero2, "ZeRO stage 2 (sharded gradients)", false, false, "replan with --zero 1"},
+      {Feature::kZero3, "ZeRO stage 3 (sharded parameters)", false, false, "replan with --zero 1"},
+      {Feature::kContextParallel, "context parallelism (cp > 1)", true, false, "replan with --cp 1"},
+      {Feature::kFlashAttention, "fused (flash) attention", false, false,
+       "replan with --attention unfused (the CPU runtime's attention stores the score matrix)"},
+      {Feature::kDropout, "dropout", false, false, "plan without dropout (dtplan --device cpu does)"},
+  };
+  return table;
+}
+
+const Capability& CapabilityOf(Feature f) {
+  for (const Capability& c : CapabilityTable())
+    if (c.feature == f) return c;
+  DT_CHECK(false) << "feature " << static_cast<int>(f) << " missing from the capability table";
+  return CapabilityTable().front();
+}
+
+bool Executes(RuntimeDevice d, Feature f) {
+  const Capability& c = CapabilityOf(f);
+  return d == RuntimeDevice::kCpu ? c.cpu : c.cuda;
+}
+
+std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
+  std::vector<Feature> used;
+  for (const Capability& c : CapabilityTable()) {
+    bool u = false;
+    switch (c.feature) {
+      case Feature::kTrainingStep: u = true; break;
+      case Feature::kGptFamily: u = m.family == ModelFamily::kGpt; break;
+      case Feature::kLlamaFamily: u = m.family == ModelFamily::kLlama; break;
+      case Feature::kGroupedQueryAttention: u = m.kv_heads != m.heads; break;
+      case Feature::kUntiedEmbeddings: u = !m.tied_embeddings; break;
+      case Feature::kModelVariant: u = !m.FamilyLayout(); break;
+      case Feature::kZero2: u = p.zero_stage == 2; break;
+      case Feature::kZero3: u = p.zero_stage == 3; break;
+      case Feature::kContextParallel: u = p.cp > 1; break;
+      case Feature::kFlashAttention: u = p.flash_attention; break;
+      case Feature::kDropout: u = p.dropout && m.uses_dropout(); break;
+    }
+    if (u) used.push_back(c.feature);
+  }
+  return used;
+}
+
+std::vector<Feature> MissingFeatures(const ModelSpec& m, const PlanSpec& p, RuntimeDevice d) {
+  std::vector<Feature> missing;
+  for (Feature f : FeaturesUsed(m, p))
+    if (!Executes(d, f)) missing.push_back(f);
+  return missing;
+}
+
+namespace {
+std::string Where(const ModelSpec& m, const PlanSpec& p, Feature f) {
+  switch (f) {
+    case Feature::kZero2:
+    case Feature::kZero3: return "plan has zero_stage=" + std::to_string(p.zero_stage);
+    case Feature::kContextParallel: return "plan has cp=" + std::to_string(p.cp);
+    case Feature::kFlashAttention: return "plan assumes flash attention";
+    case Feature::kDropout: return "plan has dropout";
+    case Feature::kTrainingStep: return "plan";
+    default: return "model '" + m.name + "'";
+  }
+}
+}  // namespace
+
+Status CheckExecutable(const ModelSpec& m, const PlanSpec& p, RuntimeDevice d) {
+  const std::vector<Feature> missing = MissingFeatures(m, p, d);
+  if (missing.empty()) return Status::Ok();
+  const Capability& c = CapabilityOf(missing.front());
+  return InvalidArgument(Where(m, p, c.feature) + ": the " + ToString(d) + " runtime does not execute " + c.name +
+                         " yet; " + c.fix);
+}
+
+std::string MissingSummary(const ModelSpec& m, const PlanSpec& p, RuntimeDevice d) {
+  std::string s;
+  for (Feature f : MissingFeatures(m, p, d)) s += (s.empty() ? "" : "; ") + std::string(CapabilityOf(f).name);
+  return s;
+}
+
+}  // namespace dt

@@ -1,0 +1,65 @@
+// Capabilities: the one table of which plan and model features each backend
+// of the bundled runtime (dtrun) executes. Read by the planner (dtplan
+// --device cpu never emits a plan outside the CPU column; GPU plans carry a
+// note naming what the CUDA runtime cannot execute yet), by dtrun (its
+// refusals are this table's messages) and by tests. Adding a feature to a
+// runtime means flipping its entry here, in the same change as the test that
+// proves it runs end to end.
+//
+// Pure data and pure functions; no I/O. CheckExecutable returns
+// InvalidArgument naming the first missing feature and the fix; it never
+// aborts.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "planner/spec/model_spec.h"
+#include "planner/spec/plan_spec.h"
+
+namespace dt {
+
+enum class RuntimeDevice { kCpu, kCuda };
+const char* ToString(RuntimeDevice d);  // "CPU", "CUDA"
+// "cpu" -> kCpu; "gpu" / "cuda" -> kCuda.
+RuntimeDevice RuntimeDeviceFor(const std::string& cluster_device);
+
+enum class Feature {
+  kTrainingStep,           // dtrun drives this backend for whole training steps at all
+  kGptFamily,              // LayerNorm, GeLU MLP, learned positions
+  kLlamaFamily,            // RMSNorm, SwiGLU, rotary positions
+  kGroupedQueryAttention,  // kv_heads < heads
+  kUntiedEmbeddings,       // separate LM head
+  kModelVariant,           // layout details beyond GPT-2 / Llama (ModelSpec::FamilyLayout() false)
+  kZero2,                  // gradients sharded over DP
+  kZero3,                  // parameters sharded over DP, gathered per layer
+  kContextParallel,        // cp > 1, ring attention
+  kFlashAttention,         // fused attention (no s x s scores stored)
+  kDropout,                // GPT dropout masks
+};
+
+struct Capability {
+  Feature feature;
+  const char* name;  // what a user reads: "ZeRO stage 3"
+  bool cpu;          // executed by dtrun on CPU ranks (Eigen + MPI)
+  bool cuda;         // executed by dtrun on GPUs (cuBLAS + NCCL)
+  const char* fix;   // what to do instead, for a plan that needs it
+};
+
+// Every Feature exactly once.
+const std::vector<Capability>& CapabilityTable();
+const Capability& CapabilityOf(Feature f);
+bool Executes(RuntimeDevice d, Feature f);
+
+// The features running (model, plan) needs, each once, in table order.
+std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p);
+// The subset of FeaturesUsed that device d's runtime does not execute.
+std::vector<Feature> MissingFeatures(const ModelSpec& m, const PlanSpec& p, RuntimeDevice d);
+// Ok, or InvalidArgument: "<what the plan uses>: the <device> runtime does
+// not execute <feature> yet; <fix>" for the first missing feature.
+Status CheckExecutable(const ModelSpec& m, const PlanSpec& p, RuntimeDevice d);
+// One line describing every missing feature (empty when none): for notes.
+std::string MissingSummary(const ModelSpec& m, const PlanSpec& p, RuntimeDevice d);
+
+}  // namespace dt

@@ -1,0 +1,237 @@
+#include "planner/spec/hf_config.h"
+
+#include <algorithm>
+#include <set>
+
+namespace dt {
+namespace {
+
+// Keys that change nothing the planner prices: token ids, dropout rates
+// (the plan's dropout flag decides), norm epsilons, the rotary base and
+// context-extension scaling (same shapes), initialisation, activation
+// names (GeLU / SiLU / ReLU cost the same elementwise pass), attention
+// score scalars, bookkeeping of transformers itself, and GPT-2's
+// sequence-summary head (classification only, not part of the LM).
+const std::set<std::string>& NeutralKeys() {
+  static const std::set<std::string> k = {
+      "architectures", "model_type", "_name_or_path", "name", "torch_dtype", "dtype", "transformers_version",
+      "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id",
+      "use_cache", "initializer_range", "init_std", "initializer_factor", "attention_dropout",
+      "hidden_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout", "activation_dropout",
+      "layerdrop", "summary_first_dropout", "hidden_act", "activation_function", "hidden_activation",
+      "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "rope_theta", "rope_scaling", "rope_type",
+      "original_max_position_embeddings", "partial_rotary_factor", "pretraining_tp", "auto_map",
+      "id2label", "label2id", "torchscript", "return_dict", "output_attentions", "output_hidden_states",
+      "problem_type", "tokenizer_class", "prefix", "task_specific_params", "summary_type",
+      "summary_use_proj", "summary_activation", "summary_proj_to_labels", "scale_attn_weights",
+      "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "do_layer_norm_before",
+      "query_pre_attn_scalar", "cache_implementation", "attn_logit_softcapping", "final_logit_softcapping",
+      "is_decoder", "use_return_dict", "chunk_size_feed_forward", "bias_dropout_fusion",
+      "max_window_layers", "use_sliding_window", "rope_interleaved", "embed_dropout", "mlp_dropout"};
+  return k;
+}
+
+// Mixture-of-experts / latent-attention keys: modeled nowhere yet.
+const std::vector<std::string>& ExpertKeys() {
+  static const std::vector<std::string> k = {
+      "num_local_experts", "num_experts", "n_routed_experts", "n_shared_experts", "moe_intermediate_size",
+      "num_experts_per_tok", "shared_expert_intermediate_size", "decoder_sparse_step", "q_lora_rank",
+      "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "first_k_dense_replace",
+      "moe_layer_freq", "router_aux_loss_coef"};
+  return k;
+}
+
+const std::vector<std::string>& MoeTypes() {
+  static const std::vector<std::string> t = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"};
+  return t;
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// Reads keys of one config and remembers which it used.
+class Keys {
+ public:
+  Keys(const json& j, const std::string& where) : j_(j), r_(j, where), where_(where) {}
+  bool Has(const char* k) const { return r_.Has(k); }
+  int Int(const char* k) { used_.insert(k); return Checked(k, r_.Int(k)); }
+  int IntOr(const char* k, int64_t d) { used_.insert(k); return Checked(k, r_.IntOr(k, d)); }
+  bool BoolOr(const char* k, bool d) { used_.insert(k); return r_.BoolOr(k, d); }
+  std::string StrOr(const char* k, const std::string& d) { used_.insert(k); return r_.StrOr(k, d); }
+  // The first of several spellings present (GPT-2 / old Falcon names).
+  const char* Alias(std::initializer_list<const char*> names) {
+    for (const char* n : names)
+      if (r_.Has(n)) return n;
+    return *names.begin();
+  }
+  void Use(const char* k) { used_.insert(k); }
+  void Fail(const std::string& m) { r_.Fail(m); }
+  Status status() const { return r_.status(); }
+  bool ok() const { return r_.ok(); }
+  // First key neither used nor neutral, or "".
+  std::string Unclaimed() const {
+    for (auto it = j_.begin(); it != j_.end(); ++it)
+      if (!used_.count(it.key()) && !NeutralKeys().count(it.key()) && !it.value().is_null()) return it.key();
+    return "";
+  }
+
+ private:
+  int Checked(const char* k, int64_t v) {
+    if (v < 0 || v > (1LL << 30)) r_.Fail(std::string("field '") + k + "' = " + std::to_string(v) +
+                                          " is outside 0 .. 2^30");
+    return static_cast<int>(v);
+  }
+  const json& j_;
+  FieldReader r_;
+  std::string where_;
+  std::set<std::string> used_;
+};
+
+void LlamaLike(Keys& k, ModelSpec* m, bool tied_default) {
+  m->family = ModelFamily::kLlama;
+  m->num_layers = k.Int("num_hidden_layers");
+  m->hidden = k.Int("hidden_size");
+  m->heads = k.Int("num_attention_heads");
+  m->kv_heads = k.IntOr("num_key_value_heads", m->heads);
+  m->ffn_hidden = k.Int("intermediate_size");
+  m->vocab = k.Int("vocab_size");
+  m->max_position = k.IntOr("max_position_embeddings", 2048);
+  m->tied_embeddings = k.BoolOr("tie_word_embeddings", tied_default);
+  if (k.Has("head_dim")) m->head_dim_set = k.Int("head_dim");
+  if (k.BoolOr("attention_bias", false))
+    k.Fail("'attention_bias': true (biases on q, k, v and o) is not modeled; remove it or use a model without");
+  if (k.BoolOr("mlp_bias", false)) k.Fail("'mlp_bias': true is not modeled; remove it or use a model without");
+}
+
+Status MapType(const std::string& t, Keys& k, ModelSpec* m) {
+  if (t == "llama" || t == "mistral" || t == "phi3") {
+    LlamaLike(k, m, false);
+    m->sliding_window = k.IntOr("sliding_window", 0);
+  } else if (t == "qwen2") {
+    LlamaLike(k, m, false);
+    m->qkv_bias = true;  // Qwen2 attention: biases on q, k, v (not o)
+    const bool sw = k.BoolOr("use_sliding_window", false);
+    const int window = k.IntOr("sliding_window", 0);
+    if (sw) m->sliding_window = window;
+  } else if (t == "gemma" || t == "gemma2") {
+    LlamaLike(k, m, true);  // GeGLU MLP: gated like SwiGLU; tied embeddings
+    if (t == "gemma2") {
+      m->norms_per_layer = 4;  // input, post-attention, pre- and post-feedforward RMSNorms
+      m->sliding_window = k.IntOr("sliding_window", 4096);  // every other layer is windowed
+    }
+  } else if (t == "gpt2") {
+    m->family = ModelFamily::kGpt;
+    m->num_layers = k.Int(k.Alias({"n_layer", "num_hidden_layers"}));
+    m->hidden = k.Int(k.Alias({"n_embd", "hidden_size"}));
+    m->heads = k.Int(k.Alias({"n_head", "num_attention_heads"}));
+    m->kv_heads = m->heads;
+    const char* inner = k.Alias({"n_inner"});
+    m->ffn_hidden = k.Has(inner) ? k.Int(inner) : (k.Use(inner), 4 * m->hidden);
+    m->vocab = k.Int("vocab_size");
+    m->max_position = k.IntOr(k.Alias({"n_positions", "max_position_embeddings"}), 1024);
+    k.Use("n_ctx");
+    m->tied_embeddings = k.BoolOr("tie_word_embeddings", true);
+  } else if (t == "opt") {
+    m->family = ModelFamily::kGpt;
+    m->num_layers = k.Int("num_hidden_layers");
+    m->hidden = k.Int("hidden_size");
+    m->heads = k.Int("num_attention_heads");
+    m->kv_heads = m->heads;
+    m->ffn_hidden = k.Int("ffn_dim");
+    m->vocab = k.Int("vocab_size");
+    m->max_position = k.IntOr("max_position_embeddings", 2048);
+    m->position_offset = 2;  // OPT's learned positions start at row 2
+    m->tied_embeddings = k.BoolOr("tie_word_embeddings", true);
+    if (k.Has("word_embed_proj_dim") && k.Int("word_embed_proj_dim") != m->hidden)
+      k.Fail("'word_embed_proj_dim' != hidden_size (project_in/out layers) is not modeled");
+    k.Use("word_embed_proj_dim");
+    if (!k.BoolOr("enable_bias", true)) k.Fail("'enable_bias': false is not modeled");
+    if (k.BoolOr("_remove_final_layer_norm", false)) k.Fail("'_remove_final_layer_norm': true is not modeled");
+  } else if (t == "falcon" || t == "RefinedWeb" || t == "RefinedWebModel") {
+    m->family = ModelFamily::kGpt;  // LayerNorm with bias, GeLU MLP (4h)
+    m->num_layers = k.Int(k.Alias({"num_hidden_layers", "n_layer"}));
+    m->hidden = k.Int("hidden_size");
+    m->heads = k.Int(k.Alias({"num_attention_heads", "n_head"}));
+    m->vocab = k.Int("vocab_size");
+    m->max_position = k.IntOr("max_position_embeddings", 2048);
+    m->ffn_hidden = k.IntOr("ffn_hidden_size", 4LL * m->hidden);
+    if (k.BoolOr("new_decoder_architecture", false))
+      k.Fail("'new_decoder_architecture': true (Falcon-40B/180B layout) is not modeled yet");
+    if (k.BoolOr("alibi", false)) k.Fail("'alibi': true (ALiBi positions) is not modeled yet");
+    m->kv_heads = k.BoolOr("multi_query", true) ? 1 : m->heads;
+    k.Use("num_kv_heads");
+    m->norms_per_layer = k.BoolOr("parallel_attn", true) ? 1 : 2;
+    m->linear_bias_set = k.BoolOr("bias", false);
+    m->learned_pos_set = false;  // rotary
+    m->dropout_set = false;
+    m->tied_embeddings = k.BoolOr("tie_word_embeddings", true);
+    k.Use("apply_residual_connection_post_layernorm");  // where the residual is taken: same cost
+  } else {
+    return InvalidArgument("internal: no mapping for '" + t + "'");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const std::vector<std::string>& SupportedHfTypes() {
+  static const std::vector<std::string> t = {"llama", "mistral", "qwen2", "phi3", "gemma", "gemma2",
+                                             "gpt2",  "opt",     "falcon"};
+  return t;
+}
+
+bool IsHfConfig(const json& j) {
+  return j.is_object() && (j.contains("model_type") || j.contains("num_hidden_layers") || j.contains("n_layer"));
+}
+
+StatusOr<ModelSpec> ModelFromHfConfig(const json& j, const std::string& where) {
+  Keys k(j, where);
+  if (!k.ok()) return k.status();
+  if (!j.contains("model_type"))
+    return InvalidArgument(where + ": HuggingFace config without 'model_type'; add it (one of: " +
+                           Join(SupportedHfTypes()) + ")");
+  const std::string t = k.StrOr("model_type", "");
+  if (std::find(MoeTypes().begin(), MoeTypes().end(), t) != MoeTypes().end()) {
+    std::string detail;
+    for (const std::string& key : ExpertKeys())
+      if (j.contains(key) && !j[key].is_null()) detail += (detail.empty() ? "" : ", ") + key + "=" + j[key].dump();
+    return InvalidArgument(where + ": model_type '" + t + "' is a mixture-of-experts model (" + detail +
+                           "): dtplan does not model experts yet, and planning it as a dense model would "
+                           "under-count its parameters several-fold; supported model_types: " +
+                           Join(SupportedHfTypes()));
+  }
+  const bool known = std::find(SupportedHfTypes().begin(), SupportedHfTypes().end(), t) != SupportedHfTypes().end() ||
+                     t == "RefinedWeb" || t == "RefinedWebModel";
+  if (!known)
+    return InvalidArgument(where + ": model_type '" + t + "' is not supported; supported model_types: " +
+                           Join(SupportedHfTypes()) + " (or write the model in dtplan's own schema, docs/formats.md)");
+  ModelSpec m;
+  m.source_type = t;
+  m.name = k.StrOr("_name_or_path", k.StrOr("name", ""));  // LoadModel falls back to the file name
+  DT_RETURN_IF_ERROR(MapType(t, k, &m));
+  // HF configs carry no training length; long-context models would default
+  // to 128k tokens, so cap the default at 8192 (override with --seq-length),
+  // and at the attention window where one applies.
+  int seq = std::min(m.max_position, 8192);
+  if (m.sliding_window > 0) seq = std::min(seq, m.sliding_window);
+  m.seq_length = k.IntOr("seq_length", seq);
+  if (!k.ok()) return k.status();
+  for (const std::string& key : ExpertKeys())
+    if (j.contains(key) && !j[key].is_null())
+      return InvalidArgument(where + ": key '" + key + "' (mixture-of-experts / latent attention) is not modeled "
+                             "by dtplan yet; it changes the model's size and cost, so the config is refused");
+  if (j.contains("quantization_config"))
+    return InvalidArgument(where + ": key 'quantization_config' (quantized weights) is not modeled; dtplan plans "
+                           "bf16/fp32 training - remove it for a full-precision plan");
+  if (std::string key = k.Unclaimed(); !key.empty())
+    return InvalidArgument(where + ": key '" + key + "' is not known to dtplan's '" + t +
+                           "' mapping and may change the model's size or cost, so it is refused rather than "
+                           "ignored; if it does not (a tokenizer or logging setting), delete it from your copy");
+  DT_RETURN_IF_ERROR(Validate(m, where));
+  return m;
+}
+
+}  // namespace dt

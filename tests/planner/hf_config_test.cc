@@ -1,0 +1,143 @@
+// HuggingFace config.json loading (planner/spec/hf_config.h): real configs
+// (tests/planner/hf_configs, copied from the models' hub pages) give their
+// published parameter totals, and what is not modeled is refused by name.
+#include "planner/spec/hf_config.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "planner/memory/param_count.h"
+
+namespace dt {
+namespace {
+
+std::string Fixture(const std::string& name) {
+  return std::string(DT_SOURCE_DIR) + "/tests/planner/hf_configs/" + name;
+}
+
+struct Published {
+  const char* file;
+  double total;       // published parameter count
+  const char* source;
+};
+
+// Totals as published on the models' pages (safetensors metadata) or papers.
+// Falcon-7B: its page lists 7.22B because the checkpoint stores the tied LM
+// head as a second tensor; the model's unique parameters are 7.22B minus
+// 65024 x 4544 = 6.92B (transformers ties lm_head to the word embeddings).
+const Published kPublished[] = {
+    {"gpt2.json", 124439808, "HF gpt2 (124M)"},
+    {"opt-125m.json", 125239296, "HF facebook/opt-125m (125M)"},
+    {"mistral-7b.json", 7241732096, "HF mistralai/Mistral-7B-v0.1 (7.24B)"},
+    {"qwen2-7b.json", 7615616512, "HF Qwen/Qwen2-7B (7.62B)"},
+    {"phi3-mini-4k.json", 3821079552, "HF microsoft/Phi-3-mini-4k-instruct (3.82B)"},
+    {"gemma-7b.json", 8537680896, "HF google/gemma-7b (8.54B)"},
+    {"gemma2-9b.json", 9241705984, "HF google/gemma-2-9b (9.24B)"},
+    {"falcon-7b.json", 7217189760.0 - 65024.0 * 4544, "HF tiiuae/falcon-7b (7.22B with the tied head twice)"},
+};
+
+TEST(HfConfig, ParameterCountsMatchPublishedTotals) {
+  for (const Published& p : kPublished) {
+    auto m = LoadModel(Fixture(p.file));
+    ASSERT_TRUE(m.ok()) << p.file << ": " << m.status().message();
+    const double got = static_cast<double>(m->TotalParams());
+    EXPECT_LT(std::abs(got / p.total - 1.0), 0.005) << p.file << ": " << got << " vs " << p.total << " (" << p.source
+                                                     << ")";
+    // The per-rank count of the memory model agrees at tp = pp = 1.
+    PlanSpec plan;
+    plan.seq_length = m->seq_length;
+    plan.layers_per_chunk = {m->num_layers};
+    EXPECT_EQ(StageParamsPerRank(*m, plan, 0), m->TotalParams()) << p.file;
+  }
+  auto llama = LoadModel(std::string(DT_SOURCE_DIR) + "/examples/models/llama3-8b.json");
+  ASSERT_TRUE(llama.ok());
+  EXPECT_EQ(llama->TotalParams(), 8030261248LL);  // Meta Llama-3-8B
+}
+
+TEST(HfConfig, FieldByFieldMapping) {
+  auto gpt2 = LoadModel(Fixture("gpt2.json"));
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status().message();
+  EXPECT_EQ(gpt2->family, ModelFamily::kGpt);
+  EXPECT_EQ(gpt2->num_layers, 12);
+  EXPECT_EQ(gpt2->ffn_hidden, 3072);  // n_inner absent: 4 * n_embd
+  EXPECT_TRUE(gpt2->FamilyLayout());  // exactly the runtime's GPT
+  auto falcon = LoadModel(Fixture("falcon-7b.json"));
+  ASSERT_TRUE(falcon.ok());
+  EXPECT_EQ(falcon->kv_heads, 1);  // multi_query
+  EXPECT_EQ(falcon->norms_per_layer, 1);
+  EXPECT_FALSE(falcon->linear_bias());
+  EXPECT_FALSE(falcon->learned_positions());
+  EXPECT_FALSE(falcon->FamilyLayout());
+  auto gemma = LoadModel(Fixture("gemma-7b.json"));
+  ASSERT_TRUE(gemma.ok());
+  EXPECT_EQ(gemma->head_dim(), 256);
+  EXPECT_EQ(gemma->q_dim(), 4096);  // != hidden 3072
+  EXPECT_TRUE(gemma->tied_embeddings);
+  auto mistral = LoadModel(Fixture("mistral-7b.json"));
+  ASSERT_TRUE(mistral.ok());
+  EXPECT_EQ(mistral->seq_length, 4096);  // default capped at the sliding window
+  auto qwen = LoadModel(Fixture("qwen2-7b.json"));
+  ASSERT_TRUE(qwen.ok());
+  EXPECT_TRUE(qwen->qkv_bias);
+  EXPECT_EQ(qwen->sliding_window, 0);  // use_sliding_window: false
+}
+
+Status LoadJson(const json& j) { return ModelFromJson(j, "config.json").status(); }
+
+TEST(HfConfig, MixtureOfExpertsIsRefusedNotShrunk) {
+  for (const char* f : {"mixtral-8x7b.json", "deepseek-v3.json"}) {
+    auto m = LoadModel(Fixture(f));
+    ASSERT_FALSE(m.ok()) << f << " loaded as a dense model of " << m->TotalParams() << " parameters";
+    EXPECT_NE(m.status().message().find("mixture-of-experts"), std::string::npos) << m.status().message();
+    EXPECT_NE(m.status().message().find("llama"), std::string::npos) << "lists supported types";
+  }
+  // Expert keys on a dense model_type are refused too.
+  json j = ReadJsonFile(Fixture("mistral-7b.json")).value();
+  j["num_local_experts"] = 8;
+  Status s = LoadJson(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("num_local_experts"), std::string::npos) << s.message();
+}
+
+TEST(HfConfig, UnknownTypesAndKeysAreRefusedByName) {
+  json j = ReadJsonFile(Fixture("mistral-7b.json")).value();
+  j["model_type"] = "mamba";
+  Status s = LoadJson(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("'mamba' is not supported"), std::string::npos) << s.message();
+  for (const std::string& t : SupportedHfTypes()) EXPECT_NE(s.message().find(t), std::string::npos) << t;
+
+  j = ReadJsonFile(Fixture("mistral-7b.json")).value();
+  j["num_extra_layers"] = 4;
+  s = LoadJson(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("'num_extra_layers'"), std::string::npos) << s.message();
+
+  j = ReadJsonFile(Fixture("falcon-7b.json")).value();
+  j["alibi"] = true;
+  s = LoadJson(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("alibi"), std::string::npos) << s.message();
+
+  j = ReadJsonFile(Fixture("mistral-7b.json")).value();
+  j["quantization_config"] = {{"bits", 4}};
+  EXPECT_FALSE(LoadJson(j).ok());
+  j = ReadJsonFile(Fixture("gpt2.json")).value();
+  j.erase("model_type");
+  EXPECT_FALSE(LoadJson(j).ok());
+}
+
+TEST(HfConfig, LayoutSurvivesPlanFileRoundTrip) {
+  for (const char* f : {"gemma2-9b.json", "falcon-7b.json", "opt-125m.json", "qwen2-7b.json"}) {
+    auto m = LoadModel(Fixture(f));
+    ASSERT_TRUE(m.ok()) << f;
+    auto back = ModelFromJson(ToJson(*m), "round trip");
+    ASSERT_TRUE(back.ok()) << f << ": " << back.status().message();
+    EXPECT_EQ(back->TotalParams(), m->TotalParams()) << f;
+    EXPECT_EQ(ToJson(*back), ToJson(*m)) << f;
+  }
+}
+
+}  // namespace
+}  // namespace dt
