@@ -160,11 +160,19 @@ StatusOr<CheckpointContents> ReadCheckpoint(const std::string& path) {
       if (t.value("dtype", "") != "f32")
         return IoError("checkpoint tensor '" + nt.name + "' in '" + manifest_path + "' has dtype '" +
                        t.value("dtype", "") + "'; only f32 is supported");
+      // Every size is checked before it is multiplied or added: a manifest
+      // is input, and int64 overflow would index outside the blob.
       int64_t numel = 1;
-      for (int64_t d : nt.shape) numel *= d;
-      if (offset < 0 || bytes != numel * 4 || offset + bytes > blob_bytes)
-        return IoError("checkpoint tensor '" + nt.name + "' in '" + manifest_path +
-                       "' has an inconsistent offset/size");
+      bool sane = offset >= 0 && bytes >= 0 && offset <= blob_bytes && bytes <= blob_bytes - offset;
+      for (int64_t d : nt.shape) {
+        if (!sane) break;
+        sane = d >= 0 && (d == 0 || numel <= blob_bytes / 4 / d);
+        if (sane) numel *= d;
+      }
+      if (!sane || bytes != numel * 4)
+        return IoError("checkpoint tensor '" + nt.name + "' in '" + manifest_path + "' has an inconsistent offset/size"
+                       " (offset " + std::to_string(offset) + ", bytes " + std::to_string(bytes) + ", blob " +
+                       std::to_string(blob_bytes) + " bytes); restore the checkpoint or load an older step");
       const uint32_t crc = Crc32(blob.data() + offset, static_cast<size_t>(bytes));
       if (crc != t.at("crc32").get<uint32_t>())
         return IoError("checkpoint tensor '" + nt.name + "' in '" + blob_path +

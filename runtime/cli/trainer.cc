@@ -129,7 +129,11 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
   std::vector<ModelChunk*> chunk_ptrs;
   std::vector<ParamStore*> stores;
   std::vector<bool> counts_tied;
-  const ParallelComms pcomms{sized(groups.tp), sized(groups.dp), sized(groups.pp), sized(groups.tied)};
+  // Under CP, each CP rank's grads are those of its local tokens: gradients
+  // are averaged (and ZeRO-sharded) over the joint DP x CP group.
+  Comm* grad_group = plan.cp > 1 ? sized(groups.dp_cp) : sized(groups.dp);
+  const ParallelComms pcomms{sized(groups.tp), grad_group, sized(groups.pp), sized(groups.tied),
+                             sized(groups.cp)};
   for (int i = 0; i < plan.vpp; ++i) {
     const int c = i * plan.pp + coord.pp;
     chunks.push_back(std::make_unique<ModelChunk>(model, plan, c, coord.tp, pcomms, *backend, opts.seed));
@@ -147,7 +151,7 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
   oo.zero_stage = plan.zero_stage;
   oo.bucket_bytes = plan.dp_bucket_bytes;
   Optimizer optimizer(stores, counts_tied, oo,
-                      OptimizerComms{sized(groups.dp), sized(groups.tp), sized(groups.pp), sized(groups.tied)});
+                      OptimizerComms{grad_group, sized(groups.tp), sized(groups.pp), sized(groups.tied)});
   // What this rank keeps between steps: weights, gradients and Adam moments
   // after ZeRO sharding (the largest over ranks is reported).
   int64_t model_state_bytes = CurrentBytes() - bytes_before_model;

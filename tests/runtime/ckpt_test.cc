@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
 
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/ckpt_format.h"
@@ -80,6 +82,38 @@ TEST(CkptFormat, TruncatedBlobIsDetected) {
   auto c = ReadCheckpoint(root);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("truncated"), std::string::npos) << c.status().message();
+}
+
+// Hostile manifests: offsets and shapes that overflow int64 arithmetic are
+// refused as errors, never read out of bounds (issue: a 9223372036854775000
+// offset ended in SIGSEGV).
+TEST(CkptFormat, OverflowingManifestEntriesAreErrors) {
+  const std::string root = FreshDir("overflow");
+  ASSERT_TRUE(WriteCheckpoint(root, Sample(5)).ok());
+  const std::string manifest = root + "/step-5/manifest.json";
+  std::string text;
+  {
+    std::ifstream f(manifest);
+    text.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  const json original = json::parse(text);
+  auto edit = [&](auto change) {
+    json j = original;
+    change(j["tensors"][1]);
+    std::ofstream(manifest, std::ios::trunc) << j.dump();
+    return ReadCheckpoint(root);
+  };
+  for (auto change : std::vector<std::function<void(json&)>>{
+           [](json& t) { t["offset"] = 9223372036854775000LL; },
+           [](json& t) { t["offset"] = -8; },
+           [](json& t) { t["bytes"] = 9223372036854775000LL; },
+           [](json& t) { t["shape"] = {4611686018427387904LL, 4}; t["bytes"] = 0; },
+           [](json& t) { t["shape"] = {-4}; t["bytes"] = -16; },
+           [](json& t) { t["shape"] = {3037000500LL, 3037000500LL}; }}) {
+    auto c = edit(change);
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.status().message().find("param/b"), std::string::npos) << c.status().message();
+  }
 }
 
 TEST(CkptFormat, InterruptedSaveLeavesPreviousCheckpoint) {
