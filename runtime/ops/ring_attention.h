@@ -24,8 +24,9 @@
 // Memory: no s x s matrix of the full sequence exists. probs, when kept,
 // are cp blocks of [batch, heads, seq, seq] (ProbsNumel * cp: the local
 // queries against every key, 1/cp of the 1-rank matrix). Temporaries
-// (runtime allocator): forward 2 K/V blocks, per-row max and sum, and 1-2
-// per-head seq x seq scratch matrices; backward 2 K/V blocks, up to 3 dK/dV
+// (runtime allocator): forward 2 K/V blocks, per-row max and sum (and, when
+// probs are kept, each step's row max), and 1-2 per-head seq x seq scratch
+// matrices; backward 2 K/V blocks, up to 3 dK/dV
 // blocks, per-row D = rowsum(dO * O) and 2 per-head scratch matrices.
 //
 // cp == nullptr or size 1: one block, the rank's own (equal to attention.h

@@ -116,6 +116,29 @@ TEST(CkptFormat, OverflowingManifestEntriesAreErrors) {
   }
 }
 
+// A lost "latest" pointer falls back to the newest complete step directory;
+// partial step-*.tmp/ directories are removed by the next save; pruning keeps
+// the newest N.
+TEST(CkptFormat, LostPointerLitterAndPruning) {
+  const std::string root = FreshDir("lost");
+  for (int step : {1, 2, 3}) ASSERT_TRUE(WriteCheckpoint(root, Sample(step)).ok());
+  fs::remove(root + "/latest");
+  fs::create_directories(root + "/step-9.tmp");  // a save that died: never used
+  auto c = ReadCheckpoint(root);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->step, 3);
+  EXPECT_EQ(CompleteCheckpointSteps(root), (std::vector<int64_t>{1, 2, 3}));
+  ASSERT_TRUE(WriteCheckpoint(root, Sample(4)).ok());
+  EXPECT_FALSE(fs::exists(root + "/step-9.tmp"));
+  ASSERT_TRUE(PruneCheckpoints(root, 2).ok());
+  EXPECT_EQ(CompleteCheckpointSteps(root), (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(ReadCheckpoint(root)->step, 4);
+  EXPECT_FALSE(PruneCheckpoints(root, 0).ok());
+  const std::string empty = FreshDir("empty");
+  fs::create_directories(empty);
+  EXPECT_EQ(ReadCheckpoint(empty).status().code(), StatusCode::kNotFound);
+}
+
 TEST(CkptFormat, InterruptedSaveLeavesPreviousCheckpoint) {
   const std::string root = FreshDir("interrupted");
   ASSERT_TRUE(WriteCheckpoint(root, Sample(5)).ok());
