@@ -76,25 +76,26 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
       switch (a.kind) {
         case ActionKind::kForward: {
           const ChunkCost& k = costs.chunks[ch];
-          sim::TaskId gather = -1;
-          if (k.zero3_gather > 0) gather = e->AddTask(ds, k.zero3_gather, kCatDpComm, nm(Label("AG", mb, ch)));
+          // ZeRO-3: the runtime gathers each unit right before its use and
+          // waits for it (blocking): the gathers sit on the compute stream.
+          sim::TaskId first = -1;
+          if (k.zero3_gather > 0) first = e->AddTask(cs, k.zero3_gather, kCatDpComm, nm(Label("AG", mb, ch)));
           sim::TaskId t = e->AddTask(cs, k.fwd_compute, kCatCompute, nm(Label("F", mb, ch)));
-          fwd_first.at(mb, ch) = t;
-          if (gather >= 0) {
-            e->AddDep(gather, t);
-            out.waits[s].push_back({t, gather, false});
-          }
+          fwd_first.at(mb, ch) = first >= 0 ? first : t;
           if (k.fwd_comm > 0) t = e->AddTask(cs, k.fwd_comm, kCatTpComm, nm(Label("tpF", mb, ch)));
           fwd_last.at(mb, ch) = t;
           break;
         }
         case ActionKind::kBackward: {
           const ChunkCost& k = costs.chunks[ch];
-          sim::TaskId gather = -1;
-          if (k.zero3_gather > 0) gather = e->AddTask(ds, k.zero3_gather, kCatDpComm, nm(Label("AG", mb, ch)));
           sim::TaskId first = -1, t = -1;
-          // Recompute runs first and is counted apart from the backward proper.
-          if (k.recompute > 0) t = first = e->AddTask(cs, k.recompute, kCatRecompute, nm(Label("R", mb, ch)));
+          // ZeRO-3 gathers (blocking, as in the forward), then recompute
+          // (counted apart from the backward proper).
+          if (k.zero3_gather > 0) t = first = e->AddTask(cs, k.zero3_gather, kCatDpComm, nm(Label("AG", mb, ch)));
+          if (k.recompute > 0) {
+            t = e->AddTask(cs, k.recompute, kCatRecompute, nm(Label("R", mb, ch)));
+            if (first < 0) first = t;
+          }
           const double rest = std::max(0.0, k.bwd_compute - k.recompute);
           const bool split = (mb == last_bwd[ch]);
           const int nb = split ? costs.num_buckets_last : 1;
@@ -104,17 +105,12 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
             if (k.bwd_comm > 0) t = e->AddTask(cs, k.bwd_comm / nb, kCatTpComm, nm(Label("tpB", mb, ch)));
             if (split) pieces[ch].push_back(t);
           }
+          // ZeRO-2/3: each unit's gradient is reduce-scattered right after its
+          // backward, blocking (the runtime's ShardedParams::ReduceGrads).
+          if (k.grad_sync_per_microbatch > 0)
+            t = e->AddTask(cs, k.grad_sync_per_microbatch, kCatDpComm, nm(Label("RS", mb, ch)));
           bwd_first.at(mb, ch) = first;
           bwd_last.at(mb, ch) = t;
-          if (gather >= 0) {
-            e->AddDep(gather, first);
-            out.waits[s].push_back({first, gather, false});
-          }
-          if (k.grad_sync_per_microbatch > 0) {
-            sim::TaskId rs = e->AddTask(ds, k.grad_sync_per_microbatch, kCatDpComm, nm(Label("RS", mb, ch)));
-            e->AddDep(t, rs);
-            grad_tasks.push_back(rs);
-          }
           break;
         }
         case ActionKind::kSendAct: {
@@ -189,6 +185,7 @@ TimeBreakdown ReadBreakdown(const Lowered& l, const sim::Engine& e) {
   b.compute = e.BusyTime(cs, kCatCompute) + e.BusyTime(cs, kCatRecompute);
   b.tp_exposed = e.BusyTime(cs, kCatTpComm);
   b.optimizer = e.BusyTime(cs, kCatOptimizer);
+  b.dp_exposed = e.BusyTime(cs, kCatDpComm);  // blocking ZeRO-2/3 collectives
   // Idle gaps on the compute stream that a transfer or a sync explains.
   for (const auto& w : l.waits[crit]) {
     if (w.dep < 0) continue;

@@ -2,8 +2,9 @@
 // (planner/schedule) into tasks on the discrete-event engine (sim/), priced
 // by PlanCosts. The simulator costs exactly the actions the runtime runs.
 //
-// Streams per stage: "compute" (kernels and blocking TP/CP collectives, in
-// action order), "dp" (gradient/parameter sync, ZeRO gathers, in issue
+// Streams per stage: "compute" (kernels, blocking TP/CP collectives and the
+// blocking per-unit ZeRO-2/3 gathers / reduce-scatters inside a forward or
+// backward, in action order), "dp" (gradient/parameter sync, in issue
 // order), "p2p-fwd"/"p2p-bwd" (activation and gradient transfers to the next
 // / previous stage). Dependencies: a chunk's forward waits for its input
 // transfer, a backward for its output-gradient transfer, the optimizer for

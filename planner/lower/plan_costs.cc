@@ -10,6 +10,7 @@
 #include "planner/lower/group_topology.h"
 #include "planner/lower/memory_params_for.h"
 #include "planner/memory/param_count.h"
+#include "planner/memory/zero_units.h"
 
 namespace dt {
 namespace {
@@ -116,15 +117,23 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
           k.grad_sync = coll(CollKind::kReduceScatter, k.grad_bytes);
           k.param_sync = coll(CollKind::kAllGather, weight_bytes);
           break;
-        case 2:
-          // DeepSpeed ZeRO-2 reduce-scatters after every micro-step's backward.
-          k.grad_sync_per_microbatch = coll(CollKind::kReduceScatter, k.grad_bytes);
-          k.param_sync = coll(CollKind::kAllGather, weight_bytes);
+        default: {
+          // ZeRO-2/3 as the runtime runs them (zero_units.h): per microbatch,
+          // one blocking reduce-scatter per unit use in backward; ZeRO-3 also
+          // one blocking all-gather per unit use in forward and in backward;
+          // ZeRO-2 all-gathers every unit once after the optimizer.
+          const ChunkUnits cu = ZeroChunkUnits(m, p, ch);
+          for (int64_t n : cu.uses) {
+            const double padded = static_cast<double>(UnitPadded(n, grad.size));
+            k.grad_sync_per_microbatch += coll(CollKind::kReduceScatter, padded * mp.grad_bytes);
+            if (p.zero_stage >= 3) k.zero3_gather += coll(CollKind::kAllGather, padded * mp.weight_bytes);
+          }
+          if (p.zero_stage == 2)
+            for (int64_t n : cu.units)
+              k.param_sync += coll(CollKind::kAllGather, static_cast<double>(UnitPadded(n, grad.size)) * mp.weight_bytes);
+          k.num_unit_uses = static_cast<int>(cu.uses.size());
           break;
-        default:
-          k.grad_sync_per_microbatch = coll(CollKind::kReduceScatter, k.grad_bytes);
-          k.zero3_gather = coll(CollKind::kAllGather, weight_bytes);
-          break;
+        }
       }
     }
   }

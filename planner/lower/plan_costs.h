@@ -22,9 +22,10 @@ struct ChunkCost {
   double recompute = 0;                  // the recompute kernels inside bwd_compute (its collectives are in bwd_comm)
   double grad_bytes = 0;                 // gradient bytes this rank reduces for the chunk
   double grad_sync = 0;                  // all-reduce (ZeRO 0) or reduce-scatter (ZeRO >= 1), whole chunk
-  double grad_sync_per_microbatch = 0;   // ZeRO-2/3: reduce-scatter after every backward
-  double param_sync = 0;                 // ZeRO 1/2: all-gather of updated parameters
-  double zero3_gather = 0;               // ZeRO-3: parameter all-gather before each fwd and bwd
+  double grad_sync_per_microbatch = 0;   // ZeRO-2/3: the per-unit reduce-scatters of one backward (blocking)
+  double param_sync = 0;                 // ZeRO 1/2: all-gather of updated parameters (ZeRO-2: per unit)
+  double zero3_gather = 0;               // ZeRO-3: the per-unit all-gathers of one fwd, or of one bwd (blocking)
+  int num_unit_uses = 0;                 // ZeRO-2/3: unit uses per fwd / bwd (collectives in the above)
 };
 
 struct PlanCosts {

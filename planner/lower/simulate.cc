@@ -57,13 +57,15 @@ double StepTimeLowerBound(const PlanSpec& p, const PlanCosts& c) {
     double busy = 0;
     for (int ch = s; ch < p.num_chunks(); ch += p.pp) {
       const ChunkCost& k = c.chunks[ch];
-      busy += p.num_microbatches * (k.fwd_compute + k.fwd_comm + k.bwd_compute + k.bwd_comm);
+      // ZeRO-2/3 gathers and reduce-scatters block the compute stream too.
+      busy += p.num_microbatches * (k.fwd_compute + k.fwd_comm + k.bwd_compute + k.bwd_comm +
+                                    2 * k.zero3_gather + k.grad_sync_per_microbatch);
     }
     const double opt = c.optimizer[s];
     best = std::max(best, before_f + busy + std::max(opt, before_b));
     const ChunkCost& k = c.chunks[s];
-    before_f += k.fwd_compute + k.fwd_comm;
-    before_b += k.bwd_compute + k.bwd_comm;
+    before_f += k.fwd_compute + k.fwd_comm + k.zero3_gather;
+    before_b += k.bwd_compute + k.bwd_comm + k.zero3_gather + k.grad_sync_per_microbatch;
   }
   return best;
 }

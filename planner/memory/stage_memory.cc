@@ -6,6 +6,7 @@
 #include "base/check.h"
 #include "planner/memory/activation_memory.h"
 #include "planner/memory/param_count.h"
+#include "planner/memory/zero_units.h"
 
 namespace dt {
 
@@ -42,6 +43,31 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   s.weights = params * mp.weight_bytes / (p.zero_stage >= 3 ? shard : 1.0);
   s.gradients = params * mp.grad_bytes / (p.zero_stage >= 2 ? shard : 1.0);
   s.optimizer = params * mp.optimizer_bytes / (p.zero_stage >= 1 ? shard : 1.0);
+  // ZeRO-2/3 (runtime/model/sharded_params.h) shard unit by unit: each rank
+  // keeps ceil(n / shard) of every unit of n parameters (zero_units.h).
+  // Between uses it holds the gradient shard and (ZeRO-3) the value shard;
+  // around a unit's backward, the unit's full gradient (and, ZeRO-3, its
+  // gathered values) exist as temporaries (below).
+  const bool unit_sharded = p.zero_stage >= 2 && shard > 1;
+  double zero_layer_bytes = 0, zero_head_bytes = 0;
+  if (unit_sharded) {
+    const int sh = static_cast<int>(shard);
+    double kept = 0;
+    for (int local = 0; local < p.vpp; ++local) {
+      const ChunkUnits cu = ZeroChunkUnits(m, p, local * p.pp + pipeline_rank);
+      for (int64_t n : cu.units) kept += static_cast<double>(UnitShard(n, sh));
+      const double full_bytes = mp.grad_bytes + (p.zero_stage >= 3 ? mp.weight_bytes : 0);
+      if (!cu.units.empty())
+        zero_layer_bytes = static_cast<double>(UnitPadded(cu.layer, sh)) * full_bytes;
+      if (cu.head_use > 0) {
+        const int64_t norm = m.family == ModelFamily::kGpt ? 2 * m.hidden : m.hidden;
+        zero_head_bytes = static_cast<double>(UnitPadded(norm, sh) + UnitPadded(cu.head_use - norm, sh)) * full_bytes;
+      }
+    }
+    if (p.zero_stage >= 3) s.weights = kept * mp.weight_bytes;
+    s.gradients = kept * mp.grad_bytes;
+    s.optimizer = kept * mp.optimizer_bytes;
+  }
 
   // Activations. in_flight counts chunk-microbatches; a chunk holds
   // StageLayers/vpp layers on average. What stays stored between a
@@ -67,13 +93,13 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // below; sent buffers are freed once their send completes.
 
   // Temporaries: the DP gradient buffers, the peak working set of one
-  // backward, and the ZeRO-3 gather buffer of one layer. ZeRO-0 all-reduces
+  // backward, and the ZeRO-2/3 unit buffers of one layer. ZeRO-0 all-reduces
   // the contiguous gradient buffer in place (Megatron's grad buffer, the
   // runtime's GradSync); sharded stages reduce-scatter a bucket of it into
   // a buffer for this rank's shard.
-  if (shard > 1 && p.zero_stage >= 1) {
+  if (shard > 1 && p.zero_stage == 1) {
     s.temporary += std::min(static_cast<double>(p.dp_bucket_bytes), params * mp.grad_bytes);
-    if (p.zero_stage == 1) s.temporary += params * mp.grad_bytes / shard;
+    s.temporary += params * mp.grad_bytes / shard;
   }
   const double a_local = m.heads / p.tp;
   const double scores = static_cast<double>(p.micro_batch) * a_local * (p.seq_length / p.cp) * p.seq_length;
@@ -111,9 +137,9 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // gradient plus the hidden-size input gradient; it frees its stash before
   // the layers' backward starts.
   const double head_bwd = last ? 4.0 * tok.T * v_local + e * tok.T * h : 0.0;
-  s.temporary += std::max(layer_bwd - head_stash, head_bwd);
-  if (p.zero_stage >= 3 && shard > 1)
-    s.temporary += static_cast<double>(LayerParamsPerRank(m, p)) * mp.weight_bytes;
+  // ZeRO-2/3: the unit in backward also holds its full gradient buffer and,
+  // ZeRO-3, its gathered values (the head's: final norm and LM head).
+  s.temporary += std::max(layer_bwd - head_stash + zero_layer_bytes, head_bwd + (last ? zero_head_bytes : 0.0));
 
   s.reserved = mp.reserved_bytes;
   const double allocated = s.weights + s.gradients + s.optimizer + s.activations + s.temporary;

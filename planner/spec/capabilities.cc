@@ -27,8 +27,8 @@ const std::vector<Capability>& CapabilityTable() {
        "a layout beyond GPT-2 / Llama (explicit head_dim, QKV-only biases, OPT position offset, Falcon's "
        "parallel block, Gemma-2 post-norms, Gemma's GeGLU and scaled embeddings, RoPE scaling)",
        false, false, "use a GPT-2 or Llama layout model"},
-      {Feature::kZero2, "ZeRO stage 2 (sharded gradients)", false, false, "replan with --zero 1"},
-      {Feature::kZero3, "ZeRO stage 3 (sharded parameters)", false, false, "replan with --zero 1"},
+      {Feature::kZero2, "ZeRO stage 2 (sharded gradients)", true, false, "replan with --zero 1"},
+      {Feature::kZero3, "ZeRO stage 3 (sharded parameters)", true, false, "replan with --zero 1"},
       {Feature::kContextParallel, "context parallelism (cp > 1)", true, false, "replan with --cp 1"},
       {Feature::kFlashAttention, "fused (flash) attention", false, false,
        "replan with --attention unfused (the CPU runtime's attention stores the score matrix)"},

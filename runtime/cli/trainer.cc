@@ -123,12 +123,16 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
   auto sized = [](const std::unique_ptr<Comm>& c) { return c && c->size() > 1 ? c.get() : nullptr; };
 
   // ---- model, optimizer ----
+  const int64_t bytes_before_model = CurrentBytes();
   std::unique_ptr<Backend> backend = MakeCpuBackend();
   std::vector<std::unique_ptr<ModelChunk>> chunks;
   std::vector<ModelChunk*> chunk_ptrs;
   std::vector<ParamStore*> stores;
   std::vector<bool> counts_tied;
-  const ParallelComms pcomms{sized(groups.tp), sized(groups.dp), sized(groups.pp), sized(groups.tied),
+  // Under CP, each CP rank's grads are those of its local tokens: gradients
+  // are averaged (and ZeRO-sharded) over the joint DP x CP group.
+  Comm* grad_group = plan.cp > 1 ? sized(groups.dp_cp) : sized(groups.dp);
+  const ParallelComms pcomms{sized(groups.tp), grad_group, sized(groups.pp), sized(groups.tied),
                              sized(groups.cp)};
   for (int i = 0; i < plan.vpp; ++i) {
     const int c = i * plan.pp + coord.pp;
@@ -146,11 +150,12 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
   oo.lr.total_steps = opts.steps;
   oo.zero_stage = plan.zero_stage;
   oo.bucket_bytes = plan.dp_bucket_bytes;
-  // Under CP, each CP rank's grads are those of its local tokens: gradients
-  // are averaged (and ZeRO-sharded) over the joint DP x CP group.
-  Comm* grad_group = plan.cp > 1 ? sized(groups.dp_cp) : sized(groups.dp);
   Optimizer optimizer(stores, counts_tied, oo,
                       OptimizerComms{grad_group, sized(groups.tp), sized(groups.pp), sized(groups.tied)});
+  // What this rank keeps between steps: weights, gradients and Adam moments
+  // after ZeRO sharding (the largest over ranks is reported).
+  int64_t model_state_bytes = CurrentBytes() - bytes_before_model;
+  DT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &model_state_bytes, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
 
   // ---- resume ----
   int64_t start_step = 0, data_position = 0;
@@ -159,7 +164,12 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
     std::vector<std::vector<float>> m(plan.vpp), v(plan.vpp);
     std::vector<ChunkState> states;
     for (int i = 0; i < plan.vpp; ++i) states.push_back({stores[i], &m[i], &v[i]});
+    // ZeRO-3: the loader fills full values; this rank keeps its slots.
+    for (auto& c : chunks)
+      if (c->sharding()) c->sharding()->MaterializeValues();
     StatusOr<TrainState> st = LoadCheckpoint(opts.checkpoint_dir, states);
+    for (auto& c : chunks)
+      if (c->sharding()) c->sharding()->ShardValues();
     int code = 0;  // 0 loaded, 1 no checkpoint yet, 2 unusable
     std::string msg;
     if (!st.ok()) {
@@ -221,6 +231,8 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
     std::printf("\ntokens/step %.0f | model FLOPs/step %.4g | steps %lld..%lld of %lld\n", tokens_per_step,
                 flops_per_step, static_cast<long long>(start_step + 1), static_cast<long long>(end_step),
                 static_cast<long long>(opts.steps));
+    std::printf("model states: %.3f MiB per rank (weights, gradients, Adam m and v after ZeRO-%d sharding; "
+                "largest rank)\n", static_cast<double>(model_state_bytes) / (1 << 20), plan.zero_stage);
     if (plan.flash_attention)
       std::printf("note: the plan assumes fused (flash) attention; the CPU runtime runs unfused attention\n");
     std::fflush(stdout);
@@ -254,7 +266,11 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
     ts.rng_state = "none: training is deterministic (no dropout); data is a function of (seed, step)";
     ts.model = ToJson(model);
     ts.plan = ToJson(plan);
+    for (auto& c : chunks)  // ZeRO-3: full values exist only while saving
+      if (c->sharding()) c->sharding()->MaterializeValues();
     Status s = SaveCheckpoint(opts.checkpoint_dir, ts, states, groups);
+    for (auto& c : chunks)
+      if (c->sharding()) c->sharding()->ShardValues();
     if (!s.ok()) {
       if (root) std::fprintf(stderr, "dtrun: error: checkpoint save failed: %s\n", s.message().c_str());
       return false;

@@ -80,15 +80,29 @@ Tensor ReduceSeq(LayerContext* ctx, Tensor* full) {
 
 void FlushSpGrads(LayerContext* ctx) {
   if (!ctx->sp || ctx->sp_grads.empty()) return;
-  TpAllReduce(ctx->tp, ctx->sp_grads.data(), static_cast<int64_t>(ctx->sp_grads.size()));
-  for (size_t i = 0; i < ctx->sp_offset.size(); ++i) {
+  FlushSpGrads(ctx, 0, static_cast<int>(ctx->sp_offset.size()));
+}
+
+void FlushSpGrads(LayerContext* ctx, int param_begin, int param_end) {
+  if (!ctx->sp || ctx->sp_grads.empty()) return;
+  // sp_offset is increasing in declaration order: the range's partial
+  // grads are one contiguous run of sp_grads.
+  int64_t lo = -1, hi = -1;
+  for (int i = param_begin; i < param_end; ++i) {
+    if (ctx->sp_offset[i] < 0) continue;
+    if (lo < 0) lo = ctx->sp_offset[i];
+    hi = ctx->sp_offset[i] + ctx->store->params()[i].numel;
+  }
+  if (lo < 0) return;
+  TpAllReduce(ctx->tp, ctx->sp_grads.data() + lo, hi - lo);
+  for (int i = param_begin; i < param_end; ++i) {
     if (ctx->sp_offset[i] < 0) continue;
     const Param& p = ctx->store->params()[i];
-    float* g = ctx->store->grad(static_cast<int>(i));
+    float* g = ctx->store->grad(i);
     const float* s = ctx->sp_grads.data() + ctx->sp_offset[i];
     for (int64_t k = 0; k < p.numel; ++k) g[k] += s[k];
   }
-  std::fill(ctx->sp_grads.begin(), ctx->sp_grads.end(), 0.0f);
+  std::fill(ctx->sp_grads.begin() + lo, ctx->sp_grads.begin() + hi, 0.0f);
 }
 
 }  // namespace dt::rt

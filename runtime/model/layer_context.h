@@ -82,5 +82,8 @@ Tensor ReduceSeq(LayerContext* ctx, Tensor* full);
 // Under SP: all-reduces ctx->sp_grads over TP, adds them into the store's
 // grads and zeroes them. No-op without SP.
 void FlushSpGrads(LayerContext* ctx);
+// The same for Params [param_begin, param_end) only (one ZeRO-2/3 unit, whose
+// gradients are reduce-scattered right after its backward).
+void FlushSpGrads(LayerContext* ctx, int param_begin, int param_end);
 
 }  // namespace dt::rt

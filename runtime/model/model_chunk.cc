@@ -64,13 +64,21 @@ ModelChunk::ModelChunk(const ModelSpec& model, const PlanSpec& plan, int chunk, 
   vocab_start_ = ShardBegin(v, tp_rank, tp);
   vocab_local_ = ShardBegin(v, tp_rank + 1, tp) - vocab_start_;
   const bool tied_across = model.tied_embeddings && plan.num_chunks() > 1;
+  // Units (the ZeRO-2/3 granularity): a tied tensor is alone in its unit so
+  // both copies have the same shard layout.
+  int word_unit = -1;
   if (is_first_) {
+    word_unit = store_.BeginUnit("embedding.word");
     word_ = DeclareParam(&ctx_, "embedding.word.weight", {v, h}, ShardKind::kSplitDim0, false, tied_across);
-    if (model.learned_positions())
+    embed_units_ = {word_unit};
+    if (model.learned_positions()) {
+      embed_units_.push_back(store_.BeginUnit("embedding.position"));
       pos_ = DeclareParam(&ctx_, "embedding.position.weight", {model.max_position, h}, ShardKind::kReplicated, false);
+    }
   }
   const int first = plan_.ChunkFirstLayer(chunk);
   for (int l = 0; l < plan_.layers_per_chunk[chunk]; ++l) {
+    layer_units_.push_back(store_.BeginUnit("layers." + std::to_string(first + l)));
     if (model.family == ModelFamily::kLlama)
       layers_.push_back(std::make_unique<LlamaLayer>(&ctx_, first + l, model.num_layers));
     else
@@ -78,21 +86,48 @@ ModelChunk::ModelChunk(const ModelSpec& model, const PlanSpec& plan, int chunk, 
   }
   if (is_last_) {
     if (model.family == ModelFamily::kLlama) {  // RMSNorm: weight only
+      head_units_ = {store_.BeginUnit("final_norm")};
       lnf_w_ = DeclareParam(&ctx_, "final_norm.weight", {h}, ShardKind::kReplicated, true);
     } else {
+      head_units_ = {store_.BeginUnit("final_ln")};
       lnf_w_ = DeclareParam(&ctx_, "final_ln.weight", {h}, ShardKind::kReplicated, true);
       lnf_b_ = DeclareParam(&ctx_, "final_ln.bias", {h}, ShardKind::kReplicated, true);
     }
     if (!model.tied_embeddings) {
+      head_units_.push_back(store_.BeginUnit("lm_head"));
       head_w_ = DeclareParam(&ctx_, "lm_head.weight", {v, h}, ShardKind::kSplitDim0, false);
     } else if (is_first_) {
       head_w_ = word_;
+      head_units_.push_back(word_unit);
     } else {  // a copy of the embedding, kept equal by summing grads over `tied`
+      head_units_.push_back(store_.BeginUnit("lm_head"));
       head_w_ = DeclareParam(&ctx_, "embedding.word.weight", {v, h}, ShardKind::kSplitDim0, false, true);
     }
   }
   store_.Finalize();
   InitParams(seed);
+  if (plan.zero_stage >= 2 && comms.dp != nullptr && comms.dp->size() > 1)
+    zero_ = std::make_unique<ShardedParams>(&store_, comms.dp, plan.zero_stage,
+                                            1.0f / static_cast<float>(comms.dp->size()));
+}
+
+void ModelChunk::BeginUse(const std::vector<int>& units, bool backward) {
+  if (!zero_) return;
+  for (int u : units) {
+    zero_->Gather(u);
+    if (backward) zero_->BeginGrads(u);
+  }
+}
+
+void ModelChunk::EndUse(const std::vector<int>& units, bool backward) {
+  if (!zero_) return;
+  for (int u : units) {
+    zero_->Release(u);
+    if (!backward) continue;
+    const ParamUnit& pu = store_.units()[u];
+    FlushSpGrads(&ctx_, pu.first_param, pu.end_param);
+    zero_->ReduceGrads(u);
+  }
 }
 
 void ModelChunk::InitParams(uint64_t seed) {
@@ -223,7 +258,9 @@ Tensor ModelChunk::Forward(int mb, const Tensor* input, const int32_t* tokens, c
   Tensor x;
   if (is_first_) {
     DT_CHECK(tokens != nullptr) << "first chunk needs tokens";
+    BeginUse(embed_units_, false);
     x = EmbedForward(tokens, &s);
+    EndUse(embed_units_, false);
   } else {
     DT_CHECK(input != nullptr && input->numel() == activation_numel())
         << "chunk " << chunk_ << " input has " << (input ? input->numel() : 0) << " floats, expected "
@@ -231,10 +268,16 @@ Tensor ModelChunk::Forward(int mb, const Tensor* input, const int32_t* tokens, c
     x = input->Reshaped({ctx_.local_rows, ctx_.hidden}).Clone();
   }
   s.layers.resize(layers_.size());
-  for (size_t l = 0; l < layers_.size(); ++l) x = layers_[l]->Forward(std::move(x), plan_.recompute, &s.layers[l]);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    BeginUse({layer_units_[l]}, false);
+    x = layers_[l]->Forward(std::move(x), plan_.recompute, &s.layers[l]);
+    EndUse({layer_units_[l]}, false);
+  }
   if (!is_last_) return x;
   DT_CHECK(targets != nullptr) << "last chunk needs targets";
+  BeginUse(head_units_, false);
   float l = HeadForward(std::move(x), targets, &s.head);
+  EndUse(head_units_, false);
   if (ctx_.cp != nullptr) {  // mean of the CP ranks' local means (equal token counts)
     comms_.cp->AllReduce(&l, 1);
     l /= static_cast<float>(ctx_.cp_size);
@@ -251,20 +294,28 @@ Tensor ModelChunk::Backward(int mb, const Tensor* grad_output, float loss_scale)
   Stash& s = it->second;
   Tensor d;
   if (is_last_) {
+    BeginUse(head_units_, true);
     d = HeadBackward(&s.head, loss_scale);
+    EndUse(head_units_, true);
   } else {
     DT_CHECK(grad_output != nullptr && grad_output->numel() == activation_numel())
         << "chunk " << chunk_ << " grad_output size";
     d = grad_output->Reshaped({ctx_.local_rows, ctx_.hidden});
   }
-  for (size_t l = layers_.size(); l-- > 0;) d = layers_[l]->Backward(d, &s.layers[l]);
+  for (size_t l = layers_.size(); l-- > 0;) {
+    BeginUse({layer_units_[l]}, true);
+    d = layers_[l]->Backward(d, &s.layers[l]);
+    EndUse({layer_units_[l]}, true);
+  }
   if (is_first_) {
+    BeginUse(embed_units_, true);
     EmbedBackward(d, &s);
+    EndUse(embed_units_, true);
     d = Tensor();
   } else if (!d.owning()) {
     d = d.Clone();
   }
-  FlushSpGrads(&ctx_);
+  if (!zero_) FlushSpGrads(&ctx_);  // ZeRO-2/3 flushed unit by unit
   stash_.erase(it);
   return d;
 }

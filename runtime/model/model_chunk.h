@@ -16,10 +16,21 @@
 // (plan.cp > 1): this rank holds the positions cp_layout.h assigns to its CP
 // rank (chunks r and 2cp-1-r of 2cp), embeds them at their global
 // positions and runs ring attention (ring_attention.h); the SP shard is a
-// shard of the CP-local sequence. dp/pp/tied comms are not used here: the
+// shard of the CP-local sequence. pp/tied comms are not used here: the
 // interpreter moves activations, reduces grads over DP x CP (and `tied`
 // params — the embedding on first and last chunk when pp > 1 — over the
 // tied group).
+//
+// ZeRO-2/3 (plan.zero_stage >= 2 and comms.dp of size > 1; comms.dp must be
+// the group the optimizer shards over, Groups::dp_cp when cp > 1): the
+// chunk's ParamStore is split into units (embedding.word,
+// embedding.position, layers.N, final_ln, lm_head) and handed to a
+// ShardedParams (sharded_params.h) over comms.dp. Around every use of a
+// unit — the embedding, each layer's forward, each layer's backward
+// (recompute included), the head — the chunk gathers its values (ZeRO-3)
+// and, in backward, gives it a full gradient buffer that is reduce-scattered
+// over comms.dp right after that unit's backward. Gathers are blocking (no
+// prefetch). Layers keep reading W(i) / G(i) unchanged.
 //
 // Data layout: tokens/targets are [micro_batch * seq] batch-major over the
 // FULL sequence (tokens[b * seq + t]); each CP rank picks its positions.
@@ -59,13 +70,14 @@
 #include "runtime/model/transformer_layer.h"
 #include "runtime/model/layer_context.h"
 #include "runtime/model/param_store.h"
+#include "runtime/model/sharded_params.h"
 #include "runtime/tensor/tensor.h"
 
 namespace dt::rt {
 
 struct ParallelComms {
   Comm* tp = nullptr;    // null: tp must be 1
-  Comm* dp = nullptr;
+  Comm* dp = nullptr;    // the gradient-averaging / ZeRO group: Groups::dp, or dp_cp when cp > 1
   Comm* pp = nullptr;
   Comm* tied = nullptr;  // first + last pipeline stage, or nullptr
   Comm* cp = nullptr;    // null: cp must be 1
@@ -89,6 +101,7 @@ class ModelChunk {
   Tensor Backward(int mb, const Tensor* grad_output, float loss_scale);
 
   ParamStore& params() { return store_; }
+  ShardedParams* sharding() { return zero_.get(); }
   bool is_first() const { return is_first_; }
   bool is_last() const { return is_last_; }
   int64_t activation_numel() const { return ctx_.local_rows * ctx_.hidden; }
@@ -111,6 +124,9 @@ class ModelChunk {
   // Sequence-major ids of this rank's local positions.
   std::vector<int32_t> SeqMajor(const int32_t* batch_major) const;
   void InitParams(uint64_t seed);
+  // ZeRO-2/3 unit hooks (no-ops when the store is not sharded).
+  void BeginUse(const std::vector<int>& units, bool backward);
+  void EndUse(const std::vector<int>& units, bool backward);
 
   ModelSpec model_;
   PlanSpec plan_;
@@ -122,7 +138,9 @@ class ModelChunk {
   std::vector<std::unique_ptr<TransformerLayer>> layers_;
   int64_t vocab_start_ = 0, vocab_local_ = 0;
   int word_ = -1, pos_ = -1, lnf_w_ = -1, lnf_b_ = -1, head_w_ = -1;
+  std::vector<int> embed_units_, layer_units_, head_units_;  // ParamStore units by use
   std::map<int, Stash> stash_;
+  std::unique_ptr<ShardedParams> zero_;  // after store_: destroyed first
 };
 
 }  // namespace dt::rt

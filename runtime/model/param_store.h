@@ -8,7 +8,15 @@
 // parallelism slices it (which dimension, this rank's index, the TP size).
 // The store owns the buffers; Param views stay valid for the store's
 // lifetime (buffers are sized once by Finalize and never reallocated).
-// Not thread-safe.
+//
+// Units: consecutive Params are grouped into units (one per transformer
+// layer, one per embedding / head tensor: BeginUnit) — the granularity at
+// which ZeRO-2/3 (runtime/model/sharded_params.h) reduce-scatters gradients
+// and gathers parameters. value(i) / grad(i) read through the unit's bound
+// buffer: after Finalize every unit is bound into the flat buffers; a
+// ShardedParams may drop the flat buffers (DropValues / DropGrads) and bind
+// a unit to a temporary buffer only while it is in use. Reading an unbound
+// unit's value or grad aborts (DT_CHECK). Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +26,8 @@
 #include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
+
+class ShardedParams;
 
 enum class ShardKind {
   kReplicated,  // every TP rank holds the full tensor (norms, row-parallel bias)
@@ -42,10 +52,22 @@ struct Param {
   // rank's index among them. Their grads are summed over the replicas by
   // the layer; only replica 0 counts in norms.
   int tp_replicas = 1, replica = 0;
+  int unit = 0;        // index into ParamStore::units()
+};
+
+// A run of consecutive Params: [first_param, end_param), elements
+// [offset, offset + numel) of the flat buffers.
+struct ParamUnit {
+  std::string name;
+  int first_param = 0, end_param = 0;
+  int64_t offset = 0, numel = 0;
 };
 
 class ParamStore {
  public:
+  // Starts a new unit; Params added next belong to it. Only before
+  // Finalize(). Params added before any BeginUnit form one unnamed unit.
+  int BeginUnit(std::string name);
   // Declares a parameter; returns its index. Only before Finalize().
   int Add(Param p);
   // Allocates value and gradient buffers (gradients zeroed).
@@ -54,21 +76,44 @@ class ParamStore {
 
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }
-  float* values() { return values_.data(); }
-  float* grads() { return grads_.data(); }
-  const float* values() const { return values_.data(); }
-  const float* grads() const { return grads_.data(); }
-  int64_t numel() const { return static_cast<int64_t>(values_.size()); }
-  float* value(int i) { return values_.data() + params_[i].offset; }
-  float* grad(int i) { return grads_.data() + params_[i].offset; }
+  const std::vector<ParamUnit>& units() const { return units_; }
+  // The flat buffers; abort once dropped (see has_values / has_grads).
+  float* values();
+  float* grads();
+  const float* values() const;
+  const float* grads() const;
+  int64_t numel() const { return total_; }
+  float* value(int i);
+  float* grad(int i);
+  // Zeroes the flat gradients, or (when sharded) the gradient shards.
   void ZeroGrads();
+
+  // ZeRO-2/3 residency (called by ShardedParams). Drop* free a flat buffer
+  // and unbind every unit from it; RestoreValues reallocates the flat value
+  // buffer (zeros) and binds every unit to it. Bind* point a unit at a
+  // buffer of at least its numel floats (nullptr: unbound).
+  bool has_values() const { return !values_.empty() || total_ == 0; }
+  bool has_grads() const { return !grads_.empty() || total_ == 0; }
+  void DropValues();
+  void DropGrads();
+  void RestoreValues();
+  void BindUnitValues(int unit, float* v) { unit_values_.at(unit) = v; }
+  void BindUnitGrads(int unit, float* g) { unit_grads_.at(unit) = g; }
+  bool unit_values_bound(int unit) const { return unit_values_.at(unit) != nullptr; }
+  bool unit_grads_bound(int unit) const { return unit_grads_.at(unit) != nullptr; }
+  // The ZeRO-2/3 manager of this store (owned by the model chunk), or null.
+  ShardedParams* sharding() const { return sharding_; }
+  void set_sharding(ShardedParams* s) { sharding_ = s; }
 
  private:
   std::vector<Param> params_;
+  std::vector<ParamUnit> units_;
   // Allocated through the runtime allocator so they count in its peak bytes.
   std::vector<float, TrackingAllocator<float>> values_, grads_;
+  std::vector<float*> unit_values_, unit_grads_;
   int64_t total_ = 0;
   bool finalized_ = false;
+  ShardedParams* sharding_ = nullptr;
 };
 
 }  // namespace dt::rt

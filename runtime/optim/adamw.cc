@@ -27,28 +27,31 @@ AdamWShard::AdamWShard(const ParamStore& store, int64_t begin, int64_t end)
   v_.assign(static_cast<size_t>(end - begin), 0.0f);
 }
 
-void AdamWShard::Update(ParamStore& store, const AdamWConfig& cfg, int64_t t, float lr,
-                        float grad_scale) {
+void AdamWApply(const AdamWConfig& cfg, int64_t t, float lr, float grad_scale, bool decay_on, int64_t n,
+                float* p, const float* g, float* m, float* v) {
   DT_CHECK_GE(t, 1);
   const double bc1 = 1.0 - std::pow(static_cast<double>(cfg.beta1), static_cast<double>(t));
   const double bc2 = 1.0 - std::pow(static_cast<double>(cfg.beta2), static_cast<double>(t));
   const float step_size = static_cast<float>(lr / bc1);
   const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
   const float b1 = cfg.beta1, b2 = cfg.beta2;
+  const float decay = decay_on ? 1.0f - lr * cfg.weight_decay : 1.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i] * grad_scale;
+    m[i] = b1 * m[i] + (1.0f - b1) * gi;
+    v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+    const float denom = std::sqrt(v[i]) * inv_sqrt_bc2 + cfg.eps;
+    p[i] = p[i] * decay - step_size * m[i] / denom;
+  }
+}
+
+void AdamWShard::Update(ParamStore& store, const AdamWConfig& cfg, int64_t t, float lr,
+                        float grad_scale) {
   float* p = store.values();
   const float* g = store.grads();
-  float* m = m_.data() - begin_;
-  float* v = v_.data() - begin_;
-  for (const Segment& s : segments_) {
-    const float decay = s.decay ? 1.0f - lr * cfg.weight_decay : 1.0f;
-    for (int64_t i = s.begin; i < s.end; ++i) {
-      const float gi = g[i] * grad_scale;
-      m[i] = b1 * m[i] + (1.0f - b1) * gi;
-      v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-      const float denom = std::sqrt(v[i]) * inv_sqrt_bc2 + cfg.eps;
-      p[i] = p[i] * decay - step_size * m[i] / denom;
-    }
-  }
+  for (const Segment& s : segments_)
+    AdamWApply(cfg, t, lr, grad_scale, s.decay, s.end - s.begin, p + s.begin, g + s.begin,
+               m_.data() + (s.begin - begin_), v_.data() + (s.begin - begin_));
 }
 
 }  // namespace dt::rt

@@ -36,6 +36,11 @@ bool NoWeightDecay(const Param& p);
 
 using FloatVec = std::vector<float, TrackingAllocator<float>>;
 
+// The update above for n contiguous elements (p, g, m, v), at step t
+// (1-based); the one loop every AdamW in the runtime runs.
+void AdamWApply(const AdamWConfig& cfg, int64_t t, float lr, float grad_scale, bool decay, int64_t n,
+                float* p, const float* g, float* m, float* v);
+
 class AdamWShard {
  public:
   AdamWShard(const ParamStore& store, int64_t begin, int64_t end);

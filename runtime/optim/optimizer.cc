@@ -12,8 +12,7 @@ Optimizer::Optimizer(std::vector<ParamStore*> chunks, std::vector<bool> counts_t
                      const OptimizerOptions& opts, const OptimizerComms& comms)
     : opts_(opts), comms_(comms) {
   DT_CHECK_EQ(chunks.size(), counts_tied.size());
-  DT_CHECK(opts.zero_stage == 0 || opts.zero_stage == 1)
-      << "Optimizer implements ZeRO stages 0 and 1; got " << opts.zero_stage;
+  DT_CHECK(opts.zero_stage >= 0 && opts.zero_stage <= 3) << "zero_stage " << opts.zero_stage;
   const int dp = comms.dp ? comms.dp->size() : 1;
   const float scale = opts.grad_scale != 0.0f ? opts.grad_scale : 1.0f / static_cast<float>(dp);
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -21,7 +20,12 @@ Optimizer::Optimizer(std::vector<ParamStore*> chunks, std::vector<bool> counts_t
     Chunk c;
     c.store = chunks[i];
     c.counts_tied = counts_tied[i];
-    if (opts.zero_stage == 1) {
+    if (opts.zero_stage >= 2 && dp > 1) {
+      c.zero = c.store->sharding();
+      DT_CHECK(c.zero != nullptr && c.zero->stage() == opts.zero_stage && c.zero->dp()->size() == dp)
+          << "ZeRO-" << opts.zero_stage << " needs chunk " << i << "'s store sharded over the same DP group";
+      c.zero_adam = std::make_unique<ShardedAdamW>(c.zero);
+    } else if (opts.zero_stage >= 1) {
       c.shard = std::make_unique<ZeroShard>(comms.dp, c.store->numel(), scale);
       c.adam = std::make_unique<AdamWShard>(*c.store, c.shard->range().begin, c.shard->range().end);
     } else {
@@ -36,10 +40,21 @@ void Optimizer::StartGradSync(int local_chunk) {
   Chunk& c = chunks_.at(local_chunk);
   DT_CHECK(!c.sync_started) << "StartGradSync twice for chunk " << local_chunk;
   if (comms_.tied != nullptr && comms_.tied->size() > 1) {
-    for (Param& p : c.store->params())
-      if (p.tied) comms_.tied->AllReduce(c.store->grads() + p.offset, static_cast<size_t>(p.numel));
+    auto& ps = c.store->params();
+    for (int i = 0; i < static_cast<int>(ps.size()); ++i) {
+      if (!ps[i].tied) continue;
+      if (c.zero_adam) {
+        int64_t n = 0;
+        float* g = c.zero_adam->TiedGradSlot(i, &n);
+        comms_.tied->AllReduce(g, static_cast<size_t>(n));
+      } else {
+        comms_.tied->AllReduce(c.store->grads() + ps[i].offset, static_cast<size_t>(ps[i].numel));
+      }
+    }
   }
-  if (c.shard) {
+  if (c.zero_adam) {
+    // ZeRO-2/3: already reduce-scattered unit by unit during the backward.
+  } else if (c.shard) {
     c.shard->ReduceScatterGrads(*c.store);
   } else {
     c.sync->Start(*c.store);
@@ -58,10 +73,11 @@ StepStats Optimizer::Step() {
   }
   double local = 0.0;
   for (Chunk& c : chunks_)
-    local += LocalGradSquares(*c.store, c.adam->begin(), c.adam->end(), c.counts_tied);
+    local += c.zero_adam ? c.zero_adam->LocalGradSquares(c.counts_tied)
+                         : LocalGradSquares(*c.store, c.adam->begin(), c.adam->end(), c.counts_tied);
   double total = SumAcross(comms_.tp, local);
   total = SumAcross(comms_.pp, total);
-  if (opts_.zero_stage == 1) total = SumAcross(comms_.dp, total);
+  if (opts_.zero_stage >= 1) total = SumAcross(comms_.dp, total);
   StepStats st;
   st.grad_norm = std::sqrt(total);
   st.lr = opts_.lr.At(step_count_);
@@ -69,7 +85,10 @@ StepStats Optimizer::Step() {
     st.clip_coef = static_cast<float>(opts_.adam.max_grad_norm / (st.grad_norm + 1e-6));
   ++step_count_;
   for (Chunk& c : chunks_) {
-    c.adam->Update(*c.store, opts_.adam, step_count_, static_cast<float>(st.lr), st.clip_coef);
+    if (c.zero_adam)
+      c.zero_adam->Update(opts_.adam, step_count_, static_cast<float>(st.lr), st.clip_coef);
+    else
+      c.adam->Update(*c.store, opts_.adam, step_count_, static_cast<float>(st.lr), st.clip_coef);
     c.sync_started = false;
   }
   return st;
@@ -77,7 +96,8 @@ StepStats Optimizer::Step() {
 
 void Optimizer::ParamSync(int local_chunk) {
   Chunk& c = chunks_.at(local_chunk);
-  if (c.shard) c.shard->AllGatherValues(*c.store);
+  if (c.zero) c.zero->AllGatherValues();
+  else if (c.shard) c.shard->AllGatherValues(*c.store);
 }
 
 void Optimizer::GatherMoments(int local_chunk, std::vector<float>* m, std::vector<float>* v) {
@@ -85,7 +105,10 @@ void Optimizer::GatherMoments(int local_chunk, std::vector<float>* m, std::vecto
   const size_t n = static_cast<size_t>(c.store->numel());
   m->assign(n, 0.0f);
   v->assign(n, 0.0f);
-  if (c.shard) {
+  if (c.zero_adam) {
+    c.zero->AllGatherShardArray(c.zero_adam->m().data(), m->data());
+    c.zero->AllGatherShardArray(c.zero_adam->v().data(), v->data());
+  } else if (c.shard) {
     c.shard->AllGatherShard(c.adam->m().data(), m->data());
     c.shard->AllGatherShard(c.adam->v().data(), v->data());
   } else {
@@ -96,12 +119,23 @@ void Optimizer::GatherMoments(int local_chunk, std::vector<float>* m, std::vecto
 
 void Optimizer::LoadMoments(int local_chunk, const float* m, const float* v) {
   Chunk& c = chunks_.at(local_chunk);
+  if (c.zero_adam) {
+    c.zero->TakeShardArray(m, c.zero_adam->m().data());
+    c.zero->TakeShardArray(v, c.zero_adam->v().data());
+    return;
+  }
   const int64_t b = c.adam->begin(), e = c.adam->end();
   std::memcpy(c.adam->m().data(), m + b, sizeof(float) * (e - b));
   std::memcpy(c.adam->v().data(), v + b, sizeof(float) * (e - b));
 }
 
-int64_t Optimizer::owned_begin(int local_chunk) const { return chunks_.at(local_chunk).adam->begin(); }
-int64_t Optimizer::owned_end(int local_chunk) const { return chunks_.at(local_chunk).adam->end(); }
+int64_t Optimizer::owned_begin(int local_chunk) const {
+  DT_CHECK(chunks_.at(local_chunk).adam != nullptr) << "owned range of a ZeRO-2/3 chunk is per unit";
+  return chunks_.at(local_chunk).adam->begin();
+}
+int64_t Optimizer::owned_end(int local_chunk) const {
+  DT_CHECK(chunks_.at(local_chunk).adam != nullptr) << "owned range of a ZeRO-2/3 chunk is per unit";
+  return chunks_.at(local_chunk).adam->end();
+}
 
 }  // namespace dt::rt

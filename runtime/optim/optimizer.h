@@ -1,12 +1,21 @@
 // Optimizer: everything between "backward finished" and "parameters ready for
 // the next step" for one rank's model chunks: tied-gradient sum, DP gradient
 // sync (bucketed all-reduce, or ZeRO-1 reduce-scatter), global-norm clipping,
-// the learning-rate schedule, AdamW, and the ZeRO-1 parameter all-gather.
+// the learning-rate schedule, AdamW, and the ZeRO-1/2 parameter all-gather.
+//
+// ZeRO-2/3: a chunk whose store is sharded (ParamStore::sharding(), set up by
+// the ModelChunk for zero_stage >= 2 and a DP group of size > 1) has its
+// gradients reduce-scattered unit by unit during every microbatch's backward
+// (runtime/model/sharded_params.h); here StartGradSync only sums tied
+// gradient shards, Step runs AdamW on the shard (sharded_adamw.h) and
+// ParamSync all-gathers the updated values (ZeRO-2) or does nothing (ZeRO-3:
+// the next use gathers them). With a DP group of size 1, stages 2 and 3 run
+// as stage 1 (nothing to shard).
 //
 // The interpreter maps schedule actions to calls:
 //   kGradSync(chunk c)   -> StartGradSync(c)   (non-blocking for ZeRO-0)
 //   kOptimizerStep       -> Step()             (finishes pending syncs first)
-//   kParamSync(chunk c)  -> ParamSync(c)       (no-op unless ZeRO-1)
+//   kParamSync(chunk c)  -> ParamSync(c)       (ZeRO-1/2 all-gather; else no-op)
 // `chunks[i]` is this rank's local chunk i (model chunk i*pp + pp_rank).
 // counts_tied[i] is true for the chunk whose tied Params count in the norm:
 // model chunk 0 (pipeline rank 0, local chunk 0).
@@ -28,6 +37,7 @@
 #include "runtime/optim/adamw.h"
 #include "runtime/optim/grad_sync.h"
 #include "runtime/optim/lr_schedule.h"
+#include "runtime/optim/sharded_adamw.h"
 #include "runtime/optim/zero_shard.h"
 
 namespace dt::rt {
@@ -35,7 +45,7 @@ namespace dt::rt {
 struct OptimizerOptions {
   AdamWConfig adam;
   LrSchedule lr;
-  int zero_stage = 0;                   // 0 or 1 (2/3 not implemented: use 1)
+  int zero_stage = 0;                   // 0..3 (2/3 need sharded stores, see above)
   int64_t bucket_bytes = 40LL << 20;    // PlanSpec::dp_bucket_bytes
   float grad_scale = 0.0f;              // 0: 1 / dp size
 };
@@ -74,7 +84,8 @@ class Optimizer {
   // Inverse: takes this rank's range out of full flat m and v arrays.
   void LoadMoments(int local_chunk, const float* m, const float* v);
 
-  // This rank's owned range of local chunk c (whole chunk unless ZeRO-1).
+  // This rank's owned range of local chunk c (whole chunk unless ZeRO-1;
+  // aborts for a ZeRO-2/3 sharded chunk, whose owned elements are per unit).
   int64_t owned_begin(int local_chunk) const;
   int64_t owned_end(int local_chunk) const;
 
@@ -85,6 +96,8 @@ class Optimizer {
     std::unique_ptr<GradSync> sync;    // ZeRO-0
     std::unique_ptr<ZeroShard> shard;  // ZeRO-1
     std::unique_ptr<AdamWShard> adam;
+    ShardedParams* zero = nullptr;            // ZeRO-2/3 (owned by the model chunk)
+    std::unique_ptr<ShardedAdamW> zero_adam;  // ZeRO-2/3
     bool sync_started = false;
   };
   void FinishGradSync(Chunk& c);

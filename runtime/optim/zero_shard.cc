@@ -20,6 +20,7 @@ ZeroShard::ZeroShard(Comm* dp, int64_t numel, float scale)
     : dp_(dp), numel_(numel), scale_(scale) {
   const int size = dp ? dp->size() : 1, rank = dp ? dp->rank() : 0;
   range_ = ComputeShard(numel, size, rank);
+  if (size == 1) return;  // nothing to exchange: no scratch (the memory model counts none)
   full_.assign(static_cast<size_t>(range_.padded), 0.0f);
   part_.assign(static_cast<size_t>(range_.shard), 0.0f);
 }

@@ -7,8 +7,9 @@
 //     at its own offsets (the rest of grads is stale afterwards).
 //   AllGatherValues(store): every member's updated value shard is gathered
 //     back so all members hold identical full values.
-// Both are blocking collectives over dp. Scratch buffers (P floats) come from
-// the runtime allocator and are kept between steps. Not thread-safe.
+// Both are blocking collectives over dp. Scratch buffers (P + S floats) come
+// from the runtime allocator and are kept between steps; a group of size 1
+// allocates none. Not thread-safe.
 #pragma once
 
 #include <cstdint>

@@ -7,7 +7,11 @@
 
 #include <cmath>
 
+#include "planner/cost/comm_cost.h"
+#include "planner/lower/group_topology.h"
 #include "planner/lower/lowering.h"
+#include "planner/lower/memory_params_for.h"
+#include "planner/memory/zero_units.h"
 #include "planner/lower/simulate.h"
 #include "planner/schedule/schedule.h"
 #include "planner/search/enumerate.h"
@@ -137,6 +141,66 @@ TEST_F(PlannerFixture, BreakdownAddsUpToStepTime) {
     const TimeBreakdown& b = pred->time;
     double sum = b.compute + b.tp_exposed + b.pp_exposed + b.dp_exposed + b.bubble + b.optimizer;
     EXPECT_NEAR(sum, pred->step_time_s, 1e-6 * pred->step_time_s + 1e-12) << Describe(p);
+  }
+}
+
+// ZeRO-2/3: the lowering issues what the runtime's ModelChunk issues — per
+// microbatch and chunk, one all-gather per unit use before a forward and a
+// backward (ZeRO-3) and one reduce-scatter per unit use after a backward,
+// blocking on the compute stream, each priced at its padded unit size.
+TEST_F(PlannerFixture, ZeroUnitCollectivesMatchTheRuntime) {
+  PlanSpec p;
+  p.dp = 4;
+  p.pp = 2;
+  p.vpp = 1;
+  p.micro_batch = 1;
+  p.num_microbatches = 4;
+  p.seq_length = model_.seq_length;
+  p.schedule = Schedule::k1F1B;
+  p.layers_per_chunk = EvenSplit(model_.num_layers, 2);
+  cluster_.nodes = 1;
+  cluster_.gpus_per_node = 8;
+  const GroupTopology g = GradGroupTopology(p, cluster_.gpus_per_node);
+  const MemoryParams mp = MemoryParamsFor(hw_);
+  for (int zero : {2, 3}) {
+    p.zero_stage = zero;
+    const PlanCosts c = ComputePlanCosts(model_, cluster_, p, hw_);
+    for (int ch = 0; ch < 2; ++ch) {
+      const ChunkUnits u = ZeroChunkUnits(model_, p, ch);
+      // chunk 0: word, position, 6 layers; chunk 1: 6 layers, final_ln, lm_head copy.
+      EXPECT_EQ(u.uses.size(), 8u);
+      EXPECT_EQ(c.chunks[ch].num_unit_uses, 8);
+      double ag = 0, rs = 0;
+      for (int64_t n : u.uses) {
+        const double padded = static_cast<double>(UnitPadded(n, 4));
+        ag += CollectiveTime(CollKind::kAllGather, padded * mp.weight_bytes, 4, g.per_node,
+                             g.spans_nodes, hw_);
+        rs += CollectiveTime(CollKind::kReduceScatter, padded * mp.grad_bytes, 4, g.per_node, g.spans_nodes, hw_);
+      }
+      EXPECT_NEAR(c.chunks[ch].grad_sync_per_microbatch, rs, 1e-12);
+      EXPECT_NEAR(c.chunks[ch].zero3_gather, zero == 3 ? ag : 0.0, 1e-12);
+      EXPECT_EQ(c.chunks[ch].grad_sync, 0.0);
+      EXPECT_EQ(c.chunks[ch].param_sync > 0, zero == 2);
+    }
+    auto sched = BuildSchedule(p);
+    ASSERT_TRUE(sched.ok());
+    sim::Engine e;
+    Lowered l = LowerSchedule(*sched, p, c, /*trace=*/true, &e);
+    ASSERT_TRUE(e.Run().ok());
+    for (int s = 0; s < 2; ++s) {
+      int gathers = 0, scatters = 0;
+      for (size_t t = 0; t < e.num_tasks(); ++t) {
+        const std::string_view n = e.name(static_cast<sim::TaskId>(t));
+        if (e.stream_of(static_cast<sim::TaskId>(t)) != l.compute[s]) continue;
+        gathers += n.substr(0, 2) == "AG";
+        scatters += n.substr(0, 2) == "RS";
+      }
+      EXPECT_EQ(gathers, zero == 3 ? 2 * p.num_microbatches : 0) << "stage " << s;
+      EXPECT_EQ(scatters, p.num_microbatches) << "stage " << s;
+      EXPECT_NEAR(e.BusyTime(l.compute[s], kCatDpComm),
+                  p.num_microbatches * (2 * c.chunks[s].zero3_gather + c.chunks[s].grad_sync_per_microbatch),
+                  1e-12);
+    }
   }
 }
 

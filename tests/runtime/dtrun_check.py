@@ -9,6 +9,8 @@ Checks
                            as 1 rank (relative difference <= 1e-4; global batch fixed at 8).
   resume_exact             10 steps == 5 steps + save, then a new process resumes 5 (bitwise).
   resume_replan            save under tp=2 at step 5, resume under pp=2 and dp=2: within 1e-4.
+  resume_zero              resume_exact under dp=2 ZeRO-2 and ZeRO-3 (bitwise); save under dp=2
+                           ZeRO-3, resume under tp=2 and under dp=2 ZeRO-2: within 1e-4 of 1 rank.
   kill                     a rank SIGKILLed mid-step: non-zero exit in < 30 s; resume from the
                            last checkpoint works.
   entropy                  1 rank on the Markov source reaches within 10% of its entropy rate.
@@ -238,7 +240,9 @@ def check_llama():
     uneven = (("pp2_split_1_3", dict(pp=2, layers_per_chunk=[1, 3])),
               ("pp2xtp2_sp_split_3_1", dict(pp=2, tp=2, sp=True, layers_per_chunk=[3, 1])),
               ("pp2_interleaved_split_1_1_1_1_dp2", dict(dp=2, pp=2, vpp=2, mbs=1, schedule="interleaved",
-                                                         zero=1, layers_per_chunk=[1, 1, 1, 1])))
+                                                         zero=1, layers_per_chunk=[1, 1, 1, 1])),
+              ("dp2xtp2_zero3", dict(dp=2, tp=2, zero=3)),
+              ("dp2xpp2_zero2", dict(dp=2, pp=2, zero=2)))
     for name, kv in uneven:
         plan = os.path.join(A.work, name + ".json")
         world = write_plan(plan, model=model, **kv)
@@ -260,6 +264,13 @@ def check_llama():
     if "resumed from" not in out:
         fail("llama: did not resume under pp=2 x tp=2:\n" + out)
     compare("llama resume tp4 -> pp2xtp2", reference(64), losses(first) + losses(second), 1e-4)
+
+
+def check_resume_zero():
+    """ZeRO-2/3: bit-exact resume under dp=2 ZeRO-2 and ZeRO-3, and ZeRO-3 dp=2 -> tp=2 / ZeRO-2."""
+    check_resume_exact({"dp": 2, "zero": 2})
+    check_resume_exact({"dp": 2, "zero": 3})
+    check_resume_replan({"dp": 2, "zero": 3}, (("zero3_to_tp2", {"tp": 2}), ("zero3_to_dp2_zero2", {"dp": 2, "zero": 2})))
 
 
 def check_kill():
@@ -440,7 +451,7 @@ def main():
     A = ap.parse_args()
     A.work = os.path.join(A.work, A.check + ("_" + A.rest[0] if A.rest else ""))
     os.makedirs(A.work, exist_ok=True)
-    checks = {"resume_exact": check_resume_exact, "resume_replan": check_resume_replan,
+    checks = {"resume_exact": check_resume_exact, "resume_replan": check_resume_replan, "resume_zero": check_resume_zero,
               "kill": check_kill, "entropy": check_entropy, "bad_input": check_bad_input,
               "predicted": check_predicted, "cp_resume": check_cp_resume, "cp_dtplan": check_cp_dtplan,
               "llama": check_llama}

@@ -36,6 +36,8 @@ PlanSpec MakePlan(const ModelSpec& m, int dp, int tp, int pp, int vpp, int mbs, 
   p.seq_length = m.seq_length;
   p.schedule = s;
   p.zero_stage = zero;
+  p.recompute = rc;
+  p.sequence_parallel = sp;
   p.flash_attention = false;
   p.layers_per_chunk = EvenSplit(m.num_layers, pp * vpp);
   Status st = Validate(p, m, "test plan");
@@ -64,10 +66,15 @@ std::vector<double> Train(const ModelSpec& model, const PlanSpec& p, int steps) 
     for (int i = 0; i < p.vpp; ++i) {
       const int c = i * p.pp + g.coord.pp;
       chunks.push_back(std::make_unique<ModelChunk>(
-          model, p, c, g.coord.tp, ParallelComms{sized(g.tp), sized(g.dp), sized(g.pp), sized(g.tied), sized(g.cp)},
+          model, p, c, g.coord.tp, ParallelComms{sized(g.tp), p.cp > 1 ? sized(g.dp_cp) : sized(g.dp), sized(g.pp), sized(g.tied), sized(g.cp)},
           *backend, 7));
       ptrs.push_back(chunks.back().get());
       stores.push_back(&chunks.back()->params());
+      // ZeRO-2/3 really shard: no flat gradients (and, ZeRO-3, no flat values).
+      const bool sharded = p.zero_stage >= 2 && p.dp * p.cp > 1;
+      EXPECT_EQ(chunks.back()->sharding() != nullptr, sharded);
+      EXPECT_EQ(stores.back()->has_grads(), !sharded);
+      EXPECT_EQ(stores.back()->has_values(), !sharded || p.zero_stage == 2);
       counts_tied.push_back(c == 0);
     }
     OptimizerOptions oo;
@@ -130,6 +137,33 @@ TEST(InterpreterTest, MixedPlansMatchOneRank) {
   const std::vector<double> ref = Train(m, MakePlan(m, 1, 1, 1, 1, 2, Schedule::k1F1B), 3);
   ExpectClose(ref, Train(m, MakePlan(m, 2, 2, 1, 1, 1, Schedule::k1F1B), 3));
   ExpectClose(ref, Train(m, MakePlan(m, 2, 1, 2, 1, 1, Schedule::k1F1B, /*zero=*/1), 3));
+}
+
+// ZeRO-2 / ZeRO-3: gradients reduce-scattered per unit during each backward,
+// parameters sharded (ZeRO-3: gathered around every use).
+TEST(InterpreterTest, Zero2And3MatchOneRank) {
+  const ModelSpec m = TinyModel();
+  const std::vector<double> ref = Train(m, MakePlan(m, 1, 1, 1, 1, 2, Schedule::k1F1B), 3);
+  for (int zero : {2, 3}) {
+    SCOPED_TRACE("zero " + std::to_string(zero));
+    ExpectClose(ref, Train(m, MakePlan(m, 2, 1, 1, 1, 2, Schedule::k1F1B, zero), 3));
+    ExpectClose(ref, Train(m, MakePlan(m, 2, 2, 1, 1, 1, Schedule::k1F1B, zero), 3));
+    ExpectClose(ref, Train(m, MakePlan(m, 2, 2, 1, 1, 1, Schedule::k1F1B, zero, 1, /*sp=*/true), 3));
+    ExpectClose(ref, Train(m, MakePlan(m, 2, 1, 2, 1, 1, Schedule::k1F1B, zero), 3));
+    ExpectClose(ref, Train(m, MakePlan(m, 2, 1, 2, 2, 1, Schedule::kInterleaved, zero), 3));
+    ExpectClose(ref, Train(m, MakePlan(m, 2, 1, 1, 1, 2, Schedule::k1F1B, zero, 1, false, Recompute::kFull), 3));
+    // Under CP the shard group is DP x CP (here 1 x 2).
+    ExpectClose(ref, Train(m, MakePlan(m, 1, 1, 1, 1, 2, Schedule::k1F1B, zero, /*cp=*/2), 3));
+  }
+}
+
+// Untied embeddings: lm_head is its own unit.
+TEST(InterpreterTest, Zero3UntiedHeadMatchesOneRank) {
+  ModelSpec m = TinyModel();
+  m.tied_embeddings = false;
+  const std::vector<double> ref = Train(m, MakePlan(m, 1, 1, 1, 1, 2, Schedule::k1F1B), 3);
+  ExpectClose(ref, Train(m, MakePlan(m, 2, 1, 1, 1, 2, Schedule::k1F1B, 3), 3));
+  ExpectClose(ref, Train(m, MakePlan(m, 2, 1, 2, 1, 1, Schedule::k1F1B, 3), 3));
 }
 
 // Context parallelism: ring attention over the CP group, gradients averaged

@@ -1,0 +1,47 @@
+// ShardedAdamW: the optimizer side of ZeRO-2/3 for one chunk: AdamW moments
+// (m, v) for this DP rank's slots only, laid out like the ShardedParams
+// shard arrays (runtime/model/sharded_params.h), the update of the owned
+// values from the gradient shard, and the gradient-norm contribution.
+//
+// Weight decay and norm weighting follow adamw.h / grad_norm.h per Param:
+// each owned slot range is split at Param boundaries into segments. The
+// ShardedParams must outlive this object. Not thread-safe.
+#pragma once
+
+#include <vector>
+
+#include "runtime/model/sharded_params.h"
+#include "runtime/optim/adamw.h"
+
+namespace dt::rt {
+
+class ShardedAdamW {
+ public:
+  explicit ShardedAdamW(ShardedParams* params);
+
+  // AdamW on every owned element (values via ShardedParams::OwnedValues).
+  void Update(const AdamWConfig& cfg, int64_t t, float lr, float grad_scale);
+  // Sum of squares of the owned gradient elements, weighted as in
+  // LocalGradSquares (grad_norm.h).
+  double LocalGradSquares(bool count_tied) const;
+  // The gradient shard of tied Param `param` (its unit holds it alone, so
+  // every copy of it on any stage has the same slot layout): pointer and
+  // slot length (S_u floats) for the tied all-reduce.
+  float* TiedGradSlot(int param, int64_t* n);
+
+  TrackedFloats& m() { return m_; }
+  TrackedFloats& v() { return v_; }
+
+ private:
+  struct Segment {
+    int unit;
+    int param;
+    int64_t unit_begin, unit_end;  // unit elements [unit_begin, unit_end), owned
+    bool decay;
+  };
+  ShardedParams* params_;
+  std::vector<Segment> segments_;
+  TrackedFloats m_, v_;
+};
+
+}  // namespace dt::rt
