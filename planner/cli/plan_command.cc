@@ -39,9 +39,19 @@ int RunPlan(const PlanOptions& o) {
   if (!setup.ok()) return Fail(setup.status().message());
   const auto& [model, cluster, hw, setup_note] = *setup;
 
+  if (o.global_batch_set && o.global_batch < 1)
+    return Fail("--global-batch " + std::to_string(o.global_batch) +
+                " must be >= 1 (sequences per step); omit it for 8 per device");
+  if (o.seq_length_set && o.seq_length < 1)
+    return Fail("--seq-length " + std::to_string(o.seq_length) + " must be >= 1 (tokens per sequence); omit it for the model's " +
+                std::to_string(model.seq_length));
+  auto framework = ParseFramework(o.framework);
+  if (!framework.ok()) return Fail("--framework: " + framework.status().message());
   SearchConstraints k;
   k.seq_length = o.seq_length > 0 ? o.seq_length : model.seq_length;
   k.global_batch = o.global_batch > 0 ? o.global_batch : 8LL * cluster.world();
+  k.framework = *framework;
+  k.grad_bytes = FrameworkGradBytes(*framework, hw.device.dtype != "fp32");
   k.flash_attention = o.attention.empty() ? cluster.device != "cpu" : o.attention == "flash";
   k.dropout = cluster.device != "cpu";  // the bundled CPU runtime trains without dropout
   if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());
