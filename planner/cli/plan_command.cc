@@ -112,6 +112,10 @@ int RunPlan(const PlanOptions& o) {
     std::cout << "wrote " << o.out;
     if (!o.trace.empty()) std::cout << " and trace " << o.trace << " (open in ui.perfetto.dev)";
     std::cout << "\n";
+    std::string to;
+    for (Framework f : {Framework::kMegatron, Framework::kTorchtitan, Framework::kDeepSpeed})
+      if (CheckExpressible(f, m, best.plan).ok()) to += std::string(to.empty() ? "" : "|") + ToString(f);
+    if (!to.empty()) std::cout << "run it in a framework: dtplan export --plan " << o.out << " --to " << to << "\n";
   }
   return 0;
 }
