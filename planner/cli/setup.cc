@@ -1,6 +1,7 @@
 #include "planner/cli/setup.h"
 
 #include "planner/cost/comm_cost.h"
+#include "planner/profile/machine_info.h"
 
 namespace dt::cli {
 
@@ -48,6 +49,17 @@ StatusOr<Setup> LoadSetup(const CommonOptions& o) {
     }
   }
   DT_RETURN_IF_ERROR(fits);
+  // A measured CPU profile describes one CPU model: say so when this
+  // machine is another one (speeds differ 2x between CPU generations).
+  if (s.hw.device.kind == "cpu" && !s.hw.machine.cpu_model.empty()) {
+    const MachineInfo here = ReadMachineInfo();
+    if (here.cpu_model != s.hw.machine.cpu_model) {
+      if (!s.note.empty()) s.note += "; ";
+      s.note += "profile " + s.hw.name + " was measured on '" + s.hw.machine.cpu_model + "' but this machine is '" +
+                here.cpu_model + "': its predictions may be far off here; re-measure with `dtplan profile --device "
+                "cpu --out my-cpu.json` and pass --profile my-cpu.json";
+    }
+  }
   return s;
 }
 

@@ -147,8 +147,12 @@ Op AttentionCore(const Dims& d, const char* name, double scale) {
   return op;
 }
 
-// Ring exchange of K/V blocks over the CP group: cp-1 steps, each sending
-// this rank's K and V blocks to the next rank (backward also carries dK/dV).
+// Ring exchange of K/V blocks over the CP group, as the runtime's ring
+// attention (runtime/ops/ring_attention.h) does it: cp-1 steps, each sending
+// the K/V block in hand (2 T kv_l d elements) to the next rank while the
+// core computes on it. Backward passes the K/V blocks again and, one hop
+// behind, the dK/dV accumulator of each block back to its owner: cp-1 steps
+// of twice the bytes.
 void CpRing(const Dims& d, std::vector<Op>* ops, bool backward) {
   if (d.cp <= 1) return;
   const double kv_bytes = d.e * 2.0 * d.T * d.kv_local * d.d;
@@ -280,8 +284,9 @@ LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_pe
     ops.recompute = ops.forward;
   } else if (p.recompute == Recompute::kSelective) {
     // Korthikanti et al. 2022: recompute only the attention core (QK^T,
-    // softmax, dropout, AV). Under CP the core includes its K/V ring.
-    CpRing(d, &ops.recompute, /*backward=*/false);
+    // softmax, dropout, AV). Under CP there is no extra ring: each block's
+    // probabilities are rebuilt from Q K^T and the stored log-sum-exp inside
+    // the backward ring, whose K/V transfers are already in the backward.
     ops.recompute.push_back(AttentionCore(d, "attn_core", 1.0));
   }
   return ops;
@@ -322,6 +327,9 @@ LayerOps HeadOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
     for (const char* name : {"ce_max_allreduce", "ce_target_allreduce", "ce_sumexp_allreduce"})
       f.push_back(Coll(name, CollKind::kAllReduce, GroupKind::kTp, d.tp, 4.0 * d.T));
   }
+  // CP: the microbatch loss is the mean of the CP ranks' local means (one
+  // fp32 scalar all-reduced; the gradient needs no communication).
+  if (d.cp > 1) f.push_back(Coll("cp_loss_allreduce", CollKind::kAllReduce, GroupKind::kCp, d.cp, 4.0));
   auto& g = ops.backward;
   g.push_back(Mem("cross_entropy_bwd", d.T * d.v_local * (4.0 + e)));
   GemmBackward(head, "lm_head_dgrad", "lm_head_wgrad", &g);

@@ -69,6 +69,10 @@ double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int byt
   bytes += (l.gated ? 3 : 2) * e * l.T * l.f;
   if (!p.flash_attention) {
     if (mode == Recompute::kNone) bytes += ScoreBytes(l);
+    // Ring attention (cp > 1, runtime/ops/ring_attention.h) also keeps the
+    // fp32 log-sum-exp per query row and head: selective recompute rebuilds
+    // each K/V block's probabilities from it inside the backward ring.
+    if (p.cp > 1) bytes += 4.0 * l.b * l.a * l.s_local;
   } else {
     // Fused attention keeps its output and the fp32 softmax statistics
     // (log-sum-exp per query row and head) instead of the score matrix.

@@ -84,14 +84,25 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // Under SP the block's output gradient and its input (for the weight
   // gradient) are all-gathered to the full sequence as well.
   const bool sp = p.sequence_parallel && p.tp > 1;
-  double layer_bwd = std::max(2 * e * scores, 2 * e * tok.T_r * h + (sp ? 3 : 1) * e * tok.T * h +
-                                                  (m.gated_mlp() ? 2 : 1) * e * tok.T * f_local);
+  // Ring attention (cp > 1) never holds the scores of all heads: its backward
+  // works one head and one K/V block at a time (P if recomputed, dP/dS:
+  // 2 (s/cp)^2) next to the ring buffers (K/V in hand and arriving, the dK/dV
+  // contribution, the arriving and the departing accumulator: 5 blocks of
+  // 2 T kv_l d) and D = rowsum(dO O) (fp32 per query row and head).
+  const double s_local = static_cast<double>(p.seq_length / p.cp);
+  const double kv_local = m.kv_heads >= p.tp ? m.kv_heads / p.tp : 1;
+  const double attn_bwd = p.cp > 1 ? 2 * e * s_local * s_local + 5 * 2 * e * tok.T * kv_local * m.head_dim() +
+                                         4.0 * p.micro_batch * a_local * s_local
+                                   : 2 * e * scores;
+  double layer_bwd = std::max(attn_bwd, 2 * e * tok.T_r * h + (sp ? 3 : 1) * e * tok.T * h +
+                                            (m.gated_mlp() ? 2 : 1) * e * tok.T * f_local);
   // Recompute rebuilds the layer's stored tensors before its backward
-  // (full: the whole layer beyond its stored input; selective: the scores).
+  // (full: the whole layer beyond its stored input; selective: the scores,
+  // except under CP, where each block's are rebuilt inside the ring above).
   if (p.recompute == Recompute::kFull)
     layer_bwd += ActivationBytesPerLayerFor(m, p, mp.activation_bytes, Recompute::kNone) -
                  ActivationBytesPerLayerFor(m, p, mp.activation_bytes, Recompute::kFull);
-  else if (p.recompute == Recompute::kSelective)
+  else if (p.recompute == Recompute::kSelective && p.cp == 1)
     layer_bwd += AttentionScoreBytesPerLayer(m, p, mp.activation_bytes);
   // The head's backward (last chunk) holds the fp32 logits and their
   // gradient plus the hidden-size input gradient; it frees its stash before

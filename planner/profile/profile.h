@@ -92,8 +92,19 @@ struct NetworkProfile {
   const CollectiveTable& table(CollKind k) const { return collectives[static_cast<int>(k)]; }
 };
 
+// Which machine a measured CPU profile describes (empty for the bundled
+// GPU profiles, whose numbers come from datasheets and papers). CPU speeds
+// differ between CPU models, so a planner run on another machine warns.
+struct MachineSpec {
+  std::string cpu_model;     // /proc/cpuinfo "model name"
+  int cores = 0;             // logical CPUs of the measured machine
+  int ranks_per_node = 0;    // MPI ranks measured concurrently
+  std::string gemm_library;  // the runtime backend's GEMM ("Eigen", ...)
+};
+
 struct HardwareProfile {
   std::string name;
+  MachineSpec machine;
   std::string description;
   std::string created;                          // ISO date
   std::map<std::string, std::string> sources;   // key -> citation

@@ -188,6 +188,14 @@ StatusOr<HardwareProfile> ProfileFromJson(const json& j, const std::string& wher
   const json* comp = Child(j, "compute", false, where, &st);
   const json* net = Child(j, "network", false, where, &st);
   DT_RETURN_IF_ERROR(st);
+  if (j.contains("machine")) {
+    FieldReader mr(j["machine"], where + " machine");
+    p.machine.cpu_model = mr.StrOr("cpu_model", "");
+    p.machine.cores = static_cast<int>(mr.IntOr("cores", 0));
+    p.machine.ranks_per_node = static_cast<int>(mr.IntOr("ranks_per_node", 0));
+    p.machine.gemm_library = mr.StrOr("gemm_library", "");
+    DT_RETURN_IF_ERROR(mr.status());
+  }
   DT_RETURN_IF_ERROR(ParseDevice(*dev, where, &p.device));
   DT_RETURN_IF_ERROR(ParseCompute(*comp, where, &p.compute));
   DT_RETURN_IF_ERROR(ParseNetwork(*net, where, &p.network));
@@ -200,6 +208,11 @@ json ToJson(const HardwareProfile& p) {
   j["name"] = p.name;
   j["description"] = p.description;
   j["created"] = p.created;
+  if (!p.machine.cpu_model.empty())
+    j["machine"] = {{"cpu_model", p.machine.cpu_model},
+                    {"cores", p.machine.cores},
+                    {"ranks_per_node", p.machine.ranks_per_node},
+                    {"gemm_library", p.machine.gemm_library}};
   j["sources"] = json::object();
   for (const auto& [k, v] : p.sources) j["sources"][k] = v;
   const DeviceProfile& d = p.device;

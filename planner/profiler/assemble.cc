@@ -98,6 +98,10 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
   p.name = m.name;
   p.created = m.machine.date;
   const MachineInfo& mi = m.machine;
+  p.machine.cpu_model = m.device_kind == "cpu" ? mi.cpu_model : m.device_name;
+  p.machine.cores = mi.cores;
+  p.machine.ranks_per_node = m.ranks_per_node;
+  p.machine.gemm_library = m.device_kind == "cpu" ? "Eigen" : "cuBLAS";
   p.description = "MEASURED by `dtplan profile` on " + mi.datetime + " on host '" + mi.hostname + "': " +
                   m.device_name + ", " + std::to_string(mi.cores) + " logical CPUs, " +
                   Num(mi.mem_total_bytes / 1073741824.0, 3) + " GiB RAM. " +

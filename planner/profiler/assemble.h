@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "planner/profile/profile.h"
-#include "planner/profiler/machine_info.h"
+#include "planner/profile/machine_info.h"
 #include "planner/profiler/measure_comm.h"
 #include "planner/profiler/measure_compute.h"
 

@@ -29,7 +29,7 @@ const std::vector<Capability>& CapabilityTable() {
        false, false, "use a GPT-2 or Llama layout model"},
       {Feature::kZero2, "ZeRO stage 2 (sharded gradients)", false, false, "replan with --zero 1"},
       {Feature::kZero3, "ZeRO stage 3 (sharded parameters)", false, false, "replan with --zero 1"},
-      {Feature::kContextParallel, "context parallelism (cp > 1)", false, false, "replan with --cp 1"},
+      {Feature::kContextParallel, "context parallelism (cp > 1)", true, false, "replan with --cp 1"},
       {Feature::kFlashAttention, "fused (flash) attention", false, false,
        "replan with --attention unfused (the CPU runtime's attention stores the score matrix)"},
       {Feature::kDropout, "dropout", false, false, "plan without dropout (dtplan --device cpu does)"},

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <map>
 
 #include "planner/validate/case.h"
@@ -79,6 +80,8 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   FieldReader meas(c["measured"], where + " field 'measured'");
   if (meas.Has("iteration_time_s")) {
     v.measured_s = meas.Num("iteration_time_s");
+    if (meas.ok() && !(std::isfinite(v.measured_s) && v.measured_s > 0))
+      meas.Fail("'iteration_time_s' must be a positive finite number of seconds, is " + std::to_string(v.measured_s));
   } else {
     meas.Fail("needs 'iteration_time_s'");
   }

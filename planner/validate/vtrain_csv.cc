@@ -4,6 +4,7 @@
 // CSVs do not carry come from the vTrain README: A100, 8 GPUs per node,
 // 1F1B, full activation recompute, no gradient bucketing, 800 Gbit/s of
 // inter-node bandwidth per node, vocabulary 50257, FFN = 4h, mixed precision.
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -63,18 +64,30 @@ StatusOr<std::vector<ValidationCase>> ReadVtrainCsv(const std::string& path) {
       }
       return Status::Ok();
     };
+    // Counts must be whole numbers in 1 .. 2^24 before any cast to int
+    // (nan, inf, 1e10 or 2.5 are errors, not undefined behaviour).
+    auto count = [&](const char* name, double* v) -> Status {
+      DT_RETURN_IF_ERROR(num(name, v));
+      if (!(std::isfinite(*v) && *v >= 1 && *v <= (1 << 24) && *v == std::floor(*v)))
+        return InvalidArgument(where + ": column '" + name + "' must be a whole number in 1 .. 16777216, is '" +
+                               cells[col[name]] + "'");
+      return Status::Ok();
+    };
     double gpus, gb, mbs, h, a, l, s, tp, dp, pp, ms;
-    DT_RETURN_IF_ERROR(num("# GPUs", &gpus));
-    DT_RETURN_IF_ERROR(num("global batch", &gb));
-    DT_RETURN_IF_ERROR(num("micro batch", &mbs));
-    DT_RETURN_IF_ERROR(num("hidden size", &h));
-    DT_RETURN_IF_ERROR(num("attention heads", &a));
-    DT_RETURN_IF_ERROR(num("# layers", &l));
-    DT_RETURN_IF_ERROR(num("sequence length", &s));
-    DT_RETURN_IF_ERROR(num("tensor parallelism", &tp));
-    DT_RETURN_IF_ERROR(num("data parallelism", &dp));
-    DT_RETURN_IF_ERROR(num("pipeline parallelism", &pp));
+    DT_RETURN_IF_ERROR(count("# GPUs", &gpus));
+    DT_RETURN_IF_ERROR(count("global batch", &gb));
+    DT_RETURN_IF_ERROR(count("micro batch", &mbs));
+    DT_RETURN_IF_ERROR(count("hidden size", &h));
+    DT_RETURN_IF_ERROR(count("attention heads", &a));
+    DT_RETURN_IF_ERROR(count("# layers", &l));
+    DT_RETURN_IF_ERROR(count("sequence length", &s));
+    DT_RETURN_IF_ERROR(count("tensor parallelism", &tp));
+    DT_RETURN_IF_ERROR(count("data parallelism", &dp));
+    DT_RETURN_IF_ERROR(count("pipeline parallelism", &pp));
     DT_RETURN_IF_ERROR(num("iteration time (ms)", &ms));
+    if (!(std::isfinite(ms) && ms > 0 && ms < 1e9))
+      return InvalidArgument(where + ": column 'iteration time (ms)' must be a positive finite time, is '" +
+                             cells[col["iteration time (ms)"]] + "'");
     ValidationCase v;
     v.profile = "A100-SXM4-80GB";
     json mj = {{"name", "gpt-h" + std::to_string(int(h)) + "-l" + std::to_string(int(l))},

@@ -1,9 +1,13 @@
 #include "runtime/ckpt/ckpt_format.h"
 
+#include <cstdio>
+#include <algorithm>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -73,6 +77,15 @@ Status WriteCheckpoint(const std::string& root, const CheckpointContents& c) {
   if (ec) return IoError("creating checkpoint root '" + root + "' failed: " + ec.message());
   const std::string final_dir = (fs::path(root) / StepDirName(c.step)).string();
   const std::string tmp_dir = final_dir + ".tmp";
+  // Litter of saves that died part-way (any step): never complete, never read.
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("step-", 0) == 0 && n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0) {
+      std::error_code rm;
+      fs::remove_all(e.path(), rm);
+    }
+  }
+  ec.clear();
   fs::remove_all(tmp_dir, ec);
   fs::create_directory(tmp_dir, ec);
   if (ec) return IoError("creating '" + tmp_dir + "' failed: " + ec.message());
@@ -112,10 +125,52 @@ Status WriteCheckpoint(const std::string& root, const CheckpointContents& c) {
   return SyncDir(root);
 }
 
+std::vector<int64_t> CompleteCheckpointSteps(const std::string& root) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("step-", 0) != 0 || !fs::exists(e.path() / kManifest)) continue;
+    const std::string digits = n.substr(5);
+    if (digits.empty() || digits.size() > 15 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    steps.push_back(std::stoll(digits));
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+Status PruneCheckpoints(const std::string& root, int keep) {
+  if (keep < 1) return InvalidArgument("keep must be >= 1, is " + std::to_string(keep));
+  std::vector<int64_t> steps = CompleteCheckpointSteps(root);
+  auto latest = LatestCheckpointDir(root);
+  const std::string newest = latest.ok() ? fs::path(*latest).filename().string() : "";
+  int kept = 0;
+  for (size_t i = steps.size(); i-- > 0;) {
+    const std::string name = StepDirName(steps[i]);
+    if (kept < keep || name == newest) {
+      ++kept;
+      continue;
+    }
+    std::error_code ec;
+    fs::remove_all(fs::path(root) / name, ec);
+    if (ec) return IoError("removing old checkpoint '" + (fs::path(root) / name).string() + "' failed: " + ec.message());
+  }
+  return Status::Ok();
+}
+
 StatusOr<std::string> LatestCheckpointDir(const std::string& root) {
   const std::string latest = (fs::path(root) / "latest").string();
   std::ifstream in(latest);
-  if (!in) return NotFound("no checkpoint in '" + root + "': '" + latest + "' does not exist");
+  if (!in) {
+    // A lost pointer does not lose the checkpoints: the newest complete
+    // step directory (renamed into place only after both files were synced).
+    const std::vector<int64_t> steps = CompleteCheckpointSteps(root);
+    if (steps.empty()) return NotFound("no checkpoint in '" + root + "': '" + latest + "' does not exist");
+    const std::string dir = (fs::path(root) / StepDirName(steps.back())).string();
+    std::fprintf(stderr, "dtrun: note: '%s' is missing; using the newest complete checkpoint '%s'\n", latest.c_str(),
+                 dir.c_str());
+    return dir;
+  }
   std::string name;
   std::getline(in, name);
   if (name.empty() || name.find('/') != std::string::npos)
@@ -160,11 +215,19 @@ StatusOr<CheckpointContents> ReadCheckpoint(const std::string& path) {
       if (t.value("dtype", "") != "f32")
         return IoError("checkpoint tensor '" + nt.name + "' in '" + manifest_path + "' has dtype '" +
                        t.value("dtype", "") + "'; only f32 is supported");
+      // Every size is checked before it is multiplied or added: a manifest
+      // is input, and int64 overflow would index outside the blob.
       int64_t numel = 1;
-      for (int64_t d : nt.shape) numel *= d;
-      if (offset < 0 || bytes != numel * 4 || offset + bytes > blob_bytes)
-        return IoError("checkpoint tensor '" + nt.name + "' in '" + manifest_path +
-                       "' has an inconsistent offset/size");
+      bool sane = offset >= 0 && bytes >= 0 && offset <= blob_bytes && bytes <= blob_bytes - offset;
+      for (int64_t d : nt.shape) {
+        if (!sane) break;
+        sane = d >= 0 && (d == 0 || numel <= blob_bytes / 4 / d);
+        if (sane) numel *= d;
+      }
+      if (!sane || bytes != numel * 4)
+        return IoError("checkpoint tensor '" + nt.name + "' in '" + manifest_path + "' has an inconsistent offset/size"
+                       " (offset " + std::to_string(offset) + ", bytes " + std::to_string(bytes) + ", blob " +
+                       std::to_string(blob_bytes) + " bytes); restore the checkpoint or load an older step");
       const uint32_t crc = Crc32(blob.data() + offset, static_cast<size_t>(bytes));
       if (crc != t.at("crc32").get<uint32_t>())
         return IoError("checkpoint tensor '" + nt.name + "' in '" + blob_path +

@@ -12,7 +12,7 @@
 // the directory, renames it to step-N/ (replacing an older step-N), fsyncs
 // the root, then replaces "latest" by writing latest.tmp + fsync + rename. A
 // crash at any point leaves "latest" naming the previous complete checkpoint
-// (a leftover step-N.tmp/ is ignored and removed by the next save of step N).
+// (a leftover step-*.tmp/ is ignored and removed by the next save).
 // ReadCheckpoint verifies the blob size and every tensor's CRC-32; errors
 // (kIoError) name the file and the tensor. Single-process; not thread-safe
 // for the same root.
@@ -43,8 +43,15 @@ Status WriteCheckpoint(const std::string& root, const CheckpointContents& c);
 // `path` is either a step directory (holding manifest.json) or a root with a
 // "latest" pointer.
 StatusOr<CheckpointContents> ReadCheckpoint(const std::string& path);
-// The step directory "latest" points to; NotFound when there is none.
+// The step directory "latest" points to; without a "latest" file, the
+// newest complete step directory (saying so on stderr); NotFound when there
+// is none.
 StatusOr<std::string> LatestCheckpointDir(const std::string& root);
+// Steps N of the complete step-N/ directories under root, ascending.
+std::vector<int64_t> CompleteCheckpointSteps(const std::string& root);
+// Removes complete step directories beyond the newest `keep` (never the one
+// "latest" names). WriteCheckpoint itself removes leftover step-*.tmp/.
+Status PruneCheckpoints(const std::string& root, int keep);
 std::string StepDirName(int64_t step);  // "step-N"
 
 }  // namespace dt::rt

@@ -128,7 +128,8 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
   std::vector<ModelChunk*> chunk_ptrs;
   std::vector<ParamStore*> stores;
   std::vector<bool> counts_tied;
-  const ParallelComms pcomms{sized(groups.tp), sized(groups.dp), sized(groups.pp), sized(groups.tied)};
+  const ParallelComms pcomms{sized(groups.tp), sized(groups.dp), sized(groups.pp), sized(groups.tied),
+                             sized(groups.cp)};
   for (int i = 0; i < plan.vpp; ++i) {
     const int c = i * plan.pp + coord.pp;
     chunks.push_back(std::make_unique<ModelChunk>(model, plan, c, coord.tp, pcomms, *backend, opts.seed));
@@ -145,8 +146,11 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
   oo.lr.total_steps = opts.steps;
   oo.zero_stage = plan.zero_stage;
   oo.bucket_bytes = plan.dp_bucket_bytes;
+  // Under CP, each CP rank's grads are those of its local tokens: gradients
+  // are averaged (and ZeRO-sharded) over the joint DP x CP group.
+  Comm* grad_group = plan.cp > 1 ? sized(groups.dp_cp) : sized(groups.dp);
   Optimizer optimizer(stores, counts_tied, oo,
-                      OptimizerComms{sized(groups.dp), sized(groups.tp), sized(groups.pp), sized(groups.tied)});
+                      OptimizerComms{grad_group, sized(groups.tp), sized(groups.pp), sized(groups.tied)});
 
   // ---- resume ----
   int64_t start_step = 0, data_position = 0;

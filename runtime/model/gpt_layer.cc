@@ -10,6 +10,7 @@
 #include "runtime/ops/layernorm.h"
 #include "runtime/ops/linear.h"
 #include "runtime/ops/residual.h"
+#include "runtime/ops/ring_attention.h"
 
 namespace dt::rt {
 
@@ -80,11 +81,17 @@ void GptLayer::ForwardInto(LayerStash* s, bool keep_probs, Tensor* out) {
     s->qkv = Tensor({rows, 3 * hl});
     LinearForward(be, ln1_full.data(), rows, h, ctx_->W(qkv_w_), ctx_->W(qkv_b_), 3 * hl, s->qkv.data());
   }
-  Tensor probs({ad.batch, ad.heads, ad.seq, ad.seq});
   s->attn = Tensor({rows, hl});
-  AttentionForward(be, ad, s->qkv.data(), probs.data(), s->attn.data());
-  if (keep_probs) s->probs = std::move(probs);
-  probs = Tensor();
+  if (ctx_->cp_size > 1) {
+    if (keep_probs) s->probs = Tensor({ctx_->cp_size, ad.batch, ad.heads, ad.seq, ad.seq});
+    s->lse = Tensor({ad.batch, ad.heads, ad.seq});
+    RingAttentionForward(be, ctx_->cp, ad, s->qkv.data(), keep_probs ? s->probs.data() : nullptr, s->lse.data(),
+                         s->attn.data());
+  } else {
+    Tensor probs({ad.batch, ad.heads, ad.seq, ad.seq});
+    AttentionForward(be, ad, s->qkv.data(), probs.data(), s->attn.data());
+    if (keep_probs) s->probs = std::move(probs);
+  }
   Tensor proj;
   {
     Tensor partial({rows, h});
@@ -130,7 +137,7 @@ Tensor GptLayer::Backward(const Tensor& dout, LayerStash* s) {
     Tensor discard;
     ForwardInto(s, true, &discard);
   }
-  if (s->probs.empty()) {  // selective recompute: only the attention probabilities
+  if (s->probs.empty() && ctx_->cp_size == 1) {  // selective recompute: only the attention probabilities
     s->probs = Tensor({ad.batch, ad.heads, ad.seq, ad.seq});
     AttentionProbs(be, ad, s->qkv.data(), s->probs.data());
   }
@@ -169,8 +176,13 @@ Tensor GptLayer::Backward(const Tensor& dout, LayerStash* s) {
     LinearBackward(be, s->attn.data(), rows, hl, ctx_->W(proj_w_), h, dproj_full.data(), dattn.data(),
                    ctx_->G(proj_w_), nullptr);
     Tensor dqkv({rows, 3 * hl});
-    Tensor scratch({ad.seq, ad.seq});
-    AttentionBackward(be, ad, s->qkv.data(), s->probs.data(), dattn.data(), dqkv.data(), scratch.data());
+    if (ctx_->cp_size > 1) {
+      RingAttentionBackward(be, ctx_->cp, ad, s->qkv.data(), s->probs.empty() ? nullptr : s->probs.data(),
+                            s->lse.data(), s->attn.data(), dattn.data(), dqkv.data());
+    } else {
+      Tensor scratch({ad.seq, ad.seq});
+      AttentionBackward(be, ad, s->qkv.data(), s->probs.data(), dattn.data(), dqkv.data(), scratch.data());
+    }
     s->probs = Tensor();
     Tensor ln1_full = GatherSeq(ctx_, s->ln1);
     LinearBackward(be, ln1_full.data(), rows, h, ctx_->W(qkv_w_), 3 * hl, dqkv.data(),

@@ -11,6 +11,12 @@
 //   none      everything backward reads (incl. attention probabilities)
 //   selective all but the attention probabilities, recomputed from QKV
 //   full      only the layer input; backward reruns Forward first
+// Under context parallelism (ctx->cp_size > 1) attention is the ring of
+// runtime/ops/ring_attention.h over ctx->cp: probs are the local queries'
+// probabilities against every K/V block ([cp, b, heads/tp, s/cp, s/cp]),
+// and every mode but full also keeps lse (one float per query row and
+// head); selective recomputes each block's probabilities inside the
+// backward ring from Q K^T and lse (no extra ring, no [s/cp, s] matrix).
 // Stash memory comes from the runtime allocator. Backward accumulates
 // parameter grads (through LayerContext::G) and returns the input grad.
 // Not thread-safe. Misuse (wrong shapes) aborts.
@@ -28,6 +34,7 @@ struct LayerStash {
   Tensor x;                          // input [local_rows, h] (always)
   Tensor mean1, rstd1, ln1;          // LN1 stats and output (local rows)
   Tensor qkv, probs, attn;           // [rows, 3h/tp], [b, heads/tp, s, s], [rows, h/tp]
+  Tensor lse;                        // CP only: [b, heads/tp, s] softmax log-sum-exp
   Tensor x2, mean2, rstd2, ln2;      // residual after attention; LN2
   Tensor fc1, act;                   // [rows, ffn/tp] pre- and post-GeLU
   bool complete = false;             // false: only x (full recompute)

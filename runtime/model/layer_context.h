@@ -1,5 +1,5 @@
 // LayerContext: what the pieces of a model chunk (embedding, transformer
-// layers, head) share on one rank: the backend, the TP comm, per-rank
+// layers, head) share on one rank: the backend, the TP and CP comms, per-rank
 // dimensions, the parameter store and where gradients of sequence-parallel
 // partial parameters go. Owned by ModelChunk; pieces hold a pointer to it.
 // Not thread-safe.
@@ -12,6 +12,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/comm/comm.h"
 #include "runtime/model/param_store.h"
+#include "runtime/ops/cp_layout.h"
 #include "runtime/tensor/allocator.h"
 #include "runtime/tensor/tensor.h"
 
@@ -22,7 +23,9 @@ struct LayerContext {
   Comm* tp = nullptr;       // null or size 1: no tensor parallelism
   int tp_rank = 0, tp_size = 1;
   bool sp = false;          // Megatron sequence parallelism (tp_size > 1)
-  int64_t seq = 0, batch = 0;
+  Comm* cp = nullptr;       // null or size 1: no context parallelism
+  int cp_rank = 0, cp_size = 1;
+  int64_t seq = 0, batch = 0;  // seq: this rank's LOCAL sequence, seq_length / cp
   int64_t rows = 0;         // seq * batch
   int64_t local_rows = 0;   // rows / tp under SP, else rows
   int64_t hidden = 0, heads_local = 0, head_dim = 0, ffn_local = 0;
@@ -37,8 +40,9 @@ struct LayerContext {
   // Global sequence position of this rank's local sequence index t
   // (0 <= t < seq). The identity without context parallelism; under CP the
   // rank's tokens are two non-adjacent chunks of the sequence, and RoPE and
-  // learned position embeddings must read positions through this.
-  int64_t Position(int64_t t) const { return t; }
+  // learned position embeddings must read positions through this
+  // (cp_layout.h: chunks cp_rank and 2*cp-1-cp_rank of 2*cp).
+  int64_t Position(int64_t t) const { return CpGlobalPosition(t, cp_rank, cp_size, seq); }
 
   float* W(int i) const { return store->value(i); }
   float* G(int i) {

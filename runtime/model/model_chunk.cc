@@ -17,7 +17,7 @@ ModelChunk::ModelChunk(const ModelSpec& model, const PlanSpec& plan, int chunk, 
     : model_(model), plan_(plan), chunk_(chunk), comms_(comms) {
   DT_CHECK(model.family == ModelFamily::kGpt) << "ModelChunk implements GPT only";
   DT_CHECK_EQ(model.kv_heads, model.heads) << "GPT uses multi-head attention";
-  DT_CHECK_EQ(plan.cp, 1) << "context parallelism is not implemented in the runtime model";
+  DT_CHECK(plan.cp == 1 || (comms.cp != nullptr && comms.cp->size() == plan.cp)) << "cp comm size != plan.cp";
   DT_CHECK(chunk >= 0 && chunk < plan.num_chunks()) << "chunk " << chunk;
   if (plan_.layers_per_chunk.empty()) plan_.layers_per_chunk = EvenSplit(model.num_layers, plan.num_chunks());
   DT_CHECK_EQ(static_cast<int>(plan_.layers_per_chunk.size()), plan.num_chunks());
@@ -29,14 +29,20 @@ ModelChunk::ModelChunk(const ModelSpec& model, const PlanSpec& plan, int chunk, 
   is_first_ = chunk == 0;
   is_last_ = chunk == plan.num_chunks() - 1;
 
-  const int64_t seq = plan.seq_length > 0 ? plan.seq_length : model.seq_length;
-  DT_CHECK(seq > 0 && seq <= model.max_position) << "seq_length " << seq << " vs max_position " << model.max_position;
+  const int64_t seq_full = plan.seq_length > 0 ? plan.seq_length : model.seq_length;
+  DT_CHECK(seq_full > 0 && seq_full <= model.max_position)
+      << "seq_length " << seq_full << " vs max_position " << model.max_position;
+  DT_CHECK(plan.cp == 1 || seq_full % (2 * plan.cp) == 0) << "context parallelism needs seq % (2 * cp) == 0";
+  const int64_t seq = seq_full / plan.cp;
   ctx_.be = &backend;
   ctx_.tp = comms.tp;
   ctx_.tp_rank = tp_rank;
   ctx_.tp_size = tp;
   ctx_.sp = plan.sequence_parallel && tp > 1;
-  DT_CHECK(!ctx_.sp || seq % tp == 0) << "sequence parallelism needs seq % tp == 0";
+  DT_CHECK(!ctx_.sp || seq % tp == 0) << "sequence parallelism needs (seq / cp) % tp == 0";
+  ctx_.cp = plan.cp > 1 ? comms.cp : nullptr;
+  ctx_.cp_rank = plan.cp > 1 ? comms.cp->rank() : 0;
+  ctx_.cp_size = plan.cp;
   ctx_.seq = seq;
   ctx_.batch = plan.micro_batch;
   ctx_.rows = seq * plan.micro_batch;
@@ -86,11 +92,28 @@ void ModelChunk::InitParams(uint64_t seed) {
   if (head_w_ >= 0 && head_w_ != word_) normal(head_w_);
 }
 
+namespace {
+// Calls fn(local index, global position, length) for each maximal run of
+// consecutive global positions among local indices [begin, end).
+template <class Fn>
+void ForEachPositionRun(const LayerContext& ctx, int64_t begin, int64_t end, Fn fn) {
+  int64_t t = begin;
+  while (t < end) {
+    const int64_t pos = ctx.Position(t);
+    int64_t len = 1;
+    while (t + len < end && ctx.Position(t + len) == pos + len) ++len;
+    fn(t, pos, len);
+    t += len;
+  }
+}
+}  // namespace
+
 std::vector<int32_t> ModelChunk::SeqMajor(const int32_t* bm) const {
   std::vector<int32_t> out(ctx_.rows);
+  const int64_t seq_full = ctx_.seq * ctx_.cp_size;
   for (int64_t t = 0; t < ctx_.seq; ++t)
     for (int64_t b = 0; b < ctx_.batch; ++b) {
-      const int32_t tok = bm[b * ctx_.seq + t];
+      const int32_t tok = bm[b * seq_full + ctx_.Position(t)];
       DT_CHECK(tok >= 0 && tok < model_.vocab) << "token " << tok << " outside vocab " << model_.vocab;
       out[t * ctx_.batch + b] = tok;
     }
@@ -104,9 +127,13 @@ Tensor ModelChunk::EmbedForward(const int32_t* tokens, Stash* s) {
   EmbeddingForward(store_.value(word_), vocab_start_, vocab_local_, h, s->tokens.data(), ctx_.rows,
                    partial.data());
   Tensor out = ReduceSeq(&ctx_, &partial);  // vocab-parallel sum (to this rank's sequence shard)
+  // Learned positions at the global positions of this rank's rows (its SP
+  // shard of its CP-local sequence).
   const int64_t seq_local = ctx_.local_rows / ctx_.batch;
   const int64_t t0 = ctx_.sp ? ctx_.tp_rank * seq_local : 0;
-  PositionEmbeddingForward(store_.value(pos_) + t0 * h, seq_local, ctx_.batch, h, out.data());
+  ForEachPositionRun(ctx_, t0, t0 + seq_local, [&](int64_t t, int64_t pos, int64_t len) {
+    PositionEmbeddingForward(store_.value(pos_) + pos * h, len, ctx_.batch, h, out.data() + (t - t0) * ctx_.batch * h);
+  });
   return out;
 }
 
@@ -114,7 +141,10 @@ void ModelChunk::EmbedBackward(const Tensor& dx, Stash* s) {
   // The full-sequence grad (gathered under SP) is identical on every TP
   // rank, so the replicated position grad needs no all-reduce.
   Tensor full = GatherSeq(&ctx_, dx);
-  PositionEmbeddingBackward(full.data(), ctx_.seq, ctx_.batch, ctx_.hidden, ctx_.G(pos_));
+  const int64_t h = ctx_.hidden;
+  ForEachPositionRun(ctx_, 0, ctx_.seq, [&](int64_t t, int64_t pos, int64_t len) {
+    PositionEmbeddingBackward(full.data() + t * ctx_.batch * h, len, ctx_.batch, h, ctx_.G(pos_) + pos * h);
+  });
   EmbeddingBackward(full.data(), s->tokens.data(), ctx_.rows, vocab_start_, vocab_local_, ctx_.hidden,
                     ctx_.G(word_));
 }
@@ -176,7 +206,11 @@ Tensor ModelChunk::Forward(int mb, const Tensor* input, const int32_t* tokens, c
   for (size_t l = 0; l < layers_.size(); ++l) x = layers_[l]->Forward(std::move(x), plan_.recompute, &s.layers[l]);
   if (!is_last_) return x;
   DT_CHECK(targets != nullptr) << "last chunk needs targets";
-  const float l = HeadForward(std::move(x), targets, &s.head);
+  float l = HeadForward(std::move(x), targets, &s.head);
+  if (ctx_.cp != nullptr) {  // mean of the CP ranks' local means (equal token counts)
+    comms_.cp->AllReduce(&l, 1);
+    l /= static_cast<float>(ctx_.cp_size);
+  }
   if (loss != nullptr) *loss = l;
   Tensor out({1});
   out[0] = l;

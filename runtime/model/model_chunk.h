@@ -10,22 +10,29 @@
 // if plan.sequence_parallel, sequence parallelism (LayerNorms on sequence
 // shards, all-gather / reduce-scatter around the parallel linears; the
 // shard-partial grads of LayerNorms and row-parallel biases are all-reduced
-// over TP inside each Backward). Context parallelism (cp > 1) is not
-// supported (DT_CHECK). dp/pp/tied comms are not used here: the
-// interpreter moves activations, reduces grads over DP (and `tied`
+// over TP inside each Backward), and context parallelism over comms.cp
+// (plan.cp > 1): this rank holds the positions cp_layout.h assigns to its CP
+// rank (chunks r and 2cp-1-r of 2cp), embeds them at their global
+// positions and runs ring attention (ring_attention.h); the SP shard is a
+// shard of the CP-local sequence. dp/pp/tied comms are not used here: the
+// interpreter moves activations, reduces grads over DP x CP (and `tied`
 // params — the embedding on first and last chunk when pp > 1 — over the
 // tied group).
 //
-// Data layout: tokens/targets are [micro_batch * seq] batch-major
-// (tokens[b * seq + t]). Activations exchanged between chunks are
-// sequence-major [seq_local, micro_batch, hidden] (row = t * batch + b;
-// seq_local = seq / tp under SP, else seq): a buffer of that many floats.
+// Data layout: tokens/targets are [micro_batch * seq] batch-major over the
+// FULL sequence (tokens[b * seq + t]); each CP rank picks its positions.
+// Activations exchanged between chunks are sequence-major
+// [seq_local, micro_batch, hidden] (row = t * batch + b; seq_local =
+// seq / cp / tp under SP, else seq / cp): a buffer of that many floats.
 //
 // Loss convention: Forward on the last chunk returns the mean token loss
-// of the microbatch (a {1} tensor, also in *loss). The step loss is the
-// mean over microbatches and DP ranks, so the interpreter passes
-// loss_scale = 1 / num_microbatches to Backward and the DP gradient
-// reduction averages (sum / dp).
+// of the microbatch over the full sequence (a {1} tensor, also in *loss;
+// under CP the mean of the CP ranks' local means, equal token counts, by a
+// scalar all-reduce over comms.cp). Backward differentiates the LOCAL mean,
+// so summing gradients over DP x CP and dividing by dp * cp gives the
+// gradient of the step loss (mean over microbatches and DP ranks): the
+// interpreter passes loss_scale = 1 / num_microbatches to Backward and the
+// optimizer averages over Groups::dp_cp.
 //
 // Initialisation is a pure function of (seed, global name, global index)
 // (runtime/model/init.h): identical values for any plan. N(0, 0.02);
@@ -58,6 +65,7 @@ struct ParallelComms {
   Comm* dp = nullptr;
   Comm* pp = nullptr;
   Comm* tied = nullptr;  // first + last pipeline stage, or nullptr
+  Comm* cp = nullptr;    // null: cp must be 1
 };
 
 class ModelChunk {
@@ -97,6 +105,7 @@ class ModelChunk {
   void EmbedBackward(const Tensor& dx, Stash* s);
   float HeadForward(Tensor x, const int32_t* targets, HeadStash* s);
   Tensor HeadBackward(HeadStash* s, float loss_scale);
+  // Sequence-major ids of this rank's local positions.
   std::vector<int32_t> SeqMajor(const int32_t* batch_major) const;
   void InitParams(uint64_t seed);
 

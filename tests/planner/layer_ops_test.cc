@@ -138,6 +138,23 @@ TEST(LayerOps, ContextParallelRingAndFullKeyLength) {
   EXPECT_DOUBLE_EQ(SumFlops(ops.forward) * 4, cp1);
 }
 
+// What the runtime's ring attention does: selective recompute under CP
+// rebuilds block probabilities inside the backward ring (no extra ring), and
+// the last stage all-reduces the microbatch loss over CP.
+TEST(LayerOps, ContextParallelRecomputeAndLoss) {
+  const ModelSpec m = Gpt(4096, 32, 36);
+  PlanSpec p = Plan(m, 2, 4, false);
+  p.recompute = Recompute::kSelective;
+  const LayerOps sel = TransformerLayerOps(m, p, 2);
+  EXPECT_EQ(Count(sel.recompute, CollKind::kSendRecv, GroupKind::kCp), 0);
+  ASSERT_EQ(sel.recompute.size(), 1u);
+  EXPECT_EQ(sel.recompute[0].kind, OpKind::kAttention);
+  p.recompute = Recompute::kFull;
+  EXPECT_EQ(Count(TransformerLayerOps(m, p, 2).recompute, CollKind::kSendRecv, GroupKind::kCp), 3);
+  EXPECT_EQ(Count(HeadOps(m, p, 2).forward, CollKind::kAllReduce, GroupKind::kCp), 1);
+  EXPECT_EQ(Count(HeadOps(m, Plan(m, 2, 1, false), 2).forward, CollKind::kAllReduce, GroupKind::kCp), 0);
+}
+
 TEST(LayerOps, LlamaHasThreeMlpGemmsAndSmallerKv) {
   const ModelSpec m = Llama8B();
   const LayerOps ops = TransformerLayerOps(m, Plan(m, 1, 1, false), 2);

@@ -231,3 +231,29 @@ TEST(ProfileTest, RejectsNonMonotoneCurves) {
 
 }  // namespace
 }  // namespace dt
+
+namespace dt {
+namespace {
+
+// Measured CPU profiles name the machine they describe; the field survives
+// the JSON round trip, and the bundled measured profile carries it.
+TEST(ProfileMachine, RoundTripsAndIsBundled) {
+  auto p = LoadProfile("local-cpu");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_FALSE(p->machine.cpu_model.empty());
+  EXPECT_EQ(p->machine.ranks_per_node, p->network.gpus_per_node);
+  HardwareProfile q = *p;
+  q.machine.cpu_model = "Some CPU";
+  q.machine.cores = 7;
+  auto back = ProfileFromJson(ToJson(q), "round trip");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->machine.cpu_model, "Some CPU");
+  EXPECT_EQ(back->machine.cores, 7);
+  auto gpu = LoadProfile("A100-SXM4-80GB");
+  ASSERT_TRUE(gpu.ok());
+  EXPECT_TRUE(gpu->machine.cpu_model.empty());
+  EXPECT_FALSE(ToJson(*gpu).contains("machine"));
+}
+
+}  // namespace
+}  // namespace dt

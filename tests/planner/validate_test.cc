@@ -68,6 +68,34 @@ TEST(VtrainCsv, RejectsBadRowsNamingLineAndColumn) {
   EXPECT_NE(missing.status().message().find("missing column"), std::string::npos);
 }
 
+// Numbers that are not whole counts or positive times are errors before
+// any cast (nan / inf / 1e10 used to be cast to int; a time of nan, -5 or 0
+// used to print "MAPE nan%" or "inf%").
+TEST(VtrainCsv, RejectsNonFiniteAndOutOfRangeNumbers) {
+  for (const char* row : {"2,16,nan,1024,16,24,1024,1,1,2,10\n", "2,16,2,inf,16,24,1024,1,1,2,10\n",
+                          "2,16,2,1e10,16,24,1024,1,1,2,10\n", "2,16,2.5,1024,16,24,1024,1,1,2,10\n",
+                          "2,16,2,1024,16,24,1024,1,1,2,nan\n", "2,16,2,1024,16,24,1024,1,1,2,-5\n",
+                          "2,16,2,1024,16,24,1024,1,1,2,0\n"}) {
+    auto r = ReadVtrainCsv(WriteTemp("range.csv", std::string(kCsv) + row));
+    ASSERT_FALSE(r.ok()) << row;
+    EXPECT_NE(r.status().message().find("line 5"), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(JsonCases, RejectsNonPositiveMeasuredTimes) {
+  for (const char* t : {"0", "-5", "-0.001"}) {
+    std::string j = std::string(R"({"cases": [{"id": "x", "source": "s",
+      "hardware": {"gpu": "A100-SXM4-80GB", "gpus_per_node": 8},
+      "model": {"family": "gpt", "num_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
+                "vocab_size": 512, "seq_length": 128},
+      "plan": {"tp": 1, "pp": 1, "dp": 8, "global_batch_size": 64},
+      "measured": {"iteration_time_s": )") + t + "}}]}";
+    auto cases = ReadJsonCases(WriteTemp("t.json", j));
+    ASSERT_FALSE(cases.ok()) << t;
+    EXPECT_NE(cases.status().message().find("iteration_time_s"), std::string::npos) << cases.status().message();
+  }
+}
+
 TEST(JsonCases, ReadsPartlyFixedPlansAndSearchesTheRest) {
   const char* j = R"({"cases": [{
     "id": "x", "source": "Narayanan et al. SC21",

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
 
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/ckpt_format.h"
@@ -80,6 +82,61 @@ TEST(CkptFormat, TruncatedBlobIsDetected) {
   auto c = ReadCheckpoint(root);
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("truncated"), std::string::npos) << c.status().message();
+}
+
+// Hostile manifests: offsets and shapes that overflow int64 arithmetic are
+// refused as errors, never read out of bounds (issue: a 9223372036854775000
+// offset ended in SIGSEGV).
+TEST(CkptFormat, OverflowingManifestEntriesAreErrors) {
+  const std::string root = FreshDir("overflow");
+  ASSERT_TRUE(WriteCheckpoint(root, Sample(5)).ok());
+  const std::string manifest = root + "/step-5/manifest.json";
+  std::string text;
+  {
+    std::ifstream f(manifest);
+    text.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  const json original = json::parse(text);
+  auto edit = [&](auto change) {
+    json j = original;
+    change(j["tensors"][1]);
+    std::ofstream(manifest, std::ios::trunc) << j.dump();
+    return ReadCheckpoint(root);
+  };
+  for (auto change : std::vector<std::function<void(json&)>>{
+           [](json& t) { t["offset"] = 9223372036854775000LL; },
+           [](json& t) { t["offset"] = -8; },
+           [](json& t) { t["bytes"] = 9223372036854775000LL; },
+           [](json& t) { t["shape"] = {4611686018427387904LL, 4}; t["bytes"] = 0; },
+           [](json& t) { t["shape"] = {-4}; t["bytes"] = -16; },
+           [](json& t) { t["shape"] = {3037000500LL, 3037000500LL}; }}) {
+    auto c = edit(change);
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.status().message().find("param/b"), std::string::npos) << c.status().message();
+  }
+}
+
+// A lost "latest" pointer falls back to the newest complete step directory;
+// partial step-*.tmp/ directories are removed by the next save; pruning keeps
+// the newest N.
+TEST(CkptFormat, LostPointerLitterAndPruning) {
+  const std::string root = FreshDir("lost");
+  for (int step : {1, 2, 3}) ASSERT_TRUE(WriteCheckpoint(root, Sample(step)).ok());
+  fs::remove(root + "/latest");
+  fs::create_directories(root + "/step-9.tmp");  // a save that died: never used
+  auto c = ReadCheckpoint(root);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->step, 3);
+  EXPECT_EQ(CompleteCheckpointSteps(root), (std::vector<int64_t>{1, 2, 3}));
+  ASSERT_TRUE(WriteCheckpoint(root, Sample(4)).ok());
+  EXPECT_FALSE(fs::exists(root + "/step-9.tmp"));
+  ASSERT_TRUE(PruneCheckpoints(root, 2).ok());
+  EXPECT_EQ(CompleteCheckpointSteps(root), (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(ReadCheckpoint(root)->step, 4);
+  EXPECT_FALSE(PruneCheckpoints(root, 0).ok());
+  const std::string empty = FreshDir("empty");
+  fs::create_directories(empty);
+  EXPECT_EQ(ReadCheckpoint(empty).status().code(), StatusCode::kNotFound);
 }
 
 TEST(CkptFormat, InterruptedSaveLeavesPreviousCheckpoint) {

@@ -126,41 +126,74 @@ def check_parity(name, items):
     compare("parity %s (%d ranks)" % (name, world), ref, losses(metrics), 1e-4)
 
 
-def check_resume_exact():
+def check_resume_exact(dims=None):
     plan = os.path.join(A.work, "exact.json")
-    write_plan(plan, tp=2)
+    world = write_plan(plan, **(dims or {"tp": 2}))
     full = os.path.join(A.work, "exact_full.jsonl")
-    run_ok(plan, 2, "--steps", STEPS, "--metrics", full)
+    run_ok(plan, world, "--steps", STEPS, "--metrics", full)
     ck = os.path.join(A.work, "exact_ckpt")
     shutil.rmtree(ck, ignore_errors=True)
     first = os.path.join(A.work, "exact_a.jsonl")
     second = os.path.join(A.work, "exact_b.jsonl")
-    run_ok(plan, 2, "--steps", STEPS, "--stop-at", 5, "--checkpoint-dir", ck, "--metrics", first)
-    out = run_ok(plan, 2, "--steps", STEPS, "--checkpoint-dir", ck, "--resume", "--metrics", second)
+    run_ok(plan, world, "--steps", STEPS, "--stop-at", 5, "--checkpoint-dir", ck, "--metrics", first)
+    out = run_ok(plan, world, "--steps", STEPS, "--checkpoint-dir", ck, "--resume", "--metrics", second)
     if "resumed from" not in out:
         fail("second run did not resume:\n" + out)
     a, b, ref = losses(first), losses(second), losses(full)
     if len(a) != 5 or len(b) != 5 or a + b != ref:
         fail("resume is not bit-exact:\n  uninterrupted %r\n  interrupted   %r" % (ref, a + b))
-    print("resume_exact: 5 + 5 steps == 10 steps bitwise")
+    print("resume_exact %r: 5 + 5 steps == 10 steps bitwise" % (dims or {"tp": 2}))
 
 
-def check_resume_replan():
+def check_resume_replan(saved=None, targets=None):
     ref = reference_losses()
-    save_plan = os.path.join(A.work, "replan_tp2.json")
-    write_plan(save_plan, tp=2)
-    for name, kv in (("pp2", {"pp": 2}), ("dp2", {"dp": 2})):
+    saved = saved or {"tp": 2}
+    save_plan = os.path.join(A.work, "replan_saved.json")
+    save_world = write_plan(save_plan, **saved)
+    for name, kv in (targets or (("pp2", {"pp": 2}), ("dp2", {"dp": 2}))):
         ck = os.path.join(A.work, "replan_ckpt_" + name)
         shutil.rmtree(ck, ignore_errors=True)
         first = os.path.join(A.work, "replan_a_%s.jsonl" % name)
-        run_ok(save_plan, 2, "--steps", STEPS, "--stop-at", 5, "--checkpoint-dir", ck, "--metrics", first)
+        run_ok(save_plan, save_world, "--steps", STEPS, "--stop-at", 5, "--checkpoint-dir", ck, "--metrics", first)
         plan = os.path.join(A.work, "replan_%s.json" % name)
         world = write_plan(plan, **kv)
         second = os.path.join(A.work, "replan_b_%s.jsonl" % name)
         out = run_ok(plan, world, "--steps", STEPS, "--checkpoint-dir", ck, "--resume", "--metrics", second)
         if "resumed from" not in out:
             fail("did not resume under %s:\n%s" % (name, out))
-        compare("resume tp2 -> %s" % name, ref, losses(first) + losses(second), 1e-4)
+        compare("resume %r -> %s" % (saved, name), ref, losses(first) + losses(second), 1e-4)
+
+
+def check_cp_resume():
+    """Context parallelism: bit-exact resume under cp=2, and cp=2 -> pp=2 / cp=1."""
+    check_resume_exact({"cp": 2})
+    check_resume_replan({"cp": 2}, (("cp2_to_pp2", {"pp": 2}), ("cp2_to_tp2", {"tp": 2})))
+
+
+def check_cp_dtplan():
+    """The issue's commands: dtplan --device cpu --cp 2 plans, run by dtrun, match 1 rank."""
+    model = os.path.join(A.source_dir, "examples/models/gpt-tiny.json")
+    steps = 6
+    cases = (("cp2", ["--nodes", "1", "--gpus", "2", "--cp", "2"]),
+             ("cp2xpp2", ["--nodes", "2", "--gpus", "2", "--cp", "2", "--pp", "2"]),
+             ("cp2xtp2_sp", ["--nodes", "2", "--gpus", "2", "--cp", "2", "--tp", "2", "--sp"]))
+    for name, dims in cases:
+        plan = os.path.join(A.work, name + ".json")
+        subprocess.run([A.dtplan, "--model", model, "--device", "cpu", "--global-batch", str(GLOBAL_BATCH),
+                        "--out", plan] + dims, check=True, stdout=subprocess.DEVNULL)
+        with open(plan) as f:
+            p = json.load(f)["plan"]
+        if p["cp"] != 2:
+            fail("%s: dtplan wrote cp=%r" % (name, p["cp"]))
+        ref_plan = os.path.join(A.work, name + "_ref.json")
+        write_plan(ref_plan, mbs=GLOBAL_BATCH, seq_length=p["seq_length"])
+        ref_metrics = os.path.join(A.work, name + "_ref.jsonl")
+        run_ok(ref_plan, 1, "--steps", steps, "--metrics", ref_metrics)
+        metrics = os.path.join(A.work, name + ".jsonl")
+        world = p["dp"] * p["tp"] * p["pp"] * p["cp"]
+        run_ok(plan, world, "--steps", steps, "--metrics", metrics)
+        compare("dtplan %s (%d ranks: %s)" % (name, world, " ".join(dims)), losses(ref_metrics), losses(metrics),
+                1e-4)
 
 
 def check_kill():
@@ -343,7 +376,7 @@ def main():
     os.makedirs(A.work, exist_ok=True)
     checks = {"resume_exact": check_resume_exact, "resume_replan": check_resume_replan,
               "kill": check_kill, "entropy": check_entropy, "bad_input": check_bad_input,
-              "predicted": check_predicted}
+              "predicted": check_predicted, "cp_resume": check_cp_resume, "cp_dtplan": check_cp_dtplan}
     if A.check == "parity":
         check_parity(A.rest[0], A.rest[1:])
     elif A.check in checks:

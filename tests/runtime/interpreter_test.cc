@@ -21,11 +21,15 @@ ModelSpec TinyModel() {
   return *m;
 }
 
-PlanSpec MakePlan(const ModelSpec& m, int dp, int tp, int pp, int vpp, int mbs, Schedule s, int zero = 0) {
+PlanSpec MakePlan(const ModelSpec& m, int dp, int tp, int pp, int vpp, int mbs, Schedule s, int zero = 0,
+                  int cp = 1, bool sp = false, Recompute rc = Recompute::kNone) {
   PlanSpec p;
   p.dp = dp;
   p.tp = tp;
   p.pp = pp;
+  p.cp = cp;
+  p.sequence_parallel = sp;
+  p.recompute = rc;
   p.vpp = vpp;
   p.micro_batch = mbs;
   p.num_microbatches = 8 / (dp * mbs);
@@ -60,7 +64,8 @@ std::vector<double> Train(const ModelSpec& model, const PlanSpec& p, int steps) 
     for (int i = 0; i < p.vpp; ++i) {
       const int c = i * p.pp + g.coord.pp;
       chunks.push_back(std::make_unique<ModelChunk>(
-          model, p, c, g.coord.tp, ParallelComms{sized(g.tp), sized(g.dp), sized(g.pp), sized(g.tied)}, *backend, 7));
+          model, p, c, g.coord.tp, ParallelComms{sized(g.tp), sized(g.dp), sized(g.pp), sized(g.tied), sized(g.cp)},
+          *backend, 7));
       ptrs.push_back(chunks.back().get());
       stores.push_back(&chunks.back()->params());
       counts_tied.push_back(c == 0);
@@ -71,7 +76,8 @@ std::vector<double> Train(const ModelSpec& model, const PlanSpec& p, int steps) 
     oo.lr.warmup_steps = 2;
     oo.lr.total_steps = steps;
     oo.zero_stage = p.zero_stage;
-    Optimizer opt(stores, counts_tied, oo, OptimizerComms{sized(g.dp), sized(g.tp), sized(g.pp), sized(g.tied)});
+    Comm* grad_group = p.cp > 1 ? sized(g.dp_cp) : sized(g.dp);
+    Optimizer opt(stores, counts_tied, oo, OptimizerComms{grad_group, sized(g.tp), sized(g.pp), sized(g.tied)});
     BatchShape shape;
     shape.micro_batch = p.micro_batch;
     shape.num_microbatches = p.num_microbatches;
@@ -83,7 +89,8 @@ std::vector<double> Train(const ModelSpec& model, const PlanSpec& p, int steps) 
     Interpreter interp(p, schedule[g.coord.pp], ptrs, &opt, sized(g.pp), &loader);
     for (int s = 0; s < steps; ++s) {
       StepOutcome o = interp.RunStep(s);
-      if (g.coord.tp == 0) contrib[r][s] = o.loss_sum;
+      // Every TP and CP rank of a pipeline end reports the microbatch loss: count one.
+      if (g.coord.tp == 0 && g.coord.cp == 0) contrib[r][s] = o.loss_sum;
       EXPECT_EQ(o.num_losses > 0, g.coord.pp == p.pp - 1);
     }
   });
@@ -123,6 +130,25 @@ TEST(InterpreterTest, MixedPlansMatchOneRank) {
   const std::vector<double> ref = Train(m, MakePlan(m, 1, 1, 1, 1, 2, Schedule::k1F1B), 3);
   ExpectClose(ref, Train(m, MakePlan(m, 2, 2, 1, 1, 1, Schedule::k1F1B), 3));
   ExpectClose(ref, Train(m, MakePlan(m, 2, 1, 2, 1, 1, Schedule::k1F1B, /*zero=*/1), 3));
+}
+
+// Context parallelism: ring attention over the CP group, gradients averaged
+// over DP x CP; alone and with TP (+SP), PP and DP, every recompute mode.
+TEST(InterpreterTest, ContextParallelMatchesOneRank) {
+  const ModelSpec m = TinyModel();
+  const std::vector<double> ref = Train(m, MakePlan(m, 1, 1, 1, 1, 2, Schedule::k1F1B), 3);
+  ExpectClose(ref, Train(m, MakePlan(m, 1, 1, 1, 1, 2, Schedule::k1F1B, 0, /*cp=*/2), 3));
+  ExpectClose(ref, Train(m, MakePlan(m, 1, 1, 1, 1, 2, Schedule::k1F1B, 0, /*cp=*/4), 3));
+  ExpectClose(ref, Train(m, MakePlan(m, 1, 2, 1, 1, 2, Schedule::k1F1B, 0, 2, /*sp=*/true), 3));
+  ExpectClose(ref, Train(m, MakePlan(m, 1, 1, 2, 1, 2, Schedule::k1F1B, 0, 2), 3));
+  ExpectClose(ref, Train(m, MakePlan(m, 2, 1, 1, 1, 1, Schedule::k1F1B, /*zero=*/1, 2), 3));
+}
+
+TEST(InterpreterTest, ContextParallelRecomputeModesMatchOneRank) {
+  const ModelSpec m = TinyModel();
+  const std::vector<double> ref = Train(m, MakePlan(m, 1, 1, 1, 1, 2, Schedule::k1F1B), 3);
+  ExpectClose(ref, Train(m, MakePlan(m, 1, 1, 1, 1, 2, Schedule::k1F1B, 0, 2, false, Recompute::kSelective), 3));
+  ExpectClose(ref, Train(m, MakePlan(m, 1, 2, 1, 1, 2, Schedule::k1F1B, 0, 2, false, Recompute::kFull), 3));
 }
 
 }  // namespace

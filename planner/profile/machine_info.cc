@@ -1,4 +1,4 @@
-#include "planner/profiler/machine_info.h"
+#include "planner/profile/machine_info.h"
 
 #include <unistd.h>
 
