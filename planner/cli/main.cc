@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"gpu", "cpu"}));
   AddDimensions(val_cmd, &val.dims);
   val_cmd->add_option("--global-batch", val.global_batch, "with --execute: sequences per step");
-  val_cmd->add_option("--top", val.top, "with --execute: plans to run, spread over the ranking")
+  val_cmd->add_option("--top", val.top, "with --execute: exactly this many plans: the best, one per schedule / recompute / ZeRO kind while room remains, the rest spread over the ranking")
       ->check(CLI::Range(1, 1000));
   val_cmd->add_option("--steps", val.steps, "with --execute: steps per run")->check(CLI::Range(2, 100000));
   val_cmd->add_option("--dtrun", val.dtrun, "with --execute: dtrun binary (default: next to dtplan)");
