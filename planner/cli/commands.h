@@ -43,6 +43,7 @@ struct PlanOptions {
   std::string attention;  // flash | unfused; default flash on gpu, unfused on cpu
   std::string out = "plan.json";
   std::string trace;
+  std::string report;         // self-contained HTML report of the search
   std::string framework;      // megatron | torchtitan | deepspeed; "" = any plan
   std::string from_megatron;  // a Megatron-LM argv (or @file): price it next to the best
   bool global_batch_set = false, seq_length_set = false;  // given on the command line

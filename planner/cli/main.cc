@@ -61,6 +61,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"flash", "unfused"}));
   app.add_option("--out", plan.out, "where to write the best plan (JSON)");
   app.add_option("--trace", plan.trace, "write the best plan's simulated step as a Chrome trace");
+  app.add_option("--report", plan.report,
+                 "write a self-contained HTML report: ranking, rejections, the best plan's timeline and memory");
 
   dt::cli::SimulateOptions sim;
   CLI::App* sim_cmd = app.add_subcommand("simulate", "predict exactly one plan (JSON out)");

@@ -1,7 +1,9 @@
 // dtplan (no subcommand): search the plan space and print the ranking.
+#include <cstdio>
 #include <iostream>
 
 #include "planner/cli/commands.h"
+#include "planner/cli/html_report.h"
 #include "planner/cli/report.h"
 #include "planner/cli/setup.h"
 #include "planner/lower/simulate.h"
@@ -102,8 +104,16 @@ int RunPlan(const PlanOptions& o) {
   const RankedPlan& best = r.top[0];
   dt::SimulateOptions sim_opt;
   sim_opt.trace_path = o.trace;
+  if (sim_opt.trace_path.empty() && !o.report.empty()) sim_opt.trace_path = o.report + ".trace.tmp";
   auto pred = SimulatePlan(m, cluster, best.plan, hw, sim_opt);
   if (!pred.ok()) return Fail(pred.status().message());
+  if (!o.report.empty()) {
+    auto trace = ReadJsonFile(sim_opt.trace_path);
+    if (o.trace.empty()) std::remove(sim_opt.trace_path.c_str());
+    if (!trace.ok()) return Fail("--report: " + trace.status().message());
+    Status w = WriteTextFile(o.report, HtmlReport(m, cluster, hw, r, best.plan, *pred, *trace));
+    if (!w.ok()) return Fail("--report: " + w.message());
+  }
   Status w = WriteJsonFile(o.out, PlanFileJson(m, cluster, hw, best.plan, *pred));
   if (!w.ok()) return Fail("--out: " + w.message());
   if (!o.common.json) {
@@ -111,6 +121,7 @@ int RunPlan(const PlanOptions& o) {
       std::cout << "note: dtrun cannot execute this plan yet: " << ex.message() << "\n";
     std::cout << "wrote " << o.out;
     if (!o.trace.empty()) std::cout << " and trace " << o.trace << " (open in ui.perfetto.dev)";
+    if (!o.report.empty()) std::cout << " and report " << o.report;
     std::cout << "\n";
     std::string to;
     for (Framework f : {Framework::kMegatron, Framework::kTorchtitan, Framework::kDeepSpeed})
