@@ -93,7 +93,9 @@ TEST(Capabilities, CpuSearchEmitsOnlyExecutablePlans) {
           for (const PlanSpec& p : e->plans)
             EXPECT_TRUE(CheckExecutable(m, p, RuntimeDevice::kCpu).ok()) << Describe(p);
           for (const auto& [reason, n] : e->plan_rejects)
-            if (reason.find("CPU runtime") != std::string::npos) EXPECT_GT(n, 0);
+            if (reason.find("CPU runtime") != std::string::npos) {
+              EXPECT_GT(n, 0);
+            }
           SearchOptions so;
           so.top = 3;
           so.threads = 1;
@@ -120,8 +122,9 @@ TEST(Capabilities, GpuPlansAreNotFilteredButFlagged) {
   bool zero3 = false;
   for (const PlanSpec& p : e->plans) zero3 |= p.zero_stage == 3;
   EXPECT_TRUE(zero3);
-  if (!Executes(RuntimeDevice::kCuda, Feature::kTrainingStep))
+  if (!Executes(RuntimeDevice::kCuda, Feature::kTrainingStep)) {
     EXPECT_FALSE(CheckExecutable(m, e->plans.front(), RuntimeDevice::kCuda).ok());
+  }
 }
 
 }  // namespace
