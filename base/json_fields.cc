@@ -1,6 +1,7 @@
 #include "base/json_fields.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -82,6 +83,9 @@ void FieldReader::Range(const char* key, int64_t v, int64_t lo, int64_t hi) {
 }
 
 StatusOr<json> ReadJsonFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return InvalidArgument("'" + path + "' is a directory, not a JSON file; give the file inside it");
   std::ifstream in(path);
   if (!in) return NotFound("cannot open '" + path + "': check the path");
   std::stringstream ss;

@@ -2,7 +2,8 @@
 # Installs the Debian packages dtplan needs, only those missing. Uses sudo
 # when not root. Safe to run repeatedly.
 set -euo pipefail
-pkgs=(cmake g++ make libeigen3-dev libcli11-dev nlohmann-json3-dev libgtest-dev openmpi-bin libopenmpi-dev)
+# chromium: headless screenshot test of dtplan --report (tests/cli/report_test.sh).
+pkgs=(cmake g++ make libeigen3-dev libcli11-dev nlohmann-json3-dev libgtest-dev openmpi-bin libopenmpi-dev chromium)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -43,6 +43,17 @@ struct PlanOptions {
   std::string attention;  // flash | unfused; default flash on gpu, unfused on cpu
   std::string out = "plan.json";
   std::string trace;
+  std::string report;         // self-contained HTML report of the search
+  std::string framework;      // megatron | torchtitan | deepspeed; "" = any plan
+  std::string from_megatron;  // a Megatron-LM argv (or @file): price it next to the best
+  bool global_batch_set = false, seq_length_set = false;  // given on the command line
+  bool cluster_set = false;   // --nodes or --gpus given
+};
+
+struct ExportOptions {
+  std::string plan;
+  std::string to;   // megatron | torchtitan | deepspeed
+  std::string out;  // write the config here instead of stdout
 };
 
 struct SimulateOptions {
@@ -73,6 +84,9 @@ int RunSimulate(const SimulateOptions& o);
 int RunValidate(const ValidateOptions& o);
 int RunValidateExecute(const ValidateOptions& o);
 int RunCapabilities(bool as_json);
+int RunExport(const ExportOptions& o);
+// dtplan --from-megatron: the imported job priced next to the best plan.
+int RunFromMegatron(const PlanOptions& o);
 
 // Prints "dtplan: error: <message>" to stderr and returns 2.
 int Fail(const std::string& message);

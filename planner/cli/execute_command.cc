@@ -56,15 +56,15 @@ int RunValidateExecute(const ValidateOptions& o) {
                                                                         RuntimeDeviceFor(cluster.device)).message();
     return Fail("no plan to execute: " + why);
   }
-  // Spread the runs over the ranking so the comparison covers fast and slow
-  // plans; the predicted best is always run (for the regret).
-  std::vector<size_t> picked;
+  // Exactly min(--top, runnable) plans: the predicted best (for the
+  // regret); then, while room remains, the best-ranked plan of each
+  // schedule, recompute mode and ZeRO stage not yet run; then plans spread
+  // over the ranking so fast and slow plans are compared.
   const size_t n = std::min<size_t>(o.top, runnable.size());
-  for (size_t i = 0; i < n; ++i) picked.push_back(n == 1 ? 0 : i * (runnable.size() - 1) / (n - 1));
-  // Cover every schedule, recompute mode and ZeRO stage that some runnable
-  // plan uses: add the best-ranked plan of each kind the spread missed.
+  std::vector<size_t> picked = {0};
+  auto has = [&](size_t i) { return std::find(picked.begin(), picked.end(), i) != picked.end(); };
   auto cover = [&](auto key) {
-    for (size_t i = 0; i < runnable.size(); ++i) {
+    for (size_t i = 0; i < runnable.size() && picked.size() < n; ++i) {
       bool seen = false;
       for (size_t j : picked) seen |= key(runnable[j].plan) == key(runnable[i].plan);
       if (!seen) picked.push_back(i);
@@ -73,6 +73,13 @@ int RunValidateExecute(const ValidateOptions& o) {
   cover([](const PlanSpec& p) { return static_cast<int>(p.schedule); });
   cover([](const PlanSpec& p) { return static_cast<int>(p.recompute); });
   cover([](const PlanSpec& p) { return p.zero_stage; });
+  // Spread: evenly spaced ranks, each moved to the next one not yet picked.
+  const size_t spread = n - std::min(n, picked.size());
+  for (size_t s = 1; s <= spread; ++s) {
+    size_t i = s * (runnable.size() - 1) / std::max<size_t>(spread, 1);
+    while (has(i)) i = (i + 1) % runnable.size();
+    picked.push_back(i);
+  }
   std::sort(picked.begin(), picked.end());
   picked.erase(std::unique(picked.begin(), picked.end()), picked.end());
   std::vector<RankedPlan> chosen;

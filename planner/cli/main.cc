@@ -19,7 +19,7 @@ void AddCommon(CLI::App* app, dt::cli::CommonOptions* c, bool model_required) {
   app->add_option("--profile", c->profile,
                   "hardware profile: a bundled name (A100-SXM4-80GB (gpu default), H100-SXM5-80GB, local-cpu "
                   "(cpu default, measured), cpu-generic) or a file");
-  app->add_option("--threads", c->threads, "worker threads (default: all cores)");
+  app->add_option("--threads", c->threads, "worker threads (0, the default: all cores)")->check(CLI::Range(0, 4096));
   app->add_flag("--json", c->json, "print JSON instead of a table");
 }
 
@@ -43,10 +43,17 @@ int main(int argc, char** argv) {
   CLI::App app{"dtplan: find the fastest way to split a model over a cluster (DP x TP x PP x CP),\n"
                "predicting memory fit and step time by discrete-event simulation."};
   app.require_subcommand(0, 1);
+  // A repeated option takes its last value (as in most tools), never
+  // CLI11's "At Most 1 required but received 2".
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   dt::cli::PlanOptions plan;
   AddCommon(&app, &plan.common, /*model_required=*/false);
   app.add_option("--global-batch", plan.global_batch, "sequences per step (default: 8 per device)");
   app.add_option("--seq-length", plan.seq_length, "tokens per sequence (default: the model's)");
+  app.add_option("--framework", plan.framework,
+                 "only plans this framework can run: megatron, torchtitan or deepspeed (default: any plan)");
+  app.add_option("--from-megatron", plan.from_megatron,
+                 "a Megatron-LM job's arguments (or @file): price that config next to the best plan");
   app.add_option("--top", plan.top, "how many plans to list")->check(CLI::Range(1, 1000));
   AddDimensions(&app, &plan.dims);
   app.add_option("--attention", plan.attention,
@@ -54,6 +61,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"flash", "unfused"}));
   app.add_option("--out", plan.out, "where to write the best plan (JSON)");
   app.add_option("--trace", plan.trace, "write the best plan's simulated step as a Chrome trace");
+  app.add_option("--report", plan.report,
+                 "write a self-contained HTML report: ranking, rejections, the best plan's timeline and memory");
 
   dt::cli::SimulateOptions sim;
   CLI::App* sim_cmd = app.add_subcommand("simulate", "predict exactly one plan (JSON out)");
@@ -75,16 +84,26 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"gpu", "cpu"}));
   AddDimensions(val_cmd, &val.dims);
   val_cmd->add_option("--global-batch", val.global_batch, "with --execute: sequences per step");
-  val_cmd->add_option("--top", val.top, "with --execute: plans to run, spread over the ranking")
+  val_cmd->add_option("--top", val.top, "with --execute: exactly this many plans: the best, one per schedule / recompute / ZeRO kind while room remains, the rest spread over the ranking")
       ->check(CLI::Range(1, 1000));
   val_cmd->add_option("--steps", val.steps, "with --execute: steps per run")->check(CLI::Range(2, 100000));
   val_cmd->add_option("--dtrun", val.dtrun, "with --execute: dtrun binary (default: next to dtplan)");
   val_cmd->add_option("--work-dir", val.work_dir, "with --execute: where plans, logs and metrics go");
 
+  dt::cli::ExportOptions exp;
+  CLI::App* exp_cmd = app.add_subcommand("export", "print a plan as Megatron-LM flags, a torchtitan TOML or a "
+                                                   "DeepSpeed config, with launch lines");
+  exp_cmd->add_option("--plan", exp.plan, "plan file written by dtplan --out")->required();
+  exp_cmd->add_option("--to", exp.to, "megatron, torchtitan or deepspeed")->required();
+  exp_cmd->add_option("--out", exp.out, "write the config to this file instead of printing it");
+
   bool caps_json = false;
   CLI::App* caps_cmd = app.add_subcommand("capabilities", "which plan features dtrun executes on CPU and CUDA");
   caps_cmd->add_flag("--json", caps_json, "print JSON");
 
+  // Listed for --help; `dtplan profile ...` is dispatched before parsing.
+  CLI::App* prof_cmd = app.add_subcommand("profile", "measure this machine into a profile (dtplan profile --help)");
+  prof_cmd->allow_extras();
 #ifdef DT_HAVE_PROFILER
   // `dtplan profile ...` hands every flag to the MPI profiler launcher.
   if (argc > 1 && std::string(argv[1]) == "profile") return dt::RunProfileCommand(argc - 1, argv + 1);
@@ -100,10 +119,22 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    if (*prof_cmd) return dt::cli::Fail("this dtplan was built without the profiler (it needs MPI); install "
+                                        "openmpi and rebuild");
+    if (*exp_cmd) return dt::cli::RunExport(exp);
     if (*sim_cmd) return dt::cli::RunSimulate(sim);
     if (*caps_cmd) return dt::cli::RunCapabilities(caps_json);
     val.argv0 = argv[0];
-    if (*val_cmd) return val.execute ? dt::cli::RunValidateExecute(val) : dt::cli::RunValidate(val);
+    if (*val_cmd) {
+      if (val_cmd->count("--global-batch") && val.global_batch < 1)
+        return dt::cli::Fail("--global-batch " + std::to_string(val.global_batch) +
+                             " must be >= 1 (sequences per step); omit it for 8 per device");
+      return val.execute ? dt::cli::RunValidateExecute(val) : dt::cli::RunValidate(val);
+    }
+    plan.global_batch_set = app.count("--global-batch") > 0;
+    plan.seq_length_set = app.count("--seq-length") > 0;
+    plan.cluster_set = app.count("--nodes") > 0 || app.count("--gpus") > 0;
+    if (!plan.from_megatron.empty()) return dt::cli::RunFromMegatron(plan);
     if (plan.common.model.empty()) return dt::cli::Fail("--model is required (e.g. --model examples/models/gpt3-175b.json)");
     return dt::cli::RunPlan(plan);
   } catch (const std::exception& e) {

@@ -1,7 +1,9 @@
 // dtplan (no subcommand): search the plan space and print the ranking.
+#include <cstdio>
 #include <iostream>
 
 #include "planner/cli/commands.h"
+#include "planner/cli/html_report.h"
 #include "planner/cli/report.h"
 #include "planner/cli/setup.h"
 #include "planner/lower/simulate.h"
@@ -39,9 +41,19 @@ int RunPlan(const PlanOptions& o) {
   if (!setup.ok()) return Fail(setup.status().message());
   const auto& [model, cluster, hw, setup_note] = *setup;
 
+  if (o.global_batch_set && o.global_batch < 1)
+    return Fail("--global-batch " + std::to_string(o.global_batch) +
+                " must be >= 1 (sequences per step); omit it for 8 per device");
+  if (o.seq_length_set && o.seq_length < 1)
+    return Fail("--seq-length " + std::to_string(o.seq_length) + " must be >= 1 (tokens per sequence); omit it for the model's " +
+                std::to_string(model.seq_length));
+  auto framework = ParseFramework(o.framework);
+  if (!framework.ok()) return Fail("--framework: " + framework.status().message());
   SearchConstraints k;
   k.seq_length = o.seq_length > 0 ? o.seq_length : model.seq_length;
   k.global_batch = o.global_batch > 0 ? o.global_batch : 8LL * cluster.world();
+  k.framework = *framework;
+  k.grad_bytes = FrameworkGradBytes(*framework, hw.device.dtype != "fp32");
   k.flash_attention = o.attention.empty() ? cluster.device != "cpu" : o.attention == "flash";
   k.dropout = cluster.device != "cpu";  // the bundled CPU runtime trains without dropout
   if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());
@@ -92,8 +104,16 @@ int RunPlan(const PlanOptions& o) {
   const RankedPlan& best = r.top[0];
   dt::SimulateOptions sim_opt;
   sim_opt.trace_path = o.trace;
+  if (sim_opt.trace_path.empty() && !o.report.empty()) sim_opt.trace_path = o.report + ".trace.tmp";
   auto pred = SimulatePlan(m, cluster, best.plan, hw, sim_opt);
   if (!pred.ok()) return Fail(pred.status().message());
+  if (!o.report.empty()) {
+    auto trace = ReadJsonFile(sim_opt.trace_path);
+    if (o.trace.empty()) std::remove(sim_opt.trace_path.c_str());
+    if (!trace.ok()) return Fail("--report: " + trace.status().message());
+    Status w = WriteTextFile(o.report, HtmlReport(m, cluster, hw, r, best.plan, *pred, *trace));
+    if (!w.ok()) return Fail("--report: " + w.message());
+  }
   Status w = WriteJsonFile(o.out, PlanFileJson(m, cluster, hw, best.plan, *pred));
   if (!w.ok()) return Fail("--out: " + w.message());
   if (!o.common.json) {
@@ -101,7 +121,12 @@ int RunPlan(const PlanOptions& o) {
       std::cout << "note: dtrun cannot execute this plan yet: " << ex.message() << "\n";
     std::cout << "wrote " << o.out;
     if (!o.trace.empty()) std::cout << " and trace " << o.trace << " (open in ui.perfetto.dev)";
+    if (!o.report.empty()) std::cout << " and report " << o.report;
     std::cout << "\n";
+    std::string to;
+    for (Framework f : {Framework::kMegatron, Framework::kTorchtitan, Framework::kDeepSpeed})
+      if (CheckExpressible(f, m, best.plan).ok()) to += std::string(to.empty() ? "" : "|") + ToString(f);
+    if (!to.empty()) std::cout << "run it in a framework: dtplan export --plan " << o.out << " --to " << to << "\n";
   }
   return 0;
 }

@@ -62,7 +62,7 @@ double ActivationMessageBytes(const ModelSpec& m, const PlanSpec& p, int bytes_p
 PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
                            const HardwareProfile& hw) {
   const int e = hw.device.bytes_per_element();
-  const MemoryParams mp = MemoryParamsFor(hw);
+  const MemoryParams mp = MemoryParamsFor(hw, p);
   PlanCosts pc;
   LayerOps layer = TransformerLayerOps(m, p, e);
   OpListCost lf = Price(layer.forward, p, c, hw, &pc.outside_profile);

@@ -15,7 +15,7 @@ namespace {
 
 void FillMemory(const ModelSpec& m, const PlanSpec& p, const HardwareProfile& hw, bool all_stages,
                 Prediction* out) {
-  const MemoryParams mp = MemoryParamsFor(hw);
+  const MemoryParams mp = MemoryParamsFor(hw, p);
   out->capacity_bytes = mp.capacity_bytes;
   out->stages.clear();
   out->peak_memory_bytes = 0;

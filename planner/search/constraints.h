@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "planner/frameworks/framework.h"
 #include "planner/spec/plan_spec.h"
 
 namespace dt {
@@ -20,6 +21,10 @@ struct SearchConstraints {
   bool dropout = true;          // GPT dropout (the bundled CPU runtime has none)
   int max_micro_batch = 16;  // searched microbatch sizes are divisors up to this
   int max_vpp = 8;           // searched virtual stages per rank
+  // Only plans this framework can express (planner/frameworks/framework.h);
+  // the others are counted among the rejections with the reason.
+  Framework framework = Framework::kAny;
+  int grad_bytes = 0;  // copied into every plan (PlanSpec::grad_bytes)
 };
 
 }  // namespace dt

@@ -140,11 +140,19 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   p.schedule = sched; p.recompute = rc; p.sequence_parallel = sp; p.zero_stage = z;
                   p.flash_attention = k.flash_attention;
                   p.dropout = k.dropout;
+                  p.grad_bytes = k.grad_bytes;
                   p.layers_per_chunk = EvenSplit(m.num_layers, pp * vpp);
                   if (cpu_runtime) {  // never emit a CPU plan dtrun cannot execute
                     const std::vector<Feature> missing = MissingFeatures(m, p, RuntimeDevice::kCpu);
                     if (!missing.empty()) {
                       ++e.plan_rejects[std::string("CPU runtime does not execute ") + CapabilityOf(missing[0]).name];
+                      continue;
+                    }
+                  }
+                  if (k.framework != Framework::kAny) {
+                    const std::vector<std::string> why = Inexpressible(k.framework, m, p);
+                    if (!why.empty()) {
+                      ++e.plan_rejects[std::string(DisplayName(k.framework)) + " has " + why[0]];
                       continue;
                     }
                   }

@@ -70,6 +70,22 @@ Status Validate(const ModelSpec& m, const std::string& where) {
   return Status::Ok();
 }
 
+namespace {
+// Integer fields are ints: range-checked in the int64 they were read as, so
+// 4294967328 is an error, not 32 layers.
+constexpr int64_t kMaxModelInt = 1LL << 30;
+int Int32(FieldReader& r, const char* key) {
+  const int64_t v = r.Int(key);
+  r.Range(key, v, 0, kMaxModelInt);
+  return r.ok() ? static_cast<int>(v) : 0;
+}
+int Int32Or(FieldReader& r, const char* key, int64_t dflt) {
+  const int64_t v = r.IntOr(key, dflt);
+  r.Range(key, v, 0, kMaxModelInt);
+  return r.ok() ? static_cast<int>(v) : 0;
+}
+}  // namespace
+
 StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where) {
   FieldReader r(j, where);
   if (!r.ok()) return r.status();
@@ -85,26 +101,26 @@ StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where) {
       r.Fail("field 'family' = \"" + fam + "\" is unknown; use \"gpt\" or \"llama\"");
     }
     m.name = r.StrOr("name", "model");
-    m.num_layers = static_cast<int>(r.Int("num_layers"));
-    m.hidden = static_cast<int>(r.Int("hidden_size"));
-    m.heads = static_cast<int>(r.Int("num_attention_heads"));
-    m.kv_heads = static_cast<int>(r.IntOr("num_kv_heads", m.heads));
-    m.ffn_hidden = static_cast<int>(r.IntOr("ffn_hidden_size", 4LL * m.hidden));
-    m.vocab = static_cast<int>(r.Int("vocab_size"));
-    m.seq_length = static_cast<int>(r.Int("seq_length"));
-    m.max_position = static_cast<int>(r.IntOr("max_position", m.seq_length));
+    m.num_layers = Int32(r, "num_layers");
+    m.hidden = Int32(r, "hidden_size");
+    m.heads = Int32(r, "num_attention_heads");
+    m.kv_heads = Int32Or(r, "num_kv_heads", m.heads);
+    m.ffn_hidden = Int32Or(r, "ffn_hidden_size", 4LL * m.hidden);
+    m.vocab = Int32(r, "vocab_size");
+    m.seq_length = Int32(r, "seq_length");
+    m.max_position = Int32Or(r, "max_position", m.seq_length);
     m.tied_embeddings = r.BoolOr("tie_word_embeddings", m.family == ModelFamily::kGpt);
     m.rope_theta = r.NumOr("rope_theta", m.rope_theta);
     m.rms_norm_eps = r.NumOr("rms_norm_eps", m.rms_norm_eps);
     m.rope_scaled = r.BoolOr("rope_scaling", false);
-    m.head_dim_set = static_cast<int>(r.IntOr("head_dim", 0));
+    m.head_dim_set = Int32Or(r, "head_dim", 0);
     if (r.Has("learned_positions")) m.learned_pos_set = r.BoolOr("learned_positions", true);
     if (r.Has("linear_bias")) m.linear_bias_set = r.BoolOr("linear_bias", true);
     if (r.Has("dropout")) m.dropout_set = r.BoolOr("dropout", true);
     m.qkv_bias = r.BoolOr("qkv_bias", false);
-    m.norms_per_layer = static_cast<int>(r.IntOr("norms_per_layer", 2));
-    m.position_offset = static_cast<int>(r.IntOr("position_offset", 0));
-    m.sliding_window = static_cast<int>(r.IntOr("sliding_window", 0));
+    m.norms_per_layer = Int32Or(r, "norms_per_layer", 2);
+    m.position_offset = Int32Or(r, "position_offset", 0);
+    m.sliding_window = Int32Or(r, "sliding_window", 0);
     m.source_type = r.StrOr("source_type", "");
   }
   if (!r.ok()) return r.status();

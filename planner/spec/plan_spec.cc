@@ -120,6 +120,7 @@ json ToJson(const PlanSpec& p) {
               {"flash_attention", p.flash_attention},
               {"dropout", p.dropout},
               {"zero_stage", p.zero_stage},
+              {"grad_bytes", p.grad_bytes},
               {"dp_bucket_bytes", p.dp_bucket_bytes},
               {"layers_per_chunk", p.layers_per_chunk},
               {"order", p.order}};
@@ -155,6 +156,9 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   p.flash_attention = r.BoolOr("flash_attention", true);
   p.dropout = r.BoolOr("dropout", true);
   p.zero_stage = static_cast<int>(r.IntOr("zero_stage", 0));
+  p.grad_bytes = static_cast<int>(r.IntOr("grad_bytes", 0));
+  if (r.ok() && p.grad_bytes != 0 && p.grad_bytes != 2 && p.grad_bytes != 4)
+    r.Fail("'grad_bytes' must be 0 (the profile's), 2 or 4");
   p.dp_bucket_bytes = r.IntOr("dp_bucket_bytes", p.dp_bucket_bytes);
   p.order = r.StrOr("order", p.order);
   if (r.Has("layers_per_chunk")) {

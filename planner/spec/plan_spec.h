@@ -51,6 +51,10 @@ struct PlanSpec {
   // runtime trains without dropout (false); Llama never uses it.
   bool dropout = true;
   int zero_stage = 0;          // 0..3; 1 = distributed optimizer
+  // Bytes per stored and reduced gradient element; 0: the profile's dtype
+  // (2 for bf16, 4 for fp32). 4 on a bf16 profile: fp32 main gradients, as
+  // Megatron-LM keeps them by default (planner/frameworks, docs/frameworks.md).
+  int grad_bytes = 0;
   int64_t dp_bucket_bytes = 40LL << 20;  // DP gradient bucket (Megatron default 40M elems ~)
   std::vector<int> layers_per_chunk;  // size pp*vpp; see header comment
   std::string order = "tp-cp-dp-pp";  // rank grid, innermost first

@@ -58,6 +58,49 @@ expect 2 "schedule 'zigzag' is unknown" -- "$DTPLAN" --model "$M/gpt3-175b.json"
 expect 2 "error" -- "$DTPLAN" --model "$M/gpt3-175b.json" --nodes 0
 expect 2 "--gpus 4 exceeds the 2 devices per node" -- "$DTPLAN" --model "$M/gpt-tiny.json" --nodes 1 --gpus 4 --device cpu --out "$T/x.json"
 expect 2 "--cases" -- "$DTPLAN" validate --cases "$T/none.csv"
+
+# Input holes: each one line naming the user's own field and the fix.
+expect 2 "--global-batch -5 must be >= 1" -- "$DTPLAN" --model "$M/gpt3-175b.json" --global-batch -5 --out "$T/x.json"
+expect 2 "--global-batch 0 must be >= 1" -- "$DTPLAN" --model "$M/gpt3-175b.json" --global-batch 0 --out "$T/x.json"
+expect 2 "--seq-length 0 must be >= 1" -- "$DTPLAN" --model "$M/gpt3-175b.json" --seq-length 0 --out "$T/x.json"
+expect 2 "--global-batch -5 must be >= 1" -- "$DTPLAN" validate --execute --model "$M/gpt-tiny.json" --global-batch -5
+expect 2 "'num_hidden_layers' = 4294967328 is outside" -- "$DTPLAN" --model <(sed 's/"num_hidden_layers": [0-9]*/"num_hidden_layers": 4294967328/' "$M/llama3-8b.json") --out "$T/x.json"
+expect 2 "'num_layers' = 4294967298 is out of range" -- "$DTPLAN" --model <(sed 's/"num_layers": [0-9]*/"num_layers": 4294967298/' "$M/gpt-tiny.json") --device cpu --nodes 1 --gpus 2 --out "$T/x.json"
+expect 2 "'$M' is a directory, not a JSON file" -- "$DTPLAN" --model "$M" --out "$T/x.json"
+expect 2 "not valid JSON.*expected end of input" -- "$DTPLAN" --model <(cat "$M/gpt-tiny.json"; echo ' {"x": 1}') --out "$T/x.json"
+expect 2 "--threads: Value -1 not in range" -- "$DTPLAN" --model "$M/gpt-tiny.json" --threads -1 --out "$T/x.json"
+expect 0 "wrote" -- "$DTPLAN" --model "$M/gpt-tiny.json" --device cpu --nodes 1 --gpus 2 --threads 0 --threads 1 --out "$T/t0.json"
+expect 0 "profile +measure this machine" -- "$DTPLAN" --help
+# validate --execute --top N runs exactly N plans (a dtrun that fails at once: only the count matters here).
+out=$("$DTPLAN" validate --execute --model "$M/gpt-tiny.json" --nodes 1 --gpus 2 --device cpu --top 3 --steps 2 --dtrun /bin/false --work-dir "$T/ex" 2>&1)
+echo "$out" | grep -q "^running 3 of " && [ "$(echo "$out" | grep -c '^\[[0-9]/3\] running')" -eq 3 ] \
+  && echo "ok: validate --execute --top 3 runs 3 plans" || { echo "FAIL: validate --execute --top 3"; echo "$out" | head -3; fails=$((fails+1)); }
+
+# Frameworks: export what the plan is in Megatron-LM / torchtitan / DeepSpeed, with launch lines.
+expect 0 "--tensor-model-parallel-size 8" -- "$DTPLAN" export --plan "$T/p3.json" --to megatron
+expect 0 "torchrun --nnodes 8 --nproc-per-node 8 --rdzv-backend c10d" -- "$DTPLAN" export --plan "$T/p3.json" --to megatron
+expect 2 "torchtitan cannot run this model: no GPT-2/GPT-3 model" -- "$DTPLAN" export --plan "$T/p3.json" --to torchtitan
+expect 2 "--to 'jax' is unknown" -- "$DTPLAN" export --plan "$T/p3.json" --to jax
+expect 0 "torchtitan" -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --framework torchtitan --out "$T/tt.json"
+expect 0 "data_parallel_shard_degree" -- "$DTPLAN" export --plan "$T/tt.json" --to torchtitan
+expect 0 "run it in a framework" -- "$DTPLAN" --model "$M/gpt3-175b.json" --nodes 8 --gpus 8 --framework deepspeed --out "$T/ds.json"
+expect 0 '"train_micro_batch_size_per_gpu"' -- "$DTPLAN" export --plan "$T/ds.json" --to deepspeed
+expect 0 "wrote" -- "$DTPLAN" --model "$M/gpt3-175b.json" --nodes 8 --gpus 8 --tp 8 --pp 8 --vpp 2 --schedule interleaved --no-sp --out "$T/il.json"
+expect 2 "DeepSpeed cannot express this plan: no interleaved schedule.*replan with --framework deepspeed" -- "$DTPLAN" export --plan "$T/il.json" --to deepspeed
+expect 2 "framework 'jax' is unknown" -- "$DTPLAN" --model "$M/gpt3-175b.json" --framework jax --out "$T/x.json"
+# Import: a Megatron-LM job priced next to the best plan; flags dtplan cannot price are refused by name.
+G=$SRC/tests/cli/megatron/gpt3_175b_args.sh
+expect 0 "your config: +dp=1 tp=8 pp=16 mbs=1 m=1536 1f1b" -- "$DTPLAN" --from-megatron "@$G" --out "$T/mb.json"
+expect 0 "(faster|as fast)" -- "$DTPLAN" --from-megatron "$(cat "$G")" --out "$T/mb.json"
+expect 2 "flag --rampup-batch-size: dtplan does not know how it changes" -- "$DTPLAN" --from-megatron "$(cat "$G") --rampup-batch-size 16 16 5859375" --out "$T/x.json"
+expect 2 "the world size is unknown" -- "$DTPLAN" --from-megatron "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --micro-batch-size 1 --vocab-size 100 --bf16" --out "$T/x.json"
+# Round trip: the best plan exported to Megatron-LM and imported back is that same plan.
+"$DTPLAN" export --plan "$T/mb.json" --to megatron > "$T/mb.sh" 2>&1
+best=$(python3 -c "import json; p=json.load(open('$T/mb.json'))['plan']; print(p['dp'], p['tp'], p['pp'], p['vpp'])")
+out=$("$DTPLAN" --from-megatron "@$T/mb.sh" --out "$T/mb2.json" 2>&1)
+mine=$(echo "$out" | sed -n 's/^your config: *\(dp=[0-9]* tp=[0-9]* pp=[0-9]*\( vpp=[0-9]*\)\?\).*/\1/p')
+echo "$out" | grep -q "your config is as fast as the best plan found" && echo "$mine" | grep -q "^dp=${best%% *} " \
+  && echo "ok: megatron export -> import round trip ($mine)" || { echo "FAIL: megatron round trip ($best / $mine)"; echo "$out" | tail -4; fails=$((fails+1)); }
 [ ! -e "$T/x.json" ] || { echo "FAIL: a failed run wrote its --out file"; fails=$((fails+1)); }
 
 if [ "$fails" -ne 0 ]; then echo "$fails failure(s)"; exit 1; fi

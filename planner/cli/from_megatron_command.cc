@@ -1,0 +1,129 @@
+// dtplan --from-megatron: price a Megatron-LM job's own configuration
+// (planner/frameworks/megatron_args.h) next to the best plan the search
+// finds for the same model, batch and cluster, and say by how much the best
+// is faster.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "planner/cli/commands.h"
+#include "planner/cli/report.h"
+#include "planner/cli/setup.h"
+#include "planner/cost/comm_cost.h"
+#include "planner/frameworks/export.h"
+#include "planner/frameworks/megatron_args.h"
+#include "planner/lower/simulate.h"
+#include "planner/search/search.h"
+
+namespace dt::cli {
+namespace {
+
+StatusOr<std::string> ArgvText(const std::string& arg) {
+  if (arg.empty() || arg[0] != '@') return arg;
+  std::ifstream in(arg.substr(1));
+  if (!in) return NotFound("--from-megatron: cannot open '" + arg.substr(1) + "': check the path");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Line(const char* label, const PlanSpec& p, const Prediction& pr) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%-18s %-50s step %8.3f s  %10.0f tokens/s  MFU %4.1f%%  peak %6s of %s GiB%s\n",
+                label, Describe(p).c_str(), pr.step_time_s, pr.tokens_per_s, 100 * pr.mfu,
+                Gib(pr.peak_memory_bytes).c_str(), Gib(pr.capacity_bytes).c_str(), pr.fits ? "" : "  DOES NOT FIT");
+  return buf;
+}
+
+}  // namespace
+
+int RunFromMegatron(const PlanOptions& o) {
+  if (!o.common.model.empty())
+    return Fail("--from-megatron takes the model from the Megatron-LM flags; drop --model");
+  auto text = ArgvText(o.from_megatron);
+  if (!text.ok()) return Fail(text.status().message());
+  auto words = SplitCommandLine(*text);
+  if (!words.ok()) return Fail("--from-megatron: " + words.status().message());
+  const int world = o.cluster_set ? o.common.nodes * o.common.gpus : 0;
+  auto job = ImportMegatron(*words, world, "megatron-job");
+  if (!job.ok()) return Fail("--from-megatron: " + job.status().message());
+  ClusterSpec cluster;
+  cluster.device = o.common.device;
+  if (o.cluster_set) {
+    cluster.nodes = o.common.nodes;
+    cluster.gpus_per_node = o.common.gpus;
+  } else {
+    cluster.nodes = job->launcher_nodes;
+    cluster.gpus_per_node = job->launcher_gpus_per_node;
+  }
+  if (job->bf16 != (cluster.device != "cpu"))
+    return Fail(job->bf16 ? "--from-megatron: the job trains in bf16/fp16 but --device is cpu (fp32); use --device gpu"
+                          : "--from-megatron: the job trains in fp32 (no --bf16 or --fp16); dtplan's GPU profiles "
+                            "price bf16 mixed precision: add --bf16 to the pasted flags");
+  auto hw = LoadProfileFor(o.common.profile, cluster.device);
+  if (!hw.ok()) return Fail(hw.status().message());
+  if (Status s = CheckClusterFitsProfile(cluster, *hw); !s.ok()) return Fail(s.message());
+  auto framework = ParseFramework(o.framework.empty() ? "megatron" : o.framework);
+  if (!framework.ok()) return Fail("--framework: " + framework.status().message());
+
+  ModelSpec m = job->model;
+  PlanSpec mine = job->plan;
+  mine.grad_bytes = FrameworkGradBytes(Framework::kMegatron, job->bf16);
+  auto mine_pred = SimulatePlan(m, cluster, mine, *hw);
+  if (!mine_pred.ok()) return Fail("--from-megatron: " + mine_pred.status().message());
+
+  SearchConstraints k;
+  k.seq_length = m.seq_length;
+  k.global_batch = mine.global_batch();
+  k.flash_attention = mine.flash_attention;
+  k.dropout = mine.dropout;
+  k.framework = *framework;
+  k.grad_bytes = FrameworkGradBytes(*framework, job->bf16);
+  if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());
+  SearchOptions so;
+  so.top = o.top;
+  so.threads = o.common.threads;
+  auto result = SearchPlans(m, cluster, *hw, k, so);
+  if (!result.ok()) return Fail(result.status().message());
+
+  if (!o.common.json) std::cout << FormatSearch(m, cluster, *hw, k, *result) << "\n";
+  std::cout << "imported from Megatron-LM: " << m.num_layers << " layers, hidden " << m.hidden << ", "
+            << m.heads << " heads" << (m.kv_heads != m.heads ? " (" + std::to_string(m.kv_heads) + " KV)" : "")
+            << ", " << ToString(m.family) << " family, " << m.TotalParams() / 1e9 << "B parameters, "
+            << m.seq_length << " tokens per sequence, global batch " << mine.global_batch() << "\n";
+  std::cout << Line("your config:", mine, *mine_pred);
+  if (result->top.empty()) {
+    std::cout << "no plan the search considered fits; your config " << (mine_pred->fits ? "fits" : "does not fit either") << "\n";
+  } else {
+    const RankedPlan& best = result->top[0];
+    std::cout << Line("best plan found:", best.plan, best.prediction);
+    const double ratio = mine_pred->step_time_s / best.prediction.step_time_s;
+    if (!mine_pred->fits) {
+      std::cout << "your config does not fit in memory (" << Gib(mine_pred->peak_memory_bytes) << " of "
+                << Gib(mine_pred->capacity_bytes) << " GiB); the best plan does\n";
+    } else if (ratio > 1.0005) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "the best plan is %.2fx faster (%.1f%% less time per step)\n", ratio,
+                    100 * (1 - 1 / ratio));
+      std::cout << buf;
+    } else {
+      std::cout << "your config is as fast as the best plan found (within 0.05%)\n";
+    }
+    auto pred = SimulatePlan(m, cluster, best.plan, *hw);
+    if (!pred.ok()) return Fail(pred.status().message());
+    Status w = WriteJsonFile(o.out, PlanFileJson(m, cluster, *hw, best.plan, *pred));
+    if (!w.ok()) return Fail("--out: " + w.message());
+    std::cout << "wrote " << o.out << "; its Megatron-LM flags: dtplan export --plan " << o.out << " --to "
+              << ToString(*framework == Framework::kAny ? Framework::kMegatron : *framework) << "\n";
+  }
+  if (!job->ignored.empty()) {
+    std::string names;
+    for (const auto& n : job->ignored) names += (names.empty() ? "" : " ") + n;
+    std::cerr << "dtplan: note: ignored (no effect on memory or step time): " << names << "\n";
+  }
+  for (const auto& n : job->notes) std::cerr << "dtplan: note: " << n << "\n";
+  return 0;
+}
+
+}  // namespace dt::cli

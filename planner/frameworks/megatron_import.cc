@@ -1,0 +1,431 @@
+// ImportMegatron (megatron_args.h): Megatron-LM argv -> (ModelSpec, PlanSpec).
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "planner/frameworks/megatron_args.h"
+
+namespace dt {
+namespace {
+
+// Flags that set the model or the plan (read below), by kind.
+const std::set<std::string> kIntFlags = {
+    "--num-layers", "--hidden-size", "--num-attention-heads", "--num-query-groups", "--kv-channels",
+    "--ffn-hidden-size", "--seq-length", "--max-position-embeddings", "--vocab-size", "--padded-vocab-size",
+    "--make-vocab-size-divisible-by", "--tensor-model-parallel-size", "--pipeline-model-parallel-size",
+    "--context-parallel-size", "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
+    "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--micro-batch-size",
+    "--global-batch-size", "--recompute-num-layers"};
+const std::set<std::string> kStringFlags = {
+    "--normalization", "--position-embedding-type", "--recompute-granularity", "--recompute-method",
+    "--attention-backend", "--data-parallel-sharding-strategy", "--pipeline-model-parallel-layout",
+    "--tokenizer-type", "--attention-dropout", "--hidden-dropout", "--rotary-base", "--norm-epsilon",
+    "--rotary-seq-len-interpolation-factor"};
+const std::set<std::string> kBoolFlags = {
+    "--group-query-attention", "--swiglu", "--disable-bias-linear", "--add-qkv-bias",
+    "--untie-embeddings-and-output-weights", "--sequence-parallel", "--use-distributed-optimizer",
+    "--use-megatron-fsdp", "--use-torch-fsdp2", "--bf16", "--fp16", "--use-flash-attn",
+    "--overlap-grad-reduce", "--overlap-param-gather", "--use-rotary-position-embeddings", "--use-rope-scaling"};
+// Flags that change neither the memory nor the step time dtplan predicts:
+// data, tokenizer files, checkpoints, logging, learning-rate schedule,
+// optimizer hyper-parameters, initialization, kernel fusion switches.
+const std::set<std::string> kHarmless = {
+    "--train-iters", "--train-samples", "--lr", "--min-lr", "--lr-decay-style", "--lr-decay-iters",
+    "--lr-decay-samples", "--lr-warmup-fraction", "--lr-warmup-iters", "--lr-warmup-samples",
+    "--lr-warmup-init", "--weight-decay", "--start-weight-decay", "--end-weight-decay",
+    "--weight-decay-incr-style", "--clip-grad", "--adam-beta1", "--adam-beta2", "--adam-eps",
+    "--init-method-std", "--init-method-xavier-uniform", "--seed", "--log-interval", "--log-params-norm",
+    "--log-num-zeros-in-grad", "--log-throughput", "--log-timers-to-tensorboard",
+    "--log-validation-ppl-to-tensorboard", "--log-memory-to-tensorboard", "--log-world-size-to-tensorboard",
+    "--log-batch-size-to-tensorboard", "--log-progress", "--tensorboard-dir", "--tensorboard-log-interval",
+    "--tensorboard-queue-size", "--wandb-project", "--wandb-exp-name", "--wandb-save-dir", "--save",
+    "--load", "--save-interval", "--eval-interval", "--eval-iters", "--data-path", "--train-data-path",
+    "--valid-data-path", "--test-data-path", "--split", "--vocab-file", "--merge-file", "--tokenizer-model",
+    "--data-cache-path", "--mock-data", "--num-workers", "--exit-interval", "--exit-duration-in-mins",
+    "--timing-log-level", "--timing-log-option", "--distributed-backend", "--distributed-timeout-minutes",
+    "--no-load-optim", "--no-load-rng", "--finetune", "--use-checkpoint-args", "--ckpt-format",
+    "--use-mcore-models", "--transformer-impl", "--no-masked-softmax-fusion", "--no-bias-gelu-fusion",
+    "--no-bias-swiglu-fusion", "--no-bias-dropout-fusion", "--no-rope-fusion", "--no-persist-layer-norm",
+    "--no-gradient-accumulation-fusion", "--apply-query-key-layer-scaling", "--attention-softmax-in-fp32",
+    "--rope-scaling-factor", "--dataloader-type", "--no-create-attention-mask-in-dataloader",
+    "--eod-mask-loss", "--reset-position-ids", "--reset-attention-mask", "--no-check-for-nan-in-loss-and-grad",
+    "--check-weight-hash-across-dp-replicas-interval", "--manual-gc", "--manual-gc-interval",
+    "--async-save", "--ckpt-fully-parallel-save", "--ckpt-fully-parallel-load", "--use-dist-ckpt",
+    "--auto-detect-ckpt-format", "--initial-loss-scale", "--min-loss-scale", "--loss-scale-window",
+    "--hysteresis", "--loss-scale", "--override-opt_param-scheduler", "--use-checkpoint-opt_param-scheduler",
+    "--wandb-entity", "--tokenizer-prompt-format", "--legacy-tokenizer", "--ft-num-warmup-iters"};
+
+// GPT-2's BPE: the vocabulary when only --tokenizer-type says it.
+constexpr int kGpt2Vocab = 50257;
+
+struct Parsed {
+  std::map<std::string, std::string> values;  // flag -> last value ("" for booleans)
+  std::vector<std::string> launcher;          // words before the training script
+};
+
+bool IsFlag(const std::string& w) { return w.size() > 2 && w[0] == '-' && w[1] == '-'; }
+
+StatusOr<int64_t> ParseInt(const std::string& flag, const std::string& v) {
+  size_t used = 0;
+  int64_t x = 0;
+  try {
+    x = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || v.empty())
+    return InvalidArgument(flag + " '" + v + "' is not an integer" +
+                           (v.find('$') != std::string::npos ? " (dtplan does not expand shell variables: paste the values)"
+                                                             : ""));
+  if (x < 0 || x > (1LL << 31) - 1) return InvalidArgument(flag + " " + v + " is out of range (0 .. 2^31-1)");
+  return x;
+}
+
+StatusOr<double> ParseFloat(const std::string& flag, const std::string& v) {
+  size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || v.empty()) return InvalidArgument(flag + " '" + v + "' is not a number");
+  return x;
+}
+
+// torchrun's own flags, wherever they appear (Megatron-LM's example scripts
+// keep them in a DISTRIBUTED_ARGS array): read for the world size.
+const std::set<std::string> kLauncherFlags = {
+    "--nnodes", "--nproc-per-node", "--nproc_per_node", "--master_addr", "--master-addr", "--master_port",
+    "--master-port", "--node_rank", "--node-rank", "--rdzv-backend", "--rdzv_backend", "--rdzv-endpoint",
+    "--rdzv_endpoint", "--rdzv-id", "--rdzv_id"};
+
+// The words that are Megatron-LM flags: those after the training script
+// (*.py), or, when the text defines bash arrays (NAME=( ... ), the style of
+// Megatron-LM's example scripts and of `dtplan export`), the arrays' words.
+// torchrun flags go to `launcher` either way.
+std::vector<std::string> MegatronWords(const std::vector<std::string>& argv, std::vector<std::string>* launcher) {
+  std::vector<std::string> words;
+  bool arrays = false;
+  for (const auto& w : argv) arrays |= w.size() > 2 && w.compare(w.size() - 2, 2, "=(") == 0;
+  if (arrays) {
+    bool inside = false;
+    for (const auto& w : argv) {
+      if (!inside && w.size() > 2 && w.compare(w.size() - 2, 2, "=(") == 0) { inside = true; continue; }
+      if (inside && w == ")") { inside = false; continue; }
+      (inside ? words : *launcher).push_back(w);
+    }
+  } else {
+    size_t start = 0;
+    for (size_t i = 0; i < argv.size(); ++i) {
+      const std::string& w = argv[i];
+      if (w.size() > 3 && w.compare(w.size() - 3, 3, ".py") == 0) { start = i + 1; break; }
+    }
+    launcher->assign(argv.begin(), argv.begin() + start);
+    words.assign(argv.begin() + start, argv.end());
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string name = words[i].substr(0, words[i].find('='));
+    if (kLauncherFlags.count(name)) {
+      launcher->push_back(words[i]);
+      if (name == words[i] && i + 1 < words.size()) launcher->push_back(words[++i]);
+      continue;
+    }
+    out.push_back(words[i]);
+  }
+  return out;
+}
+
+StatusOr<Parsed> Tokenize(const std::vector<std::string>& all, std::vector<std::string>* ignored,
+                          std::vector<std::string>* unknown) {
+  Parsed out;
+  const std::vector<std::string> argv = MegatronWords(all, &out.launcher);
+  const size_t start = 0;
+  std::string flag;
+  for (size_t i = start; i < argv.size(); ++i) {
+    std::string w = argv[i];
+    if (!IsFlag(w)) {
+      if (flag.empty()) return InvalidArgument("'" + w + "' is not a Megatron-LM --flag (put the flags after the training script)");
+      std::string& v = out.values[flag];
+      v = v.empty() ? w : v + " " + w;  // nargs='+' flags keep every value
+      continue;
+    }
+    std::string value;
+    bool has_value = false;
+    if (const size_t eq = w.find('='); eq != std::string::npos) {
+      value = w.substr(eq + 1);
+      w = w.substr(0, eq);
+      has_value = true;
+    }
+    flag = w;
+    if (kHarmless.count(w)) {
+      if (std::find(ignored->begin(), ignored->end(), w) == ignored->end()) ignored->push_back(w);
+      flag = "(harmless)";
+      continue;
+    }
+    if (!kIntFlags.count(w) && !kStringFlags.count(w) && !kBoolFlags.count(w)) {
+      if (std::find(unknown->begin(), unknown->end(), w) == unknown->end()) unknown->push_back(w);
+      flag = "(unknown)";
+      continue;
+    }
+    out.values[w] = value;
+    if (kBoolFlags.count(w)) {
+      if (has_value) return InvalidArgument(w + " takes no value");
+      flag = "(bool)";
+      if (i + 1 < argv.size() && !IsFlag(argv[i + 1]))
+        return InvalidArgument(w + " takes no value, but '" + argv[i + 1] + "' follows it");
+    }
+  }
+  out.values.erase("(harmless)");
+  out.values.erase("(unknown)");
+  return out;
+}
+
+// torchrun --nnodes N --nproc-per-node M (also _ and = spellings); srun -N/-n.
+void ReadLauncher(const std::vector<std::string>& words, int* nodes, int* per_node) {
+  for (size_t i = 0; i < words.size(); ++i) {
+    std::string w = words[i], v;
+    if (const size_t eq = w.find('='); eq != std::string::npos) v = w.substr(eq + 1), w = w.substr(0, eq);
+    else if (i + 1 < words.size()) v = words[i + 1];
+    int x = 0;
+    try { x = std::stoi(v); } catch (const std::exception&) { continue; }
+    if (w == "--nnodes" || w == "-N" || w == "--nodes") *nodes = x;
+    if (w == "--nproc-per-node" || w == "--nproc_per_node" || w == "--ntasks-per-node" || w == "--gpus-per-node")
+      *per_node = x;
+  }
+}
+
+// --pipeline-model-parallel-layout: stages split by '|', letters E, t, L and
+// "t*N"; chunk c gets the count of its t's.
+StatusOr<std::vector<int>> ParseLayout(const std::string& s) {
+  std::vector<int> chunks(1, 0);
+  bool saw_e = false, saw_l = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '|') { chunks.push_back(0); continue; }
+    if (c == ',' || c == ' ') continue;
+    if (c == 'E') { if (chunks.size() != 1) return InvalidArgument("--pipeline-model-parallel-layout: dtplan holds the embedding on the first stage only"); saw_e = true; continue; }
+    if (c == 'L') { saw_l = true; continue; }
+    if (c == 't') {
+      int n = 1;
+      if (i + 1 < s.size() && s[i + 1] == '*') {
+        size_t j = i + 2;
+        while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+        if (j == i + 2) return InvalidArgument("--pipeline-model-parallel-layout: 't*' needs a count");
+        n = std::stoi(s.substr(i + 2, j - i - 2));
+        i = j - 1;
+      }
+      chunks.back() += n;
+      continue;
+    }
+    return InvalidArgument(std::string("--pipeline-model-parallel-layout: '") + c +
+                           "' is not read by dtplan (it reads E, t, t*N, L and |; MTP layers and grouped "
+                           "repetitions are not modeled)");
+  }
+  if (!saw_e || !saw_l || s.find('L') < s.rfind('|'))
+    return InvalidArgument("--pipeline-model-parallel-layout: dtplan needs E in the first stage and L in the last");
+  return chunks;
+}
+
+}  // namespace
+
+StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int world, const std::string& name) {
+  MegatronJob job;
+  std::vector<std::string> unknown;
+  DT_ASSIGN_OR_RETURN(Parsed parsed, Tokenize(argv, &job.ignored, &unknown));
+  if (!unknown.empty()) {
+    std::string names;
+    for (const auto& u : unknown) names += (names.empty() ? "" : ", ") + u;
+    return InvalidArgument("Megatron-LM " + std::string(unknown.size() > 1 ? "flags " : "flag ") + names +
+                           ": dtplan does not know how " + (unknown.size() > 1 ? "they change" : "it changes") +
+                           " the model's size or the step's cost; remove " + (unknown.size() > 1 ? "them" : "it") +
+                           " from the pasted command to price the rest");
+  }
+  ReadLauncher(parsed.launcher, &job.launcher_nodes, &job.launcher_gpus_per_node);
+  const auto& v = parsed.values;
+  auto has = [&](const char* f) { return v.count(f) > 0; };
+  std::map<std::string, int64_t> ints;
+  for (const auto& [flag, value] : v)
+    if (kIntFlags.count(flag)) { DT_ASSIGN_OR_RETURN(ints[flag], ParseInt(flag, value)); }
+  auto get = [&](const char* f, int64_t dflt) { return ints.count(f) ? ints.at(f) : dflt; };
+  auto str = [&](const char* f, const std::string& dflt) { return v.count(f) ? v.at(f) : dflt; };
+  for (const char* required : {"--num-layers", "--hidden-size", "--num-attention-heads", "--seq-length", "--micro-batch-size"})
+    if (!ints.count(required)) return InvalidArgument(std::string("the Megatron-LM command has no ") + required + "; add it");
+
+  // Model.
+  ModelSpec& m = job.model;
+  m.name = name;
+  m.num_layers = static_cast<int>(get("--num-layers", 0));
+  m.hidden = static_cast<int>(get("--hidden-size", 0));
+  m.heads = static_cast<int>(get("--num-attention-heads", 0));
+  if (m.num_layers < 1 || m.hidden < 1 || m.heads < 1)
+    return InvalidArgument("--num-layers, --hidden-size and --num-attention-heads must be >= 1");
+  m.kv_heads = has("--group-query-attention") ? static_cast<int>(get("--num-query-groups", 1)) : m.heads;
+  if (has("--num-query-groups") && !has("--group-query-attention"))
+    job.notes.push_back("--num-query-groups has no effect without --group-query-attention (as in Megatron-LM)");
+  const std::string norm = str("--normalization", "LayerNorm");
+  const std::string pos = has("--use-rotary-position-embeddings") ? "rope" : str("--position-embedding-type", "learned_absolute");
+  const bool swiglu = has("--swiglu");
+  if (norm != "LayerNorm" && norm != "RMSNorm") return InvalidArgument("--normalization '" + norm + "': use LayerNorm or RMSNorm");
+  if (pos != "learned_absolute" && pos != "rope")
+    return InvalidArgument("--position-embedding-type " + pos + " is not modeled; dtplan models learned_absolute and rope");
+  if ((norm == "RMSNorm") != swiglu)
+    return InvalidArgument("--normalization " + norm + (swiglu ? " with" : " without") +
+                           " --swiglu is not a family dtplan models (GPT: LayerNorm + GeLU; Llama: RMSNorm + --swiglu)");
+  m.family = swiglu ? ModelFamily::kLlama : ModelFamily::kGpt;
+  if (m.learned_positions() != (pos == "learned_absolute")) m.learned_pos_set = pos == "learned_absolute";
+  const bool bias = !has("--disable-bias-linear");
+  if (m.linear_bias() != bias) m.linear_bias_set = bias;
+  m.qkv_bias = has("--add-qkv-bias") && !bias;
+  m.tied_embeddings = !has("--untie-embeddings-and-output-weights");
+  if (has("--kv-channels") && get("--kv-channels", 0) * m.heads != m.hidden) m.head_dim_set = static_cast<int>(get("--kv-channels", 0));
+  // Megatron's default FFN width (arguments.py validate_args).
+  const int64_t ffn_default = swiglu ? static_cast<int64_t>(4.0 * m.hidden * 2 / 3 / 64) * 64 : 4LL * m.hidden;
+  m.ffn_hidden = static_cast<int>(get("--ffn-hidden-size", ffn_default));
+  m.seq_length = static_cast<int>(get("--seq-length", 0));
+  m.max_position = static_cast<int>(get("--max-position-embeddings", m.seq_length));
+  const int tp = static_cast<int>(get("--tensor-model-parallel-size", 1));
+  if (ints.count("--padded-vocab-size")) {
+    m.vocab = static_cast<int>(get("--padded-vocab-size", 0));
+  } else {
+    int64_t vocab = get("--vocab-size", 0);
+    const bool bpe_files = std::count(job.ignored.begin(), job.ignored.end(), "--merge-file") > 0;
+    if (vocab == 0 && (str("--tokenizer-type", "") == "GPT2BPETokenizer" || (!has("--tokenizer-type") && bpe_files))) {
+      vocab = kGpt2Vocab;
+      job.notes.push_back("vocabulary: GPT-2 BPE (50257 tokens) from " +
+                          std::string(has("--tokenizer-type") ? "--tokenizer-type GPT2BPETokenizer" : "--vocab-file/--merge-file"));
+    }
+    if (vocab == 0)
+      return InvalidArgument("the vocabulary size is unknown (it comes from the tokenizer files); add --vocab-size N");
+    const int64_t padded = MegatronPaddedVocab(vocab, get("--make-vocab-size-divisible-by", 128), tp);
+    if (padded != vocab)
+      job.notes.push_back("vocabulary " + std::to_string(vocab) + " padded to " + std::to_string(padded) +
+                          " as Megatron-LM does (multiple of --make-vocab-size-divisible-by x tp)");
+    m.vocab = static_cast<int>(padded);
+  }
+  DT_ASSIGN_OR_RETURN(const double attn_dropout, ParseFloat("--attention-dropout", str("--attention-dropout", "0.1")));
+  DT_ASSIGN_OR_RETURN(const double hidden_dropout, ParseFloat("--hidden-dropout", str("--hidden-dropout", "0.1")));
+  if (attn_dropout < 0 || hidden_dropout < 0) return InvalidArgument("--attention-dropout / --hidden-dropout must be >= 0");
+  const bool dropout = attn_dropout > 0 || hidden_dropout > 0;
+  if (m.uses_dropout() != dropout) m.dropout_set = dropout;
+  // Numerics dtrun applies (the planner prices them alike); Megatron-LM's defaults.
+  DT_ASSIGN_OR_RETURN(m.rope_theta, ParseFloat("--rotary-base", str("--rotary-base", "10000")));
+  DT_ASSIGN_OR_RETURN(m.rms_norm_eps, ParseFloat("--norm-epsilon", str("--norm-epsilon", "1e-5")));
+  if (m.rope_theta <= 0 || m.rms_norm_eps <= 0) return InvalidArgument("--rotary-base / --norm-epsilon must be > 0");
+  m.rope_scaled = has("--use-rope-scaling") || has("--rotary-seq-len-interpolation-factor");
+  m.source_type = "megatron";
+  DT_RETURN_IF_ERROR(Validate(m, "the Megatron-LM command"));
+
+  // Plan.
+  PlanSpec& p = job.plan;
+  p.tp = tp;
+  p.pp = static_cast<int>(get("--pipeline-model-parallel-size", 1));
+  p.cp = static_cast<int>(get("--context-parallel-size", 1));
+  if (p.tp < 1 || p.pp < 1 || p.cp < 1) return InvalidArgument("parallel sizes must be >= 1");
+  if (world == 0 && job.launcher_nodes > 0 && job.launcher_gpus_per_node > 0)
+    world = job.launcher_nodes * job.launcher_gpus_per_node;
+  if (world == 0) return InvalidArgument("the world size is unknown: give --nodes and --gpus (or paste the torchrun line too)");
+  const int64_t model_ranks = static_cast<int64_t>(p.tp) * p.pp * p.cp;
+  if (world % model_ranks != 0)
+    return InvalidArgument("world size " + std::to_string(world) + " is not divisible by tp x pp x cp = " +
+                           std::to_string(model_ranks) + "; check --nodes/--gpus");
+  p.dp = static_cast<int>(world / model_ranks);
+  p.seq_length = m.seq_length;
+  p.micro_batch = static_cast<int>(get("--micro-batch-size", 1));
+  if (p.micro_batch < 1) return InvalidArgument("--micro-batch-size must be >= 1");
+  const int64_t gbs = get("--global-batch-size", static_cast<int64_t>(p.micro_batch) * p.dp);
+  if (gbs < 1 || gbs % (static_cast<int64_t>(p.micro_batch) * p.dp) != 0)
+    return InvalidArgument("--global-batch-size " + std::to_string(gbs) + " is not divisible by --micro-batch-size x dp = " +
+                           std::to_string(p.micro_batch) + " x " + std::to_string(p.dp));
+  p.num_microbatches = static_cast<int>(gbs / (static_cast<int64_t>(p.micro_batch) * p.dp));
+  // Layer split (arguments.py validate_args; pipeline_parallel_layer_layout.py).
+  if (has("--pipeline-model-parallel-layout")) {
+    DT_ASSIGN_OR_RETURN(p.layers_per_chunk, ParseLayout(v.at("--pipeline-model-parallel-layout")));
+    if (p.layers_per_chunk.size() % p.pp != 0)
+      return InvalidArgument("--pipeline-model-parallel-layout has " + std::to_string(p.layers_per_chunk.size()) +
+                             " stages, not a multiple of --pipeline-model-parallel-size " + std::to_string(p.pp));
+    p.vpp = static_cast<int>(p.layers_per_chunk.size()) / p.pp;
+  } else {
+    int chunk_layers = 0;
+    if (has("--num-layers-per-virtual-pipeline-stage")) chunk_layers = static_cast<int>(get("--num-layers-per-virtual-pipeline-stage", 0));
+    if (has("--num-virtual-stages-per-pipeline-rank")) {
+      const int vs = static_cast<int>(get("--num-virtual-stages-per-pipeline-rank", 1));
+      if (vs < 1 || m.num_layers % (p.pp * vs) != 0)
+        return InvalidArgument("--num-virtual-stages-per-pipeline-rank " + std::to_string(vs) + " does not split the " +
+                               std::to_string(m.num_layers) + " layers evenly over pp x vpp");
+      chunk_layers = m.num_layers / (p.pp * vs);
+    }
+    if (chunk_layers > 0) {
+      if (m.num_layers % (static_cast<int64_t>(chunk_layers) * p.pp) != 0)
+        return InvalidArgument("--num-layers-per-virtual-pipeline-stage " + std::to_string(chunk_layers) +
+                               " does not split the " + std::to_string(m.num_layers) + " layers over " +
+                               std::to_string(p.pp) + " pipeline ranks");
+      p.vpp = m.num_layers / (chunk_layers * p.pp);
+      p.layers_per_chunk.assign(p.pp * p.vpp, chunk_layers);
+    } else if (has("--decoder-first-pipeline-num-layers") || has("--decoder-last-pipeline-num-layers")) {
+      const int first = static_cast<int>(get("--decoder-first-pipeline-num-layers", -1));
+      const int last = static_cast<int>(get("--decoder-last-pipeline-num-layers", -1));
+      const int fixed_stages = (first >= 0) + (last >= 0);
+      const int rest = m.num_layers - std::max(first, 0) - std::max(last, 0);
+      const int middle = p.pp - fixed_stages;
+      if (p.pp < 2 || rest < 0 || (middle > 0 && rest % middle != 0) || (middle == 0 && rest != 0))
+        return InvalidArgument("--decoder-first/last-pipeline-num-layers do not split the " +
+                               std::to_string(m.num_layers) + " layers evenly over the other pipeline stages");
+      p.layers_per_chunk.assign(p.pp, middle > 0 ? rest / middle : 0);
+      if (first >= 0) p.layers_per_chunk.front() = first;
+      if (last >= 0) p.layers_per_chunk.back() = last;
+    } else {
+      if (m.num_layers % p.pp != 0)
+        return InvalidArgument("--num-layers " + std::to_string(m.num_layers) + " is not divisible by --pipeline-model-parallel-size " +
+                               std::to_string(p.pp) + " (Megatron-LM refuses it too); give --pipeline-model-parallel-layout");
+      p.layers_per_chunk.assign(p.pp, m.num_layers / p.pp);
+    }
+  }
+  p.schedule = p.vpp > 1 ? Schedule::kInterleaved : Schedule::k1F1B;
+  p.sequence_parallel = has("--sequence-parallel") && p.tp > 1;
+  if (has("--sequence-parallel") && p.tp == 1)
+    job.notes.push_back("--sequence-parallel has no effect with tp = 1 (Megatron-LM turns it off)");
+  const std::string granularity = str("--recompute-granularity", "");
+  if (granularity == "selective") {
+    p.recompute = Recompute::kSelective;
+  } else if (granularity == "full") {
+    const std::string method = str("--recompute-method", "uniform");
+    const int64_t n = get("--recompute-num-layers", 1);
+    if (method != "uniform" || n != 1)
+      return InvalidArgument("--recompute-method " + method + " --recompute-num-layers " + std::to_string(n) +
+                             " is not modeled; dtplan models full recompute of every layer (--recompute-method uniform "
+                             "--recompute-num-layers 1) or --recompute-granularity selective");
+    p.recompute = Recompute::kFull;
+  } else if (!granularity.empty()) {
+    return InvalidArgument("--recompute-granularity '" + granularity + "': use full or selective");
+  }
+  if (has("--use-torch-fsdp2")) {
+    p.zero_stage = 3;
+  } else if (has("--use-megatron-fsdp")) {
+    const std::string s = str("--data-parallel-sharding-strategy", "no_shard");
+    const std::map<std::string, int> stages = {{"no_shard", 0}, {"optim", 1}, {"optim_grads", 2}, {"optim_grads_params", 3}};
+    if (!stages.count(s)) return InvalidArgument("--data-parallel-sharding-strategy '" + s + "' is unknown");
+    p.zero_stage = stages.at(s);
+  } else if (has("--use-distributed-optimizer")) {
+    p.zero_stage = 1;
+  }
+  if (p.dp * p.cp == 1 && p.zero_stage > 0) {
+    job.notes.push_back("ZeRO / distributed optimizer has nothing to shard with dp x cp = 1; priced as stage 0");
+    p.zero_stage = 0;
+  }
+  const std::string backend = str("--attention-backend", has("--use-flash-attn") ? "flash" : "auto");
+  if (backend != "flash" && backend != "fused" && backend != "auto" && backend != "unfused" && backend != "local")
+    return InvalidArgument("--attention-backend '" + backend + "': use flash, fused, unfused, local or auto");
+  p.flash_attention = backend == "flash" || backend == "fused" || backend == "auto";
+  p.dropout = m.uses_dropout();
+  job.bf16 = has("--bf16") || has("--fp16");
+  if (has("--fp16")) job.notes.push_back("--fp16 is priced as bf16 (same bytes and tensor-core rate)");
+  if (p.dp * p.cp > 1 && !has("--overlap-grad-reduce"))
+    job.notes.push_back("dtplan prices the data-parallel gradient reduce overlapped with backward (--overlap-grad-reduce); "
+                        "without that flag Megatron-LM's is exposed and the job is slower than predicted");
+  DT_RETURN_IF_ERROR(Validate(p, m, "the Megatron-LM command"));
+  return job;
+}
+
+}  // namespace dt

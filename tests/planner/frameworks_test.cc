@@ -1,0 +1,340 @@
+// planner/frameworks: every option name dtplan emits is one of the
+// framework's real names (tests/planner/framework_names/, extracted from the
+// frameworks' sources at the versions named there); Megatron export and
+// import are inverses; the framework rules refuse what each cannot run.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "planner/frameworks/export.h"
+#include "planner/frameworks/megatron_args.h"
+#include "planner/lower/simulate.h"
+#include "planner/profile/profile.h"
+#include "planner/search/search.h"
+#include "tests/planner/test_models.h"
+
+namespace dt {
+namespace {
+
+using testing_models::Gpt;
+using testing_models::Llama8B;
+
+std::set<std::string> Names(const std::string& file) {
+  std::ifstream in(std::string(DT_SOURCE_DIR) + "/tests/planner/framework_names/" + file);
+  EXPECT_TRUE(in.good()) << file;
+  std::set<std::string> s;
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] != '#') s.insert(line);
+  EXPECT_GT(s.size(), 20u) << file;
+  return s;
+}
+
+PlanSpec Plan(const ModelSpec& m, int dp, int tp, int pp, int vpp, int mbs, int nmb, Schedule s,
+              Recompute rc, bool sp, int zero, int cp = 1) {
+  PlanSpec p;
+  p.dp = dp; p.tp = tp; p.pp = pp; p.vpp = vpp; p.cp = cp;
+  p.micro_batch = mbs; p.num_microbatches = nmb; p.seq_length = m.seq_length;
+  p.schedule = s; p.recompute = rc; p.sequence_parallel = sp; p.zero_stage = zero;
+  p.layers_per_chunk = EvenSplit(m.num_layers, pp * vpp);
+  return p;
+}
+
+PlanFile File(const ModelSpec& m, const PlanSpec& p, const std::string& device = "gpu") {
+  PlanFile f;
+  f.model = m;
+  f.plan = p;
+  f.cluster.device = device;
+  f.cluster.gpus_per_node = 8;
+  f.cluster.nodes = p.world() / 8 > 0 ? p.world() / 8 : 1;
+  if (p.world() < 8) f.cluster.gpus_per_node = p.world();
+  return f;
+}
+
+// A spread of plans over models (GPT-3-like with uneven splits, Llama with
+// GQA and untied head) and every plan dimension.
+std::vector<PlanFile> Sample() {
+  const ModelSpec gpt = Gpt(12288, 96, 96);
+  ModelSpec odd = Gpt(4096, 32, 30);  // 30 layers: uneven over pp 4
+  odd.vocab = 50257;
+  ModelSpec llama = Llama8B();
+  llama.rope_theta = 500000.0;  // Llama 3's RoPE base and RMSNorm epsilon
+  llama.rms_norm_eps = 1e-6;
+  std::vector<PlanFile> v;
+  v.push_back(File(gpt, Plan(gpt, 8, 8, 8, 1, 1, 16, Schedule::k1F1B, Recompute::kFull, true, 1)));
+  v.push_back(File(gpt, Plan(gpt, 4, 4, 8, 3, 2, 16, Schedule::kInterleaved, Recompute::kSelective, false, 2)));
+  v.push_back(File(gpt, Plan(gpt, 16, 4, 2, 1, 1, 4, Schedule::k1F1B, Recompute::kNone, true, 3)));
+  v.push_back(File(odd, Plan(odd, 2, 2, 4, 1, 1, 8, Schedule::k1F1B, Recompute::kNone, false, 0)));
+  v.push_back(File(odd, Plan(odd, 2, 1, 4, 2, 1, 8, Schedule::kInterleaved, Recompute::kFull, false, 1)));
+  v.push_back(File(llama, Plan(llama, 4, 2, 1, 1, 2, 4, Schedule::k1F1B, Recompute::kSelective, true, 3)));
+  v.push_back(File(llama, Plan(llama, 2, 4, 2, 1, 1, 8, Schedule::k1F1B, Recompute::kFull, true, 2, 2)));
+  v.push_back(File(llama, Plan(llama, 8, 1, 1, 1, 1, 1, Schedule::k1F1B, Recompute::kNone, false, 0)));
+  PlanFile cpu = File(Gpt(64, 4, 4), Plan(Gpt(64, 4, 4), 2, 1, 1, 1, 1, 2, Schedule::k1F1B, Recompute::kNone, false, 1), "cpu");
+  cpu.plan.flash_attention = false;
+  cpu.plan.dropout = false;
+  v.push_back(cpu);
+  for (auto& f : v) EXPECT_TRUE(Validate(f.plan, f.model, "sample").ok()) << Describe(f.plan);
+  return v;
+}
+
+TEST(Frameworks, MegatronFlagsAreMegatronLmArguments) {
+  const std::set<std::string> real = Names("megatron_core_v0.14.0_flags.txt");
+  int exported = 0;
+  for (const PlanFile& f : Sample()) {
+    auto flags = MegatronArgs(f.model, f.plan, f.cluster.device != "cpu");
+    ASSERT_TRUE(flags.ok()) << flags.status().message();
+    for (const CliFlag& c : *flags) EXPECT_TRUE(real.count(c.name)) << c.name << " is not a Megatron-LM argument";
+    ++exported;
+  }
+  EXPECT_EQ(exported, 9);
+  // The negative control: the table really is a list of Megatron-LM names.
+  EXPECT_FALSE(real.count("--tensor-parallel-size"));
+  EXPECT_TRUE(real.count("--tensor-model-parallel-size"));
+}
+
+// section.key of every "key = value" line of a TOML text.
+std::vector<std::string> TomlKeys(const std::string& toml) {
+  std::vector<std::string> keys;
+  std::istringstream in(toml);
+  std::string line, section;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#' || line[0] == ' ' || line[0] == ']') continue;
+    if (line[0] == '[') { section = line.substr(1, line.find(']') - 1); continue; }
+    const size_t eq = line.find(" = ");
+    if (eq != std::string::npos) keys.push_back(section + "." + line.substr(0, eq));
+  }
+  return keys;
+}
+
+TEST(Frameworks, TorchtitanKeysAreJobConfigFields) {
+  const std::set<std::string> real = Names("torchtitan_v0.2.2_job_config.txt");
+  int exported = 0;
+  for (const PlanFile& f : Sample()) {
+    auto ex = ExportPlan(Framework::kTorchtitan, f);
+    if (!ex.ok()) continue;  // GPT models, TP without SP, ZeRO-1 ...
+    const auto keys = TomlKeys(ex->config);
+    EXPECT_GT(keys.size(), 8u);
+    for (const auto& k : keys) EXPECT_TRUE(real.count(k)) << k << " is not a torchtitan job config field";
+    ++exported;
+  }
+  EXPECT_GE(exported, 2);
+}
+
+void JsonPaths(const json& j, const std::string& prefix, std::vector<std::string>* out) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string path = prefix.empty() ? it.key() : prefix + "." + it.key();
+    out->push_back(path);
+    if (it.value().is_object()) JsonPaths(it.value(), path, out);
+  }
+}
+
+TEST(Frameworks, DeepSpeedKeysAreConfigKeys) {
+  const std::set<std::string> real = Names("deepspeed_38327e0_config_keys.txt");
+  int exported = 0;
+  for (const PlanFile& f : Sample()) {
+    auto ex = ExportPlan(Framework::kDeepSpeed, f);
+    if (!ex.ok()) continue;
+    std::vector<std::string> paths;
+    JsonPaths(json::parse(ex->config), "", &paths);
+    for (const auto& k : paths) EXPECT_TRUE(real.count(k)) << k << " is not a DeepSpeed config key";
+    const json j = json::parse(ex->config);
+    EXPECT_EQ(j["train_batch_size"].get<int64_t>(), f.plan.global_batch());
+    EXPECT_EQ(j["train_batch_size"].get<int64_t>(), j["train_micro_batch_size_per_gpu"].get<int64_t>() *
+                                                       j["gradient_accumulation_steps"].get<int64_t>() * f.plan.dp);
+    ++exported;
+  }
+  EXPECT_GE(exported, 3);
+}
+
+void ExpectSamePlan(const PlanSpec& a, const PlanSpec& b) {
+  EXPECT_EQ(ToJson(a).dump(), ToJson(b).dump());
+}
+
+TEST(Frameworks, MegatronExportThenImportIsTheSamePlan) {
+  for (const PlanFile& f : Sample()) {
+    auto ex = ExportPlan(Framework::kMegatron, f);
+    ASSERT_TRUE(ex.ok()) << ex.status().message();
+    // The whole printed text, launch lines included, as a user would paste it.
+    auto words = SplitCommandLine(ex->config + ex->launch);
+    ASSERT_TRUE(words.ok());
+    auto job = ImportMegatron(*words, 0, f.model.name);
+    ASSERT_TRUE(job.ok()) << Describe(f.plan) << ": " << job.status().message();
+    PlanSpec want = f.plan;
+    want.grad_bytes = 0;
+    // A model without dropout ignores the plan's flag; Megatron spells it
+    // as dropout 0, which imports as false.
+    if (!f.model.uses_dropout()) want.dropout = false;
+    ExpectSamePlan(job->plan, want);
+    EXPECT_EQ(job->launcher_nodes * job->launcher_gpus_per_node, f.plan.world());
+    const ModelSpec& m = job->model;
+    EXPECT_EQ(m.family, f.model.family);
+    EXPECT_EQ(m.num_layers, f.model.num_layers);
+    EXPECT_EQ(m.hidden, f.model.hidden);
+    EXPECT_EQ(m.heads, f.model.heads);
+    EXPECT_EQ(m.kv_heads, f.model.kv_heads);
+    EXPECT_EQ(m.ffn_hidden, f.model.ffn_hidden);
+    EXPECT_EQ(m.tied_embeddings, f.model.tied_embeddings);
+    EXPECT_DOUBLE_EQ(m.rms_norm_eps, f.model.rms_norm_eps);  // dtrun trains with these
+    if (!f.model.learned_positions()) EXPECT_DOUBLE_EQ(m.rope_theta, f.model.rope_theta);
+    EXPECT_EQ(m.rope_scaled, f.model.rope_scaled);
+    EXPECT_EQ(m.TotalParams() - static_cast<int64_t>(m.vocab) * m.hidden * (m.tied_embeddings ? 1 : 2),
+              f.model.TotalParams() - static_cast<int64_t>(f.model.vocab) * f.model.hidden * (f.model.tied_embeddings ? 1 : 2));
+    // The vocabulary comes back as Megatron trains it: padded to a multiple of tp only.
+    EXPECT_EQ(m.vocab, MegatronPaddedVocab(f.model.vocab, 1, f.plan.tp));
+    EXPECT_EQ(job->bf16, f.cluster.device != "cpu");
+  }
+}
+
+std::string ReadFile(const std::string& rel) {
+  std::ifstream in(std::string(DT_SOURCE_DIR) + "/" + rel);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The flags of a command line, name -> value ("" for booleans).
+std::map<std::string, std::string> FlagMap(const std::vector<std::string>& words) {
+  std::map<std::string, std::string> m;
+  std::string last;
+  for (const auto& w : words) {
+    if (w.rfind("--", 0) == 0) { last = w; m[w] = ""; }
+    else if (!last.empty()) m[last] = m[last].empty() ? w : m[last] + " " + w;
+  }
+  return m;
+}
+
+TEST(Frameworks, Gpt3_175bMegatronJobRoundTrips) {
+  auto words = SplitCommandLine(ReadFile("tests/cli/megatron/gpt3_175b_args.sh"));
+  ASSERT_TRUE(words.ok());
+  auto job = ImportMegatron(*words, 0, "gpt3");
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_EQ(job->launcher_nodes, 16);
+  EXPECT_EQ(job->launcher_gpus_per_node, 8);
+  EXPECT_EQ(Describe(job->plan), "dp=1 tp=8 pp=16 mbs=1 m=1536 1f1b rc=none zero0");
+  EXPECT_EQ(job->model.vocab, 51200);  // GPT-2 BPE 50257 padded to 128 x tp
+  EXPECT_NEAR(job->model.TotalParams() / 1e9, 175.0, 0.5);
+  EXPECT_TRUE(job->plan.flash_attention);
+  EXPECT_TRUE(job->plan.dropout);  // Megatron's default 0.1
+  // Export, then compare flag by flag with the job's own command.
+  auto flags = MegatronArgs(job->model, job->plan, true);
+  ASSERT_TRUE(flags.ok());
+  const auto original = FlagMap(*words);
+  int compared = 0;
+  for (const CliFlag& c : *flags) {
+    auto it = original.find(c.name);
+    if (it == original.end()) continue;
+    EXPECT_EQ(it->second, c.value) << c.name;
+    ++compared;
+  }
+  EXPECT_GE(compared, 9);  // layers, hidden, heads, seq, positions, mbs, gbs, tp, pp, bf16
+  // And the exported flags import to the same job.
+  std::vector<std::string> again;
+  for (const CliFlag& c : *flags) {
+    again.push_back(c.name);
+    if (!c.value.empty()) again.push_back(c.value);
+  }
+  auto job2 = ImportMegatron(again, 128, "gpt3");
+  ASSERT_TRUE(job2.ok()) << job2.status().message();
+  ExpectSamePlan(job2->plan, job->plan);
+  EXPECT_EQ(ToJson(job2->model).dump(), ToJson(job->model).dump());
+}
+
+TEST(Frameworks, MegatronImportRefusesWhatItCannotPrice) {
+  auto words = SplitCommandLine(ReadFile("tests/cli/megatron/gpt3_175b_args.sh"));
+  ASSERT_TRUE(words.ok());
+  std::vector<std::string> w = *words;
+  w.insert(w.end(), {"--rampup-batch-size", "16", "16", "5859375", "--num-experts", "8"});
+  auto job = ImportMegatron(w, 0, "x");
+  ASSERT_FALSE(job.ok());
+  EXPECT_NE(job.status().message().find("--rampup-batch-size, --num-experts"), std::string::npos)
+      << job.status().message();
+  // Harmless flags are listed as ignored, not refused.
+  auto ok = ImportMegatron(*words, 0, "x");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_NE(std::find(ok->ignored.begin(), ok->ignored.end(), "--lr"), ok->ignored.end());
+  // Partial recompute, missing vocabulary, shell variables: by name.
+  auto rc = ImportMegatron({"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length",
+                            "32", "--micro-batch-size", "1", "--vocab-size", "100", "--recompute-granularity", "full",
+                            "--recompute-method", "block", "--recompute-num-layers", "2"}, 1, "x");
+  ASSERT_FALSE(rc.ok());
+  EXPECT_NE(rc.status().message().find("--recompute-method block"), std::string::npos);
+  auto nv = ImportMegatron({"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length",
+                            "32", "--micro-batch-size", "1"}, 1, "x");
+  ASSERT_FALSE(nv.ok());
+  EXPECT_NE(nv.status().message().find("--vocab-size"), std::string::npos);
+  auto var = ImportMegatron({"--num-layers", "$NUM_LAYERS"}, 1, "x");
+  ASSERT_FALSE(var.ok());
+  EXPECT_NE(var.status().message().find("shell variables"), std::string::npos);
+}
+
+TEST(Frameworks, RulesRefuseWhatEachCannotRun) {
+  const ModelSpec gpt = Gpt(4096, 32, 32);
+  const ModelSpec llama = Llama8B();
+  PlanSpec gpipe = Plan(gpt, 2, 1, 4, 1, 1, 8, Schedule::kGpipe, Recompute::kNone, false, 0);
+  EXPECT_FALSE(CheckExpressible(Framework::kMegatron, gpt, gpipe).ok());
+  EXPECT_FALSE(CheckExpressible(Framework::kDeepSpeed, gpt, gpipe).ok());
+  PlanSpec inter = Plan(gpt, 2, 1, 4, 2, 1, 8, Schedule::kInterleaved, Recompute::kNone, false, 1);
+  EXPECT_TRUE(CheckExpressible(Framework::kMegatron, gpt, inter).ok());
+  const Status ds = CheckExpressible(Framework::kDeepSpeed, gpt, inter);
+  EXPECT_NE(ds.message().find("no interleaved schedule"), std::string::npos) << ds.message();
+  EXPECT_NE(ds.message().find("replan with --framework deepspeed"), std::string::npos);
+  PlanSpec z2pp = Plan(gpt, 2, 1, 4, 1, 1, 8, Schedule::k1F1B, Recompute::kNone, false, 2);
+  EXPECT_FALSE(CheckExpressible(Framework::kDeepSpeed, gpt, z2pp).ok());
+  EXPECT_TRUE(CheckExpressible(Framework::kMegatron, gpt, z2pp).ok());
+  const Status tt = CheckExpressible(Framework::kTorchtitan, gpt, z2pp);
+  EXPECT_NE(tt.message().find("cannot run this model"), std::string::npos) << tt.message();
+  PlanSpec tp_no_sp = Plan(llama, 2, 4, 1, 1, 1, 8, Schedule::k1F1B, Recompute::kNone, false, 3);
+  EXPECT_FALSE(CheckExpressible(Framework::kTorchtitan, llama, tp_no_sp).ok());
+  tp_no_sp.sequence_parallel = true;
+  EXPECT_TRUE(CheckExpressible(Framework::kTorchtitan, llama, tp_no_sp).ok());
+  EXPECT_TRUE(CheckExpressible(Framework::kAny, gpt, gpipe).ok());
+}
+
+TEST(Frameworks, SearchKeepsOnlyExpressiblePlansAndCountsTheRest) {
+  auto hw = LoadProfile("A100-SXM4-80GB");
+  ASSERT_TRUE(hw.ok());
+  const ModelSpec m = Gpt(4096, 32, 32);
+  ClusterSpec c;
+  c.nodes = 2;
+  for (Framework f : {Framework::kMegatron, Framework::kDeepSpeed}) {
+    SearchConstraints k;
+    k.global_batch = 64;
+    k.seq_length = 2048;
+    k.framework = f;
+    k.grad_bytes = FrameworkGradBytes(f, true);
+    SearchOptions so;
+    so.top = 20;
+    auto r = SearchPlans(m, c, *hw, k, so);
+    ASSERT_TRUE(r.ok());
+    ASSERT_FALSE(r->top.empty());
+    for (const auto& rp : r->top) {
+      EXPECT_TRUE(CheckExpressible(f, m, rp.plan).ok()) << Describe(rp.plan);
+      EXPECT_EQ(rp.plan.grad_bytes, f == Framework::kMegatron ? 4 : 0);
+    }
+    int64_t counted = 0;
+    for (const auto& [why, n] : r->plan_rejects)
+      if (why.rfind(DisplayName(f), 0) == 0) counted += n;
+    EXPECT_GT(counted, 0) << ToString(f);
+  }
+}
+
+TEST(Frameworks, MegatronFp32MainGradientsCostMemoryAndTime) {
+  auto hw = LoadProfile("A100-SXM4-80GB");
+  ASSERT_TRUE(hw.ok());
+  const ModelSpec m = Gpt(4096, 32, 32);
+  ClusterSpec c;
+  PlanSpec p = Plan(m, 8, 1, 1, 1, 1, 4, Schedule::k1F1B, Recompute::kFull, false, 0);
+  auto base = SimulatePlan(m, c, p, *hw);
+  p.grad_bytes = 4;
+  auto fp32 = SimulatePlan(m, c, p, *hw);
+  ASSERT_TRUE(base.ok() && fp32.ok());
+  // 2 more bytes per parameter held (ZeRO-0: every parameter's gradient).
+  EXPECT_NEAR(fp32->peak_memory_bytes - base->peak_memory_bytes, 2.0 * m.TotalParams() * (1 + hw->device.fragmentation),
+              0.15 * 2.0 * m.TotalParams());
+  EXPECT_GT(fp32->step_time_s, base->step_time_s);  // twice the all-reduce bytes
+}
+
+}  // namespace
+}  // namespace dt
