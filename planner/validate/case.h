@@ -6,7 +6,17 @@
 //
 // Readers: ReadJsonCases (schema of shared/validation/published-calibration.json)
 // and ReadVtrainCsv (vTrain's ground_truth_*.csv, run settings from its
-// README). Errors name the file, the line or case id, and the field.
+// README). A file that cannot be read as a whole (missing, not JSON, no
+// header) is an error; a bad case is not: it is returned with `invalid` set
+// (the message names the file, the line or case id and the field) so one bad
+// case never stops the others being scored. A case whose setting dtplan does
+// not model (FP8 today) comes back with `not_modeled` set: listed, not scored.
+//
+// The measurement is an iteration time, or a throughput converted to one:
+// tokens/s per GPU at read time (t = global batch x seq / (tokens/s x GPUs)),
+// TFLOP/s per GPU once the plan is known (t = step FLOPs / (TFLOP/s x GPUs),
+// step FLOPs from planner/cost/flops.h: "model" without, "hardware" with the
+// recompute forward). docs/validation.md has the formulas.
 #pragma once
 
 #include <optional>
@@ -23,6 +33,8 @@ struct HardwareOverride {
   std::optional<double> inter_node_Bps_per_node;  // total NIC line rate per node
 };
 
+enum class MeasuredKind { kIterationTime, kModelTflopsPerGpu, kHardwareTflopsPerGpu };
+
 struct ValidationCase {
   std::string id;
   std::string group;    // cases of one model: Spearman is computed within a group
@@ -32,7 +44,12 @@ struct ValidationCase {
   SearchConstraints constraints;  // fixed fields; the rest searched
   int64_t dp_bucket_bytes = 0;    // 0: plan default
   HardwareOverride hardware;
-  double measured_s = 0;
+  double measured_s = 0;  // iteration time (kIterationTime; tokens/s already converted)
+  MeasuredKind measured_kind = MeasuredKind::kIterationTime;
+  double measured_tflops_per_gpu = 0;  // the TFLOP/s kinds
+  std::string measured_from;           // how measured_s was obtained, when not given directly
+  std::string invalid;                 // input error: reported, not scored
+  std::string not_modeled;             // a setting dtplan does not model: listed, not scored
   std::string note;
 };
 

@@ -1,4 +1,5 @@
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "planner/validate/case.h"
@@ -78,14 +79,43 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
     v.cluster.gpus_per_node = world;
   }
   FieldReader meas(c["measured"], where + " field 'measured'");
+  auto positive = [&](const char* key) {
+    const double x = meas.Num(key);
+    if (meas.ok() && !(std::isfinite(x) && x > 0))
+      meas.Fail(std::string("'") + key + "' must be a positive finite number, is " + std::to_string(x));
+    return x;
+  };
+  char buf[160];
   if (meas.Has("iteration_time_s")) {
-    v.measured_s = meas.Num("iteration_time_s");
-    if (meas.ok() && !(std::isfinite(v.measured_s) && v.measured_s > 0))
-      meas.Fail("'iteration_time_s' must be a positive finite number of seconds, is " + std::to_string(v.measured_s));
+    v.measured_s = positive("iteration_time_s");
+  } else if (meas.Has("tokens_per_s_per_gpu")) {
+    const double tps = positive("tokens_per_s_per_gpu");
+    if (meas.ok()) {
+      v.measured_s = static_cast<double>(k.global_batch) * k.seq_length / (tps * v.cluster.world());
+      std::snprintf(buf, sizeof buf, "from %.0f tokens/s per GPU", tps);
+      v.measured_from = buf;
+    }
+  } else if (meas.Has("tflops_per_gpu")) {
+    v.measured_tflops_per_gpu = positive("tflops_per_gpu");
+    const std::string conv = meas.StrOr("flops_convention", "");
+    if (conv == "model") v.measured_kind = MeasuredKind::kModelTflopsPerGpu;
+    else if (conv == "hardware") v.measured_kind = MeasuredKind::kHardwareTflopsPerGpu;
+    else meas.Fail("'tflops_per_gpu' needs 'flops_convention': \"model\" (no recompute) or \"hardware\" "
+                   "(recompute forward counted), got '" + conv + "'");
+    std::snprintf(buf, sizeof buf, "from %.0f %s TFLOP/s per GPU", v.measured_tflops_per_gpu, conv.c_str());
+    v.measured_from = buf;
   } else {
-    meas.Fail("needs 'iteration_time_s'");
+    meas.Fail("needs 'iteration_time_s', 'tokens_per_s_per_gpu' or 'tflops_per_gpu'");
   }
   if (!meas.ok()) return meas.status();
+  if (v.measured_kind == MeasuredKind::kHardwareTflopsPerGpu && !k.recompute)
+    return InvalidArgument(where + ": hardware TFLOP/s need the plan's 'recompute' to convert to a time");
+  // Precision: the profiles price bf16 (or fp16) GEMMs; FP8 is not modeled yet.
+  const std::string precision = top.StrOr("precision", "bf16");
+  if (precision == "fp8")
+    v.not_modeled = "precision fp8 (FP8 GEMMs are not modeled yet; pricing them as bf16 would be wrong)";
+  else if (precision != "bf16" && precision != "fp16" && precision != "mixed")
+    return InvalidArgument(where + ": precision '" + precision + "' is unknown; use bf16, fp16 or fp8");
   v.note = top.StrOr("notes", "");
   return v;
 }
@@ -98,8 +128,18 @@ StatusOr<std::vector<ValidationCase>> ReadJsonCases(const std::string& path) {
     return InvalidArgument("case file '" + path + "': expected {\"cases\": [...]}");
   std::vector<ValidationCase> out;
   for (size_t i = 0; i < j["cases"].size(); ++i) {
-    DT_ASSIGN_OR_RETURN(ValidationCase c, OneCase(j["cases"][i], path, i));
-    out.push_back(std::move(c));
+    auto c = OneCase(j["cases"][i], path, i);
+    if (c.ok()) {
+      out.push_back(std::move(*c));
+      continue;
+    }
+    ValidationCase bad;  // kept, so the report lists it and the others are still scored
+    const json& cj = j["cases"][i];
+    bad.id = cj.is_object() && cj.contains("id") && cj["id"].is_string() ? cj["id"].get<std::string>()
+                                                                         : "case" + std::to_string(i);
+    bad.group = bad.id;
+    bad.invalid = c.status().message();
+    out.push_back(std::move(bad));
   }
   return out;
 }

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <thread>
 
+#include "planner/cost/flops.h"
 #include "planner/lower/simulate.h"
 #include "planner/profile/profile.h"
 #include "planner/search/search.h"
@@ -37,6 +38,7 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
   r.id = c.id;
   r.group = c.group;
   r.measured_s = c.measured_s;
+  r.measured_from = c.measured_from;
   const SearchConstraints& k = c.constraints;
   ModelSpec m = c.model;
   m.seq_length = k.seq_length;
@@ -62,12 +64,24 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     so.top = 1;
     so.threads = 1;
     DT_ASSIGN_OR_RETURN(SearchResult s, SearchPlans(m, c.cluster, hw, k, so));
-    if (s.top.empty())
-      return Infeasible("case '" + c.id + "': no plan fits in memory under the case's constraints");
-    r.plan = s.top[0].plan;
-    r.predicted_s = s.top[0].prediction.step_time_s;
-    r.breakdown = s.top[0].prediction.time;
     r.searched = true;
+    if (!s.top.empty()) {
+      r.plan = s.top[0].plan;
+      r.predicted_s = s.top[0].prediction.step_time_s;
+      r.breakdown = s.top[0].prediction.time;
+    } else if (s.closest) {  // nothing fits: score the plan closest to fitting
+      DT_ASSIGN_OR_RETURN(Prediction pred, SimulatePlan(m, c.cluster, s.closest->plan, hw));
+      r.plan = s.closest->plan;
+      r.predicted_s = pred.step_time_s;
+      r.breakdown = pred.time;
+      r.fits = false;
+    } else {
+      return Infeasible("case '" + c.id + "': no plan satisfies the case's constraints");
+    }
+  }
+  if (c.measured_kind != MeasuredKind::kIterationTime) {
+    const bool hardware = c.measured_kind == MeasuredKind::kHardwareTflopsPerGpu;
+    r.measured_s = StepFlops(m, r.plan, hardware) / (c.measured_tflops_per_gpu * 1e12 * r.plan.world());
   }
   r.error = (r.predicted_s - r.measured_s) / r.measured_s;
   return r;
@@ -79,6 +93,7 @@ StatusOr<ValidationReport> RunValidation(const std::vector<ValidationCase>& case
                                          const ValidationOptions& opt) {
   std::map<std::string, HardwareProfile> profiles;
   for (const auto& c : cases) {
+    if (!c.invalid.empty() || !c.not_modeled.empty()) continue;
     std::string name = opt.profile_override.empty() ? c.profile : opt.profile_override;
     if (profiles.count(name)) continue;
     DT_ASSIGN_OR_RETURN(HardwareProfile hw, LoadProfile(name));
@@ -89,7 +104,8 @@ StatusOr<ValidationReport> RunValidation(const std::vector<ValidationCase>& case
   auto work = [&] {
     for (size_t i = next++; i < cases.size(); i = next++) {
       const std::string& name = opt.profile_override.empty() ? cases[i].profile : opt.profile_override;
-      results[i] = RunOne(cases[i], profiles.at(name));
+      if (cases[i].invalid.empty() && cases[i].not_modeled.empty())
+        results[i] = RunOne(cases[i], profiles.at(name));
     }
   };
   int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -101,16 +117,30 @@ StatusOr<ValidationReport> RunValidation(const std::vector<ValidationCase>& case
   ValidationReport rep;
   std::vector<double> pred, meas;
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> groups;
-  for (auto& r : results) {
-    if (!r.ok()) return r.status();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    auto& r = results[i];
+    if (!r.ok() || !cases[i].invalid.empty() || !cases[i].not_modeled.empty()) {
+      CaseResult skip;
+      skip.id = cases[i].id;
+      skip.group = cases[i].group;
+      skip.measured_s = cases[i].measured_s;
+      skip.invalid = cases[i].not_modeled.empty();  // bad input, or a plan that cannot be priced
+      skip.skipped = !cases[i].invalid.empty()       ? cases[i].invalid
+                     : !cases[i].not_modeled.empty() ? cases[i].not_modeled
+                                                     : r.status().message();
+      ++(skip.invalid ? rep.invalid : rep.not_modeled);
+      rep.cases.push_back(std::move(skip));
+      continue;
+    }
+    ++rep.scored;
     rep.cases.push_back(*r);
     pred.push_back(r->predicted_s);
     meas.push_back(r->measured_s);
     groups[r->group].first.push_back(r->predicted_s);
     groups[r->group].second.push_back(r->measured_s);
   }
-  rep.mape = Mape(pred, meas);
-  rep.max_error = MaxApe(pred, meas);
+  rep.mape = pred.empty() ? 0.0 : Mape(pred, meas);
+  rep.max_error = pred.empty() ? 0.0 : MaxApe(pred, meas);
   // A rank correlation needs at least 3 plans of a model to mean anything.
   for (const auto& [g, v] : groups) {
     if (v.first.size() < 3) continue;
@@ -136,10 +166,14 @@ json ToJson(const ValidationReport& r) {
                                       {"dp_comm_exposed", c.breakdown.dp_exposed},
                                       {"pipeline_bubble", c.breakdown.bubble},
                                       {"optimizer", c.breakdown.optimizer}}},
-                     {"fits", c.fits}});
+                     {"fits", c.fits},
+                     {"measured_from", c.measured_from},
+                     {"skipped", c.skipped},
+                     {"invalid", c.invalid}});
   json sp = json::object();
   for (const auto& [g, v] : r.spearman) sp[g] = {{"rho", v}, {"cases", r.group_size.at(g)}};
-  return json{{"cases", cases}, {"mape", r.mape}, {"max_error", r.max_error}, {"spearman", sp}};
+  return json{{"cases", cases}, {"scored", r.scored}, {"invalid", r.invalid}, {"not_modeled", r.not_modeled},
+              {"mape", r.mape}, {"max_error", r.max_error}, {"spearman", sp}};
 }
 
 }  // namespace dt

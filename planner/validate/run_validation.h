@@ -2,6 +2,11 @@
 // the unset dimensions of partly fixed ones, as a user would) and compares
 // with the measurement: per-case error, overall MAPE and max error, and
 // Spearman's rank correlation within each model group.
+// Every case gets a row. A plan predicted not to fit is scored anyway (the
+// time of the given plan; for a searched case, of the plan closest to
+// fitting) and flagged. Cases that are invalid, not modeled or fail to
+// simulate are listed with the reason (`skipped`) and left out of the
+// metrics; one such case never stops the others.
 // Parallel over cases; deterministic output order (the input order).
 #pragma once
 
@@ -22,11 +27,15 @@ struct CaseResult {
   bool fits = true;     // predicted memory fits (vTrain plans all ran)
   bool searched = false;
   TimeBreakdown breakdown;  // of the predicted step
+  std::string measured_from;  // how measured_s was derived, when not given as a time
+  std::string skipped;        // why the case is not scored (empty: scored)
+  bool invalid = false;       // skipped because its input is wrong (vs not modeled)
 };
 
 struct ValidationReport {
   std::vector<CaseResult> cases;
-  double mape = 0, max_error = 0;
+  double mape = 0, max_error = 0;  // over scored cases
+  int scored = 0, invalid = 0, not_modeled = 0;
   std::map<std::string, double> spearman;  // group -> rho
   std::map<std::string, int> group_size;
 };

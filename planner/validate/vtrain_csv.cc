@@ -51,6 +51,7 @@ StatusOr<std::vector<ValidationCase>> ReadVtrainCsv(const std::string& path) {
     if (line.empty() || line == "\r") continue;
     std::vector<std::string> cells = SplitCsv(line);
     const std::string where = "'" + path + "' line " + std::to_string(lineno);
+    auto row = [&]() -> StatusOr<ValidationCase> {
     if (cells.size() < header.size())
       return InvalidArgument(where + ": expected " + std::to_string(header.size()) + " columns, got " +
                              std::to_string(cells.size()));
@@ -127,7 +128,17 @@ StatusOr<std::vector<ValidationCase>> ReadVtrainCsv(const std::string& path) {
     v.dp_bucket_bytes = int64_t{1} << 60;  // no gradient bucketing: one reduction after backward
     v.hardware.inter_node_Bps_per_node = 800e9 / 8;  // 800 Gbit/s per node
     v.measured_s = ms / 1000.0;
-    out.push_back(std::move(v));
+    return v;
+    };
+    auto v = row();
+    if (v.ok()) {
+      out.push_back(std::move(*v));
+    } else {  // kept, so the report lists it and the other rows are still scored
+      ValidationCase bad;
+      bad.id = bad.group = "line " + std::to_string(lineno);
+      bad.invalid = v.status().message();
+      out.push_back(std::move(bad));
+    }
   }
   return out;
 }

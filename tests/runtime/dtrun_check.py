@@ -273,6 +273,54 @@ def check_resume_zero():
     check_resume_replan({"dp": 2, "zero": 3}, (("zero3_to_tp2", {"tp": 2}), ("zero3_to_dp2_zero2", {"dp": 2, "zero": 2})))
 
 
+def check_matrix(model_name):
+    """Issue 8's matrix: for examples/models/<model_name>.json on 2 ranks (1 node x 2) and 4 ranks
+    (2 nodes x 2), the plan dtplan --device cpu chooses with no dimension fixed and with each flag set
+    below trains to the 1-rank losses (same global batch, fp32, rel 1e-4, 6 steps). Flag sets that
+    fix more ranks than the world are not applicable there."""
+    model = os.path.join(A.source_dir, "examples/models/%s.json" % model_name)
+    steps = 6
+    flag_sets = ((), ("--zero", "2"), ("--zero", "3"), ("--cp", "2"), ("--tp", "2", "--sp"),
+                 ("--pp", "2", "--schedule", "interleaved", "--vpp", "2"), ("--dp", "2", "--tp", "2", "--zero", "3"),
+                 ("--cp", "2", "--pp", "2"))
+    refs = {}
+    ran = 0
+    for world, shape in ((2, ["--nodes", "1", "--gpus", "2"]), (4, ["--nodes", "2", "--gpus", "2"])):
+        for flags in flag_sets:
+            fixed = 1
+            for dim in ("--dp", "--tp", "--pp", "--cp"):
+                if dim in flags:
+                    fixed *= int(flags[flags.index(dim) + 1])
+            if fixed > world:
+                continue
+            name = "w%d_%s" % (world, "_".join(f.strip("-") for f in flags) or "chosen")
+            plan = os.path.join(A.work, name + ".json")
+            r = subprocess.run([A.dtplan, "--model", model, "--device", "cpu", "--global-batch", str(GLOBAL_BATCH),
+                                "--out", plan] + shape + list(flags), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+            if r.returncode != 0:
+                fail("%s: dtplan %s exited %d:\n%s" % (model_name, " ".join(shape + list(flags)), r.returncode,
+                                                        r.stdout[-2000:]))
+            with open(plan) as f:
+                p = json.load(f)["plan"]
+            seq = p["seq_length"]
+            if seq not in refs:
+                ref_plan = os.path.join(A.work, "ref_%d.json" % seq)
+                write_plan(ref_plan, model=model, mbs=GLOBAL_BATCH, seq_length=seq)
+                ref_metrics = os.path.join(A.work, "ref_%d.jsonl" % seq)
+                run_ok(ref_plan, 1, "--steps", steps, "--metrics", ref_metrics)
+                refs[seq] = losses(ref_metrics)
+            metrics = os.path.join(A.work, name + ".jsonl")
+            n = p["dp"] * p["tp"] * p["pp"] * p["cp"]
+            run_ok(plan, n, "--steps", steps, "--metrics", metrics)
+            compare("%s %s (%d ranks: dp=%d tp=%d pp=%d cp=%d vpp=%d zero=%d sp=%s %s)" %
+                    (model_name, " ".join(flags) or "(nothing fixed)", n, p["dp"], p["tp"], p["pp"], p["cp"],
+                     p["vpp"], p["zero_stage"], p["sequence_parallel"], p["schedule"]),
+                    refs[seq], losses(metrics), 1e-4)
+            ran += 1
+    print("%s: %d dtplan plans matched 1 rank" % (model_name, ran))
+
+
 def check_kill():
     plan = os.path.join(A.work, "kill.json")
     write_plan(plan, pp=2)
@@ -457,6 +505,8 @@ def main():
               "llama": check_llama}
     if A.check == "parity":
         check_parity(A.rest[0], A.rest[1:])
+    elif A.check == "matrix":
+        check_matrix(A.rest[0])
     elif A.check in checks:
         checks[A.check]()
     else:
