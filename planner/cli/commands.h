@@ -63,7 +63,8 @@ struct SimulateOptions {
 };
 
 struct ValidateOptions {
-  std::string cases;
+  std::vector<std::string> cases;  // case files, read in order
+  bool cv = false;                 // leave-one-source-out cross-validation of the calibrated knobs
   std::string profile;  // overrides the per-case hardware
   int threads = 0;
   bool json = false;

@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
 
   dt::cli::ValidateOptions val;
   CLI::App* val_cmd = app.add_subcommand("validate", "compare predictions with measured cases");
-  val_cmd->add_option("--cases", val.cases, "cases: a JSON case file or a vTrain ground_truth CSV");
+  val_cmd->add_option("--cases", val.cases, "cases: a JSON case file or a vTrain ground_truth CSV (repeatable)");
+  val_cmd->add_flag("--cv", val.cv, "leave-one-source-out cross-validation of the calibrated profile parameters");
   val_cmd->add_option("--profile", val.profile, "use this profile (every case; or the --execute predictions)");
   val_cmd->add_option("--threads", val.threads, "worker threads");
   val_cmd->add_flag("--json", val.json, "print JSON");

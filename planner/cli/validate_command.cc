@@ -3,15 +3,64 @@
 #include <iostream>
 
 #include "planner/cli/commands.h"
+#include "planner/validate/cross_validation.h"
 #include "planner/validate/run_validation.h"
 
 namespace dt::cli {
 
+namespace {
+
+std::string Pct(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f%%", 100 * x);
+  return b;
+}
+
+int RunCrossValidation(const std::vector<ValidationCase>& cases, const ValidateOptions& o) {
+  const std::vector<CvKnob> knobs = CalibratedKnobs();
+  auto rep = CrossValidate(cases, knobs, o.threads);
+  if (!rep.ok()) return Fail(rep.status().message());
+  std::printf("Leave-one-source-out cross-validation of the calibrated profile parameters\n");
+  std::printf("(each fitted over its grid on the other sources; a GPU with none left keeps its source values)\n\n");
+  for (const CvKnob& k : knobs) {
+    std::printf("  %s.%s: grid", k.profile.c_str(), k.name.c_str());
+    for (double v : k.grid) std::printf(" %g", v);
+    std::printf("; source value %g (%s)\n", k.source_value, k.source.c_str());
+  }
+  std::printf("\n%-42s %6s %9s %9s %9s   %s\n", "left-out source", "cases", "shipped", "fit(all)", "left-out",
+              "fitted without it");
+  for (const CvSource& s : rep->sources) {
+    std::string kv;
+    for (const auto& [k, v] : s.left_out_knobs) {
+      char b[96];
+      std::snprintf(b, sizeof b, "%s%s=%g", kv.empty() ? "" : " ", k.c_str(), v);
+      kv += b;
+    }
+    std::printf("%-42s %6d %9s %9s %9s   %s\n", s.name.c_str(), s.cases, Pct(s.shipped_mape).c_str(),
+                Pct(s.fit_mape).c_str(), Pct(s.left_out_mape).c_str(), kv.c_str());
+  }
+  std::printf("%-42s %6s %9s %9s %9s\n", "mean over sources", "", Pct(rep->mean_shipped).c_str(),
+              Pct(rep->mean_fit).c_str(), Pct(rep->mean_left_out).c_str());
+  std::printf("\nfitted on all sources:");
+  for (const auto& [k, v] : rep->fit_knobs) std::printf(" %s=%g", k.c_str(), v);
+  std::printf("\n(%d settings evaluated; MAPE per source, means weigh every source the same)\n",
+              rep->settings_evaluated);
+  return 0;
+}
+
+}  // namespace
+
 int RunValidate(const ValidateOptions& o) {
   if (o.cases.empty()) return Fail("validate needs --cases FILE (or --execute --model M ...)");
-  auto cases = ReadCases(o.cases);
-  if (!cases.ok()) return Fail("--cases: " + cases.status().message());
-  if (cases->empty()) return Fail("--cases: '" + o.cases + "' holds no cases");
+  std::vector<ValidationCase> all;
+  for (const std::string& f : o.cases) {
+    auto cases = ReadCases(f);
+    if (!cases.ok()) return Fail("--cases: " + cases.status().message());
+    if (cases->empty()) return Fail("--cases: '" + f + "' holds no cases");
+    all.insert(all.end(), cases->begin(), cases->end());
+  }
+  auto cases = &all;
+  if (o.cv) return RunCrossValidation(all, o);
   ValidationOptions vo;
   vo.profile_override = o.profile;
   vo.threads = o.threads;
@@ -49,7 +98,7 @@ int RunValidate(const ValidateOptions& o) {
     std::printf("  %-32s %6.3f  (%d cases)\n", g.c_str(), rho, rep->group_size.at(g));
   if (rep->invalid > 0) {
     std::fprintf(stderr, "dtplan: error: %d case(s) in '%s' are invalid (see the lines marked INVALID); the others were scored\n",
-                 rep->invalid, o.cases.c_str());
+                 rep->invalid, o.cases.size() == 1 ? o.cases[0].c_str() : "the case files");
     return 2;
   }
   return 0;

@@ -38,6 +38,7 @@ enum class MeasuredKind { kIterationTime, kModelTflopsPerGpu, kHardwareTflopsPer
 struct ValidationCase {
   std::string id;
   std::string group;    // cases of one model: Spearman is computed within a group
+  std::string source;   // where the measurement comes from (cross-validation folds)
   std::string profile;  // bundled profile name for the case's GPU
   ModelSpec model;
   ClusterSpec cluster;

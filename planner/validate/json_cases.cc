@@ -63,6 +63,7 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   // Fused attention unless the case says otherwise; the SC21 measurements
   // predate FlashAttention (2022), so their Megatron ran the unfused core.
   const std::string source = top.StrOr("source", "");
+  v.source = source.substr(0, source.find(','));  // "Narayanan et al. SC21, Table 1" -> its paper
   k.flash_attention = p.BoolOr("flash_attention", source.find("SC21") == std::string::npos);
   if (p.Has("sequence_parallel")) k.sequence_parallel = p.BoolOr("sequence_parallel", false);
   int zero = static_cast<int>(p.IntOr("zero_stage", 0));
@@ -145,8 +146,12 @@ StatusOr<std::vector<ValidationCase>> ReadJsonCases(const std::string& path) {
 }
 
 StatusOr<std::vector<ValidationCase>> ReadCases(const std::string& path) {
-  if (path.size() >= 4 && path.substr(path.size() - 4) == ".csv") return ReadVtrainCsv(path);
-  return ReadJsonCases(path);
+  const bool csv = path.size() >= 4 && path.substr(path.size() - 4) == ".csv";
+  DT_ASSIGN_OR_RETURN(std::vector<ValidationCase> cases, csv ? ReadVtrainCsv(path) : ReadJsonCases(path));
+  const std::string base = path.substr(path.find_last_of('/') + 1);
+  for (ValidationCase& c : cases)
+    if (c.source.empty()) c.source = base;
+  return cases;
 }
 
 }  // namespace dt

@@ -96,6 +96,12 @@ StatusOr<ValidationReport> RunValidation(const std::vector<ValidationCase>& case
     if (!c.invalid.empty() || !c.not_modeled.empty()) continue;
     std::string name = opt.profile_override.empty() ? c.profile : opt.profile_override;
     if (profiles.count(name)) continue;
+    if (opt.profiles != nullptr) {
+      auto it = opt.profiles->find(name);
+      if (it == opt.profiles->end()) return InvalidArgument("no profile '" + name + "' given for case '" + c.id + "'");
+      profiles.emplace(name, it->second);
+      continue;
+    }
     DT_ASSIGN_OR_RETURN(HardwareProfile hw, LoadProfile(name));
     profiles.emplace(name, std::move(hw));
   }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "planner/lower/prediction.h"
+#include "planner/profile/profile.h"
 #include "planner/validate/case.h"
 
 namespace dt {
@@ -42,6 +43,9 @@ struct ValidationReport {
 
 struct ValidationOptions {
   std::string profile_override;  // empty: each case's own profile
+  // When set: the profiles by name (each case's profile, or the override),
+  // used instead of loading the bundled files (cross-validation).
+  const std::map<std::string, HardwareProfile>* profiles = nullptr;
   int threads = 0;
 };
 

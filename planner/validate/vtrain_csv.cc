@@ -128,6 +128,7 @@ StatusOr<std::vector<ValidationCase>> ReadVtrainCsv(const std::string& path) {
     v.dp_bucket_bytes = int64_t{1} << 60;  // no gradient bucketing: one reduction after backward
     v.hardware.inter_node_Bps_per_node = 800e9 / 8;  // 800 Gbit/s per node
     v.measured_s = ms / 1000.0;
+    v.source = "vTrain " + path.substr(path.find_last_of('/') + 1);
     return v;
     };
     auto v = row();

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "planner/validate/case.h"
+#include "planner/validate/cross_validation.h"
 #include "planner/validate/metrics.h"
 #include "planner/validate/run_validation.h"
 
@@ -194,6 +195,48 @@ TEST(JsonCases, UnmodeledAndNonFittingCasesAreListedNotDropped) {
     EXPECT_GT(report->cases[i].predicted_s, 0) << report->cases[i].id;
   }
   EXPECT_TRUE(report->cases[2].searched);
+}
+
+}  // namespace
+}  // namespace dt
+
+namespace dt {
+namespace {
+
+// Cross-validation recovers a parameter that really generated the data:
+// "measurements" are the predictions of the A100 profile with a host
+// overhead of 40 us, split into two sources; every fold must refit 40 us
+// and score its left-out source with (near) zero error, while the shipped
+// profile (80 us) does not.
+TEST(CrossValidation, RecoversTheParameterThatMadeTheData) {
+  auto read = ReadVtrainCsv(WriteTemp("cv.csv", kCsv));
+  ASSERT_TRUE(read.ok()) << read.status().message();
+  std::vector<ValidationCase> cases = *read;
+  for (size_t i = 0; i < cases.size(); ++i) cases[i].source = i % 2 ? "odd" : "even";
+  auto truth = LoadProfile("A100-SXM4-80GB");
+  ASSERT_TRUE(truth.ok());
+  truth->compute.host_overhead_s = 40e-6;
+  std::map<std::string, HardwareProfile> profs = {{"A100-SXM4-80GB", *truth}};
+  ValidationOptions vo;
+  vo.profiles = &profs;
+  auto gen = RunValidation(cases, vo);
+  ASSERT_TRUE(gen.ok()) << gen.status().message();
+  for (size_t i = 0; i < cases.size(); ++i) cases[i].measured_s = gen->cases[i].predicted_s;
+
+  std::vector<CvKnob> knobs;
+  for (const CvKnob& k : CalibratedKnobs())
+    if (k.profile == "A100-SXM4-80GB" && k.name == "host_overhead_s") knobs.push_back(k);
+  ASSERT_EQ(knobs.size(), 1u);
+  auto rep = CrossValidate(cases, knobs, 1);
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_EQ(rep->sources.size(), 2u);
+  EXPECT_DOUBLE_EQ(rep->fit_knobs.at("A100-SXM4-80GB.host_overhead_s"), 40e-6);
+  for (const CvSource& s : rep->sources) {
+    EXPECT_DOUBLE_EQ(s.left_out_knobs.at("A100-SXM4-80GB.host_overhead_s"), 40e-6) << s.name;
+    EXPECT_LT(s.left_out_mape, 1e-9) << s.name;
+  }
+  EXPECT_GT(rep->mean_shipped, 0.01);  // the shipped 80 us is measurably off on this data
+  EXPECT_EQ(rep->settings_evaluated, 8);  // 7 grid points + the source value
 }
 
 }  // namespace

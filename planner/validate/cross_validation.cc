@@ -1,0 +1,195 @@
+#include "planner/validate/cross_validation.h"
+
+#include <cmath>
+#include <limits>
+
+#include "planner/validate/run_validation.h"
+
+namespace dt {
+namespace {
+
+constexpr const char* kA100 = "A100-SXM4-80GB";
+constexpr const char* kH100 = "H100-SXM5-80GB";
+
+// Sets the GEMM efficiency at the curve's points of x >= 17 GFLOP per call
+// (the large-GEMM end) to y[i]; the small-GEMM fall-off is left alone.
+void SetLargeGemmPoints(HardwareProfile* p, const std::vector<double>& y) {
+  Curve& c = p->compute.gemm_efficiency;
+  size_t j = 0;
+  for (size_t i = 0; i < c.size() && j < y.size(); ++i)
+    if (c.x[i] >= 17e9) c.y[i] = y[j++];
+}
+
+// Sum of absolute relative errors and count, per source.
+struct ErrorSum {
+  double sum = 0;
+  int n = 0;
+};
+using SourceErrors = std::map<std::string, ErrorSum>;
+
+double MapeOf(const ErrorSum& e) { return e.n > 0 ? e.sum / e.n : 0.0; }
+
+// Every combination of the knobs' grid values (first knob slowest), plus the
+// source values as the last setting.
+std::vector<std::vector<double>> Settings(const std::vector<const CvKnob*>& ks) {
+  std::vector<std::vector<double>> out(1);
+  for (const CvKnob* k : ks) {
+    std::vector<std::vector<double>> next;
+    for (const auto& partial : out)
+      for (double v : k->grid) {
+        next.push_back(partial);
+        next.back().push_back(v);
+      }
+    out = std::move(next);
+  }
+  std::vector<double> src;
+  for (const CvKnob* k : ks) src.push_back(k->source_value);
+  out.push_back(src);
+  return out;
+}
+
+StatusOr<SourceErrors> Score(const std::vector<ValidationCase>& cases,
+                             const std::map<std::string, HardwareProfile>& profiles, int threads) {
+  ValidationOptions vo;
+  vo.profiles = &profiles;
+  vo.threads = threads;
+  DT_ASSIGN_OR_RETURN(ValidationReport rep, RunValidation(cases, vo));
+  SourceErrors e;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const CaseResult& r = rep.cases[i];
+    if (!r.skipped.empty()) continue;
+    ErrorSum& s = e[cases[i].source];
+    s.sum += std::fabs(r.error);
+    ++s.n;
+  }
+  return e;
+}
+
+}  // namespace
+
+std::vector<CvKnob> CalibratedKnobs() {
+  std::vector<CvKnob> k;
+  k.push_back({kA100, "host_overhead_s", {0, 20e-6, 40e-6, 60e-6, 80e-6, 100e-6, 120e-6}, 0.0,
+               "none published: eager-framework host time per op (0 = never host-bound)",
+               [](HardwareProfile* p, double v) { p->compute.host_overhead_s = v; }});
+  k.push_back({kA100, "gemm_plateau", {0.58, 0.62, 0.66, 0.70, 0.74}, 0.74,
+               "large bf16 GEMMs at 230 of 312 TFLOP/s (profile sources.transformers_benchmarks)",
+               [](HardwareProfile* p, double v) { SetLargeGemmPoints(p, {v, v, v}); }});
+  // H100's large-GEMM points are scaled together from their estimates.
+  k.push_back({kH100, "gemm_scale", {1.0, 1.05, 1.10, 1.15, 1.20, 1.25}, 1.0,
+               "estimates 0.40 / 0.60 / 0.72 of peak at 17 / 140 / 1100 GFLOP per call (sources.nvidia_matmul_guide)",
+               [](HardwareProfile* p, double v) { SetLargeGemmPoints(p, {0.40 * v, 0.60 * v, 0.72 * v}); }});
+  k.push_back({kH100, "attention_efficiency", {0.35, 0.40, 0.45, 0.50, 0.55}, 0.35,
+               "FlashAttention-2 forward+backward on H100 (sources.flash_attention2)",
+               [](HardwareProfile* p, double v) { p->compute.attention_efficiency = v; }});
+  return k;
+}
+
+StatusOr<CvReport> CrossValidate(const std::vector<ValidationCase>& cases, const std::vector<CvKnob>& knobs,
+                                 int threads) {
+  CvReport rep;
+  // Cases by profile; sources in first-seen order.
+  std::map<std::string, std::vector<ValidationCase>> by_profile;
+  std::vector<std::string> sources;
+  for (const ValidationCase& c : cases) {
+    if (!c.invalid.empty() || !c.not_modeled.empty()) continue;
+    by_profile[c.profile].push_back(c);
+    bool seen = false;
+    for (const auto& s : sources) seen = seen || s == c.source;
+    if (!seen) sources.push_back(c.source);
+  }
+  std::map<std::string, HardwareProfile> base;
+  for (const auto& [name, unused] : by_profile) {
+    DT_ASSIGN_OR_RETURN(HardwareProfile hw, LoadProfile(name));
+    base.emplace(name, std::move(hw));
+  }
+
+  // Shipped profiles.
+  SourceErrors shipped;
+  for (const auto& [name, cs] : by_profile) {
+    DT_ASSIGN_OR_RETURN(SourceErrors e, Score(cs, base, threads));
+    for (const auto& [s, v] : e) {
+      shipped[s].sum += v.sum;
+      shipped[s].n += v.n;
+    }
+  }
+
+  // Per profile: the errors of every setting of its knobs, per source.
+  struct Table {
+    std::vector<const CvKnob*> knobs;
+    std::vector<std::vector<double>> settings;
+    std::vector<SourceErrors> errors;  // per setting
+  };
+  std::map<std::string, Table> tables;
+  for (const auto& [name, cs] : by_profile) {
+    Table& t = tables[name];
+    for (const CvKnob& k : knobs)
+      if (k.profile == name) t.knobs.push_back(&k);
+    t.settings = Settings(t.knobs);
+    for (const auto& setting : t.settings) {
+      std::map<std::string, HardwareProfile> profs = base;
+      for (size_t i = 0; i < t.knobs.size(); ++i) t.knobs[i]->apply(&profs.at(name), setting[i]);
+      DT_ASSIGN_OR_RETURN(SourceErrors e, Score(cs, profs, threads));
+      t.errors.push_back(std::move(e));
+      ++rep.settings_evaluated;
+    }
+  }
+
+  // The best setting of each profile without `left_out` ("" = none left out):
+  // least mean over the remaining sources of their MAPE; the source values
+  // (last setting) when no source remains.
+  auto fit = [&](const std::string& left_out) {
+    std::map<std::string, size_t> choice;
+    for (const auto& [name, t] : tables) {
+      size_t best = t.settings.size() - 1;
+      double best_obj = std::numeric_limits<double>::infinity();
+      for (size_t i = 0; i + 1 < t.settings.size(); ++i) {
+        double sum = 0;
+        int n = 0;
+        for (const auto& [s, e] : t.errors[i])
+          if (s != left_out && e.n > 0) sum += MapeOf(e), ++n;
+        if (n > 0 && sum / n < best_obj) best_obj = sum / n, best = i;
+      }
+      choice[name] = best;
+    }
+    return choice;
+  };
+  auto source_mape = [&](const std::map<std::string, size_t>& choice, const std::string& s) {
+    ErrorSum total;
+    for (const auto& [name, t] : tables) {
+      auto it = t.errors[choice.at(name)].find(s);
+      if (it == t.errors[choice.at(name)].end()) continue;
+      total.sum += it->second.sum;
+      total.n += it->second.n;
+    }
+    return total;
+  };
+  auto knob_values = [&](const std::map<std::string, size_t>& choice) {
+    std::map<std::string, double> v;
+    for (const auto& [name, t] : tables)
+      for (size_t i = 0; i < t.knobs.size(); ++i)
+        v[name + "." + t.knobs[i]->name] = t.settings[choice.at(name)][i];
+    return v;
+  };
+
+  const auto all = fit("");
+  rep.fit_knobs = knob_values(all);
+  for (const std::string& s : sources) {
+    CvSource out;
+    out.name = s;
+    const auto without = fit(s);
+    const ErrorSum f = source_mape(all, s), l = source_mape(without, s);
+    out.cases = f.n;
+    out.shipped_mape = MapeOf(shipped[s]);
+    out.fit_mape = MapeOf(f);
+    out.left_out_mape = MapeOf(l);
+    out.left_out_knobs = knob_values(without);
+    rep.mean_shipped += out.shipped_mape / sources.size();
+    rep.mean_fit += out.fit_mape / sources.size();
+    rep.mean_left_out += out.left_out_mape / sources.size();
+    rep.sources.push_back(std::move(out));
+  }
+  return rep;
+}
+
+}  // namespace dt
