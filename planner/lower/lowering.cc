@@ -66,7 +66,7 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
       if (a.kind == ActionKind::kBackward) last_bwd[a.chunk] = a.microbatch;
 
   const bool names = trace;
-  auto nm = [&](const std::string& s) { return names ? s : std::string(); };
+  auto nm = [&](const char* what, int mb, int ch) { return names ? Label(what, mb, ch) : std::string(); };
   for (int s = 0; s < pp; ++s) {
     const sim::StreamId cs = out.compute[s], ds = out.dp[s];
     std::vector<sim::TaskId> grad_tasks;  // this stage's gradient reductions
@@ -79,10 +79,10 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
           // ZeRO-3: the runtime gathers each unit right before its use and
           // waits for it (blocking): the gathers sit on the compute stream.
           sim::TaskId first = -1;
-          if (k.zero3_gather > 0) first = e->AddTask(cs, k.zero3_gather, kCatDpComm, nm(Label("AG", mb, ch)));
-          sim::TaskId t = e->AddTask(cs, k.fwd_compute, kCatCompute, nm(Label("F", mb, ch)));
+          if (k.zero3_gather > 0) first = e->AddTask(cs, k.zero3_gather, kCatDpComm, nm("AG", mb, ch));
+          sim::TaskId t = e->AddTask(cs, k.fwd_compute, kCatCompute, nm("F", mb, ch));
           fwd_first.at(mb, ch) = first >= 0 ? first : t;
-          if (k.fwd_comm > 0) t = e->AddTask(cs, k.fwd_comm, kCatTpComm, nm(Label("tpF", mb, ch)));
+          if (k.fwd_comm > 0) t = e->AddTask(cs, k.fwd_comm, kCatTpComm, nm("tpF", mb, ch));
           fwd_last.at(mb, ch) = t;
           break;
         }
@@ -91,36 +91,36 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
           sim::TaskId first = -1, t = -1;
           // ZeRO-3 gathers (blocking, as in the forward), then recompute
           // (counted apart from the backward proper).
-          if (k.zero3_gather > 0) t = first = e->AddTask(cs, k.zero3_gather, kCatDpComm, nm(Label("AG", mb, ch)));
+          if (k.zero3_gather > 0) t = first = e->AddTask(cs, k.zero3_gather, kCatDpComm, nm("AG", mb, ch));
           if (k.recompute > 0) {
-            t = e->AddTask(cs, k.recompute, kCatRecompute, nm(Label("R", mb, ch)));
+            t = e->AddTask(cs, k.recompute, kCatRecompute, nm("R", mb, ch));
             if (first < 0) first = t;
           }
           const double rest = std::max(0.0, k.bwd_compute - k.recompute);
           const bool split = (mb == last_bwd[ch]);
           const int nb = split ? costs.num_buckets_last : 1;
           for (int i = 0; i < nb; ++i) {
-            t = e->AddTask(cs, rest / nb, kCatCompute, nm(Label("B", mb, ch)));
+            t = e->AddTask(cs, rest / nb, kCatCompute, nm("B", mb, ch));
             if (first < 0) first = t;
-            if (k.bwd_comm > 0) t = e->AddTask(cs, k.bwd_comm / nb, kCatTpComm, nm(Label("tpB", mb, ch)));
+            if (k.bwd_comm > 0) t = e->AddTask(cs, k.bwd_comm / nb, kCatTpComm, nm("tpB", mb, ch));
             if (split) pieces[ch].push_back(t);
           }
           // ZeRO-2/3: each unit's gradient is reduce-scattered right after its
           // backward, blocking (the runtime's ShardedParams::ReduceGrads).
           if (k.grad_sync_per_microbatch > 0)
-            t = e->AddTask(cs, k.grad_sync_per_microbatch, kCatDpComm, nm(Label("RS", mb, ch)));
+            t = e->AddTask(cs, k.grad_sync_per_microbatch, kCatDpComm, nm("RS", mb, ch));
           bwd_first.at(mb, ch) = first;
           bwd_last.at(mb, ch) = t;
           break;
         }
         case ActionKind::kSendAct: {
-          sim::TaskId x = e->AddTask(fwd_link[s], costs.p2p, kCatP2p, nm(Label("act", mb, ch)));
+          sim::TaskId x = e->AddTask(fwd_link[s], costs.p2p, kCatP2p, nm("act", mb, ch));
           e->AddDep(fwd_last.at(mb, ch), x);
           act_xfer.at(mb, ch) = x;
           break;
         }
         case ActionKind::kSendGrad: {
-          sim::TaskId x = e->AddTask(bwd_link[s], costs.p2p, kCatP2p, nm(Label("grad", mb, ch)));
+          sim::TaskId x = e->AddTask(bwd_link[s], costs.p2p, kCatP2p, nm("grad", mb, ch));
           e->AddDep(bwd_last.at(mb, ch), x);
           grad_xfer.at(mb, ch) = x;
           break;
@@ -134,14 +134,14 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
           const auto& pc = pieces[ch];
           const int nb = std::max<int>(1, static_cast<int>(pc.size()));
           for (int i = 0; i < nb; ++i) {
-            sim::TaskId g = e->AddTask(ds, k.grad_sync / nb, kCatDpComm, nm("GS" + std::to_string(ch)));
+            sim::TaskId g = e->AddTask(ds, k.grad_sync / nb, kCatDpComm, names ? "GS" + std::to_string(ch) : std::string());
             if (!pc.empty()) e->AddDep(pc[i], g);
             grad_tasks.push_back(g);
           }
           break;
         }
         case ActionKind::kOptimizerStep: {
-          sim::TaskId o = e->AddTask(cs, costs.optimizer[s], kCatOptimizer, nm("OPT"));
+          sim::TaskId o = e->AddTask(cs, costs.optimizer[s], kCatOptimizer, names ? "OPT" : "");
           for (sim::TaskId g : grad_tasks) e->AddDep(g, o);
           out.waits[s].push_back({o, grad_tasks.empty() ? -1 : grad_tasks.back(), false});
           out.optimizer[s] = o;
@@ -150,7 +150,7 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
         case ActionKind::kParamSync: {
           const ChunkCost& k = costs.chunks[ch];
           if (k.param_sync <= 0) break;
-          sim::TaskId g = e->AddTask(ds, k.param_sync, kCatDpComm, nm("PS" + std::to_string(ch)));
+          sim::TaskId g = e->AddTask(ds, k.param_sync, kCatDpComm, names ? "PS" + std::to_string(ch) : std::string());
           if (out.optimizer[s] >= 0) e->AddDep(out.optimizer[s], g);
           out.dp_end[s] = g;
           break;
