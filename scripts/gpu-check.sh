@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# gpu-check.sh: the GPU path in one command, for any machine with an NVIDIA
+# GPU and the CUDA toolkit (nvcc, cuBLAS, NCCL) under /usr/local/cuda.
+#
+#   scripts/gpu-check.sh [OUT_DIR]       (default OUT_DIR: gpu-check-out)
+#
+# Steps, each reported as PASS / FAIL / SKIP with its reason (a failing step
+# does not stop the later ones; the exit status is 1 if any step failed):
+#   1. build with CUDA for this GPU's architecture (build-gpu/)
+#   2. every CUDA test: per-op parity with the CPU backend, 1-rank NCCL
+#   3. `dtplan profile --device cuda` -> OUT_DIR/cuda-profile.json
+#   4. PyTorch on the same GPU, the GPT shapes of the CPU benchmark in bf16:
+#      tokens/s and MFU (needs python3 with torch built for CUDA)
+#   5. dtrun on the GPU against step 4, when the capability table says the
+#      CUDA runtime trains (`dtplan capabilities`); until then SKIP with the
+#      table's reason, so the figure is never made up.
+# Exit: 0 all ran steps passed, 1 a step failed, 2 no NVIDIA GPU here.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-gpu-check-out}
+mkdir -p "$OUT"
+failed=0
+report() { printf '%-5s %s\n' "$1" "$2" | tee -a "$OUT/summary.txt"; [ "$1" = FAIL ] && failed=1; return 0; }
+: > "$OUT/summary.txt"
+
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "gpu-check: no NVIDIA GPU visible (nvidia-smi -L failed); run this on a GPU machine" >&2
+  exit 2
+fi
+nvidia-smi -L | tee "$OUT/gpu.txt"
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
+[ -n "$cc" ] || cc=native
+
+# 1. Build.
+if cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$cc" >"$OUT/build.log" 2>&1 &&
+   cmake --build build-gpu -j"$(nproc)" >>"$OUT/build.log" 2>&1; then
+  report PASS "build with CUDA (sm_$cc)"
+else
+  report FAIL "build with CUDA: see $OUT/build.log"
+  exit 1
+fi
+grep -q "dt_runtime_cuda built without NCCL" "$OUT/build.log" && report FAIL "NCCL not found: collectives untested"
+
+# 2. CUDA tests (they skip with a message when no GPU is usable: a skip here is a failure).
+if (cd build-gpu && ctest -R 'Cuda|Nccl' --output-on-failure) >"$OUT/cuda-tests.log" 2>&1; then
+  if grep -q "Skipped" "$OUT/cuda-tests.log"; then
+    report FAIL "CUDA tests skipped on a GPU machine: see $OUT/cuda-tests.log"
+  else
+    report PASS "CUDA tests: $(grep -Eo '[0-9]+ tests passed|100% tests passed, 0 tests failed out of [0-9]+' "$OUT/cuda-tests.log" | tail -1)"
+  fi
+else
+  report FAIL "CUDA tests: see $OUT/cuda-tests.log"
+fi
+
+# 3. Profile.
+if build-gpu/dtplan profile --device cuda --ranks 1 --out "$OUT/cuda-profile.json" >"$OUT/profile.log" 2>&1; then
+  report PASS "dtplan profile --device cuda -> $OUT/cuda-profile.json"
+else
+  report FAIL "dtplan profile --device cuda: see $OUT/profile.log"
+fi
+
+# 4. PyTorch peer on the GPU (bf16, same GPT as shared/peers/torch_gpt.py).
+peer() {  # layers hidden heads seq mbs
+  python3 - "$@" <<'PY'
+import sys, math, time, torch, torch.nn as nn, torch.nn.functional as F
+L, h, nh, T, B = map(int, sys.argv[1:6]); V = 1024
+dev = "cuda"; torch.manual_seed(0)
+class Block(nn.Module):
+    def __init__(s):
+        super().__init__(); s.ln1 = nn.LayerNorm(h); s.qkv = nn.Linear(h, 3 * h); s.proj = nn.Linear(h, h)
+        s.ln2 = nn.LayerNorm(h); s.fc1 = nn.Linear(h, 4 * h); s.fc2 = nn.Linear(4 * h, h)
+    def forward(s, x):
+        b, t, c = x.shape
+        q, k, v = [z.view(b, t, nh, c // nh).transpose(1, 2) for z in s.qkv(s.ln1(x)).split(c, 2)]
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, c)
+        x = x + s.proj(y)
+        return x + s.fc2(F.gelu(s.fc1(s.ln2(x)), approximate="tanh"))
+class GPT(nn.Module):
+    def __init__(s):
+        super().__init__(); s.wte = nn.Embedding(V, h); s.wpe = nn.Embedding(T, h)
+        s.blocks = nn.ModuleList([Block() for _ in range(L)]); s.lnf = nn.LayerNorm(h)
+    def forward(s, i):
+        x = s.wte(i) + s.wpe(torch.arange(i.shape[1], device=dev))
+        for b in s.blocks: x = b(x)
+        return s.lnf(x) @ s.wte.weight.t()
+m = GPT().to(dev); opt = torch.optim.AdamW(m.parameters(), lr=3e-4, fused=True)
+times = []
+for step in range(30):
+    x = torch.randint(0, V, (B, T + 1), device=dev)
+    torch.cuda.synchronize(); t0 = time.perf_counter()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = F.cross_entropy(m(x[:, :-1]).float().reshape(-1, V), x[:, 1:].reshape(-1))
+    opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+    torch.cuda.synchronize(); times.append(time.perf_counter() - t0)
+med = sorted(times[5:])[len(times[5:]) // 2]
+flops = 6 * (12 * L * h * h + V * h) * B * T + 12 * L * T * T * h * B
+peak = {9: 989e12, 8: 312e12}.get(torch.cuda.get_device_capability()[0], 0)
+print("torch %s L=%d h=%d seq=%d mbs=%d: %.0f tokens/s, step %.2f ms%s" % (
+    torch.cuda.get_device_name(), L, h, T, B, B * T / med, 1e3 * med,
+    (", MFU %.1f%% of the dense bf16 peak" % (100 * flops / med / peak)) if peak else ""))
+PY
+}
+if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  for shape in "2 768 12 256 4" "4 256 4 128 8" "12 768 12 1024 8"; do
+    if line=$(peer $shape 2>>"$OUT/torch.log"); then report PASS "$line"; else report FAIL "torch peer ($shape): see $OUT/torch.log"; fi
+  done
+else
+  report SKIP "PyTorch with CUDA not importable (python3 -c 'import torch'): no peer figures"
+fi
+
+# 5. dtrun on the GPU: only what the capability table says the CUDA runtime executes.
+caps=$(build-gpu/dtplan capabilities --json 2>/dev/null)
+if echo "$caps" | python3 -c "import json,sys; c=json.load(sys.stdin); f=[x for x in c['dtrun_executes'] if x['feature'].startswith('training steps')][0]; sys.exit(0 if f['cuda'] else 1)"; then
+  report FAIL "the CUDA runtime trains now: add the dtrun GPU benchmark here (same shapes as step 4)"
+else
+  report SKIP "dtrun GPU benchmark: the capability table says CUDA does not execute training steps yet (the CUDA runtime has a backend and NCCL comm, no training loop)"
+fi
+exit $failed
