@@ -4,30 +4,11 @@
 #include <cstdio>
 #include <map>
 
+#include "planner/cli/html_util.h"
 #include "planner/cli/report.h"
 
 namespace dt::cli {
 namespace {
-
-std::string Esc(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    switch (ch) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += ch;
-    }
-  }
-  return o;
-}
-
-std::string Fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
 
 const char* CategoryColor(const std::string& cat) {
   static const std::map<std::string, const char*> colors = {
@@ -193,12 +174,7 @@ std::string MemoryBars(const Prediction& pr) {
 std::string HtmlReport(const ModelSpec& m, const ClusterSpec& c, const HardwareProfile& hw,
                        const SearchResult& r, const PlanSpec& best, const Prediction& best_pred,
                        const json& trace) {
-  std::string h = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>dtplan: " + Esc(m.name) +
-                  "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
-                  "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px;"
-                  "text-align:right}th{background:#eee}tr:nth-child(2){background:#e8f0ff}"
-                  ".legend{font-size:12px}.legend span{display:inline-block;width:14px;height:10px}</style>"
-                  "</head><body>\n";
+  std::string h = HtmlHead("dtplan: " + m.name);
   h += "<h1>dtplan: " + Esc(m.name) + " on " + std::to_string(c.nodes) + " x " + std::to_string(c.gpus_per_node) +
        " " + Esc(c.device) + "</h1>\n";
   h += "<p>" + Esc(m.name) + ": " + Fmt("%.2f", m.TotalParams() / 1e9) + "B parameters, " +

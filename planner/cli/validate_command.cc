@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "planner/cli/commands.h"
+#include "planner/cli/validation_html.h"
 #include "planner/validate/run_validation.h"
 
 namespace dt::cli {
@@ -17,6 +18,11 @@ int RunValidate(const ValidateOptions& o) {
   vo.threads = o.threads;
   auto rep = RunValidation(*cases, vo);
   if (!rep.ok()) return Fail(rep.status().message());
+  if (!o.report.empty()) {
+    Status w = WriteTextFile(o.report, ValidationHtml(*rep, o.cases, o.profile));
+    if (!w.ok()) return Fail("--report: " + w.message());
+    std::fprintf(stderr, "wrote report %s\n", o.report.c_str());
+  }
   if (o.json) {
     std::cout << ToJson(*rep).dump(2) << "\n";
     return 0;
