@@ -19,7 +19,7 @@ const char* CategoryColor(const std::string& cat) {
 }
 
 std::string RankTable(const SearchResult& r) {
-  std::string h = "<table><tr><th>rank</th><th>dp</th><th>tp</th><th>pp</th><th>cp</th><th>vpp</th><th>mbs</th>"
+  std::string h = "<table class=\"rank\"><tr><th>rank</th><th>dp</th><th>tp</th><th>pp</th><th>cp</th><th>vpp</th><th>mbs</th>"
                   "<th>microbatches</th><th>schedule</th><th>recompute</th><th>SP</th><th>ZeRO</th>"
                   "<th>step (s)</th><th>tokens/s</th><th>MFU</th><th>peak GiB / capacity</th></tr>\n";
   int rank = 0;
@@ -81,7 +81,7 @@ std::string Timeline(const json& trace, double step_s) {
     end_us = std::max(end_us, ts + dur);
   }
   if (rows.empty() || end_us <= 0) return "<p>No timeline.</p>\n";
-  const int label_w = 250, plot_w = 900, row_h = 16;
+  const int label_w = 290, plot_w = 900, row_h = 16;
   const double px_per_us = plot_w / end_us;
   std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(label_w + plot_w + 10) +
                   "\" height=\"" + std::to_string(rows.size() * row_h + 30) + "\">\n";
@@ -92,7 +92,7 @@ std::string Timeline(const json& trace, double step_s) {
     std::string label = thread_names[key];
     if (key.first != last_pid) label = process_names[key.first] + ": " + label;
     last_pid = key.first;
-    s += "<text x=\"0\" y=\"" + std::to_string(y + 12) + "\" font-size=\"10\">" + Esc(label.substr(0, 48)) + "</text>";
+    s += "<text x=\"0\" y=\"" + std::to_string(y + 12) + "\" font-size=\"10\">" + Esc(label.substr(0, 56)) + "</text>";
     // Per pixel column, the category busiest in it (idle when under
     // 2% of the column); runs of one category become one rectangle.
     std::vector<std::map<std::string, double>> bins(plot_w);

@@ -34,7 +34,7 @@ inline std::string HtmlHead(const std::string& title) {
   return "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + Esc(title) +
          "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
          "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px;"
-         "text-align:right}th{background:#eee}tr:nth-child(2){background:#e8f0ff}"
+         "text-align:right}th{background:#eee}table.rank tr:nth-child(2){background:#e8f0ff}td.l{text-align:left}"
          ".legend{font-size:12px}.legend span{display:inline-block;width:14px;height:10px}"
          "figure{display:inline-block;margin:0 24px 12px 0;vertical-align:top}"
          "figcaption{font-size:13px;max-width:560px}</style>"

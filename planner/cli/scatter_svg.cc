@@ -34,7 +34,7 @@ struct Axis {
     std::vector<double> t;
     if (log) {
       const int e0 = static_cast<int>(std::floor(std::log10(lo))), e1 = static_cast<int>(std::ceil(std::log10(hi)));
-      const bool few_decades = e1 - e0 <= 2;
+      const bool few_decades = e1 - e0 <= 3;
       for (int e = e0; e <= e1; ++e)
         for (double m : few_decades ? std::vector<double>{1, 2, 5} : std::vector<double>{1}) {
           const double v = m * std::pow(10.0, e);
@@ -50,6 +50,25 @@ struct Axis {
     return t;
   }
 };
+
+// Series i: colour i % 10, shape (i / 10) % 3 (circle, square, diamond),
+// so up to 30 series stay distinguishable.
+std::string Marker(int series, double x, double y, double r, const std::string& extra, const std::string& body) {
+  const std::string fill = std::string(" fill=\"") + SeriesColor(series) + "\"" + extra;
+  const std::string close = body.empty() ? "/>" : ">" + body;
+  switch ((series / 10) % 3) {
+    case 1:
+      return "<rect x=\"" + Fmt("%.1f", x - r) + "\" y=\"" + Fmt("%.1f", y - r) + "\" width=\"" + Fmt("%.1f", 2 * r) +
+             "\" height=\"" + Fmt("%.1f", 2 * r) + "\"" + fill + close + (body.empty() ? "" : "</rect>");
+    case 2:
+      return "<polygon points=\"" + Fmt("%.1f,", x) + Fmt("%.1f ", y - 1.3 * r) + Fmt("%.1f,", x + 1.3 * r) +
+             Fmt("%.1f ", y) + Fmt("%.1f,", x) + Fmt("%.1f ", y + 1.3 * r) + Fmt("%.1f,", x - 1.3 * r) +
+             Fmt("%.1f", y) + "\"" + fill + close + (body.empty() ? "" : "</polygon>");
+    default:
+      return "<circle cx=\"" + Fmt("%.1f", x) + "\" cy=\"" + Fmt("%.1f", y) + "\" r=\"" + Fmt("%.1f", r) + "\"" + fill +
+             close + (body.empty() ? "" : "</circle>");
+  }
+}
 
 }  // namespace
 
@@ -122,18 +141,18 @@ std::string ScatterSvg(const ScatterSpec& spec, const std::vector<ScatterPoint>&
   // Points: larger series first would hide smaller ones; draw in input order, translucent.
   for (const ScatterPoint* p : ok) {
     const double err = (p->predicted - p->measured) / p->measured;
-    s += "<circle cx=\"" + Fmt("%.1f", X(p->measured)) + "\" cy=\"" + Fmt("%.1f", Y(p->predicted)) +
-         "\" r=\"3.5\" fill=\"" + SeriesColor(p->series) + "\" fill-opacity=\"0.75\" stroke=\"#333\" "
-         "stroke-width=\"0.4\"><title>" + Esc(p->label) + ": measured " + Fmt("%.4g", p->measured) + ", predicted " +
-         Fmt("%.4g", p->predicted) + Fmt(" (%+.1f%%)", 100 * err) + "</title></circle>\n";
+    s += Marker(p->series, X(p->measured), Y(p->predicted), 3.5,
+                " fill-opacity=\"0.75\" stroke=\"#333\" stroke-width=\"0.4\"",
+                "<title>" + Esc(p->label) + ": measured " + Fmt("%.4g", p->measured) + ", predicted " +
+                    Fmt("%.4g", p->predicted) + Fmt(" (%+.1f%%)", 100 * err) + "</title>") +
+         "\n";
   }
   // Legend: two columns under the axis title.
   int y0 = kTop + kPlot + 50;
   for (size_t i = 0; i < spec.series.size(); ++i) {
     const int col = static_cast<int>(i % 2), row = static_cast<int>(i / 2);
     const int x = kLeft + col * (kPlot / 2), y = y0 + row * kLegendRow;
-    s += "<circle cx=\"" + std::to_string(x + 5) + "\" cy=\"" + std::to_string(y - 4) + "\" r=\"4\" fill=\"" +
-         SeriesColor(static_cast<int>(i)) + "\"/><text x=\"" + std::to_string(x + 14) + "\" y=\"" +
+    s += Marker(static_cast<int>(i), x + 5, y - 4, 4, "", "") + "<text x=\"" + std::to_string(x + 14) + "\" y=\"" +
          std::to_string(y) + "\" font-size=\"11\">" + Esc(spec.series[i].substr(0, 40)) + "</text>\n";
   }
   return s + "</svg>\n";

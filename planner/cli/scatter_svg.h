@@ -1,5 +1,5 @@
 // ScatterSvg: an inline SVG plot of predicted against measured values, for
-// `dtplan validate --report`. One circle per point, coloured by series, with
+// `dtplan validate --report`. One marker per point (colour and shape by series), with
 // a <title> tooltip (label, measured, predicted, error); the y = x line and
 // a shaded +-10% band; axes with ticks, log-log when the values span more
 // than a decade (always positive values then), linear otherwise.

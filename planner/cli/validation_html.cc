@@ -46,7 +46,7 @@ std::string ValidationHtml(const ValidationReport& r, const std::string& source,
     for (const CaseResult& c : r.cases)
       if (c.group == g) sum += std::fabs(c.error), worst = std::max(worst, std::fabs(c.error)), ++n;
     auto rho = r.spearman.find(g);
-    h += "<tr><td>" + Esc(g) + "</td><td>" + std::to_string(n) + "</td><td>" + Pct(n ? sum / n : 0) + "</td><td>" +
+    h += "<tr><td class=\"l\">" + Esc(g) + "</td><td>" + std::to_string(n) + "</td><td>" + Pct(n ? sum / n : 0) + "</td><td>" +
          Pct(worst) + "</td><td>" + (rho == r.spearman.end() ? std::string("(&lt; 3 cases)") : Fmt("%.3f", rho->second)) +
          "</td></tr>\n";
   }
@@ -60,7 +60,7 @@ std::string ValidationHtml(const ValidationReport& r, const std::string& source,
   h += "<h2>Largest errors</h2>\n<table><tr><th>case</th><th>plan</th><th>measured (s)</th><th>predicted (s)</th>"
        "<th>error</th></tr>\n";
   for (const CaseResult* c : worst)
-    h += "<tr><td>" + Esc(c->id) + "</td><td>" + Esc(Describe(c->plan)) + (c->searched ? " (searched)" : "") +
+    h += "<tr><td class=\"l\">" + Esc(c->id) + "</td><td class=\"l\">" + Esc(Describe(c->plan)) + (c->searched ? " (searched)" : "") +
          (c->fits ? "" : " (predicted not to fit)") + "</td><td>" + Fmt("%.3f", c->measured_s) + "</td><td>" +
          Fmt("%.3f", c->predicted_s) + "</td><td>" + SignedPct(c->error) + "</td></tr>\n";
   h += "</table>\n</body></html>\n";
@@ -101,7 +101,7 @@ std::string ExecuteHtml(const ExecuteReport& r, const ModelSpec& m, const Cluste
   h += "<h2>Plans (predicted order)</h2>\n<table><tr><th>plan</th><th>predicted (s)</th><th>measured (s)</th>"
        "<th>error</th><th>predicted MiB</th><th>measured MiB</th><th>error</th></tr>\n";
   for (const ExecutedPlan& e : r.plans) {
-    h += "<tr><td>" + Esc(Describe(e.plan)) + "</td>";
+    h += "<tr><td class=\"l\">" + Esc(Describe(e.plan)) + "</td>";
     if (!e.ok) {
       h += "<td colspan=\"6\">failed: " + Esc(e.error) + "</td></tr>\n";
       continue;

@@ -107,7 +107,12 @@ class Parser {
   Status Line(const std::string& l, int lineno) {
     if (l.empty()) return Status::Ok();
     if (l[0] != '#') {
-      if (in_table_ && std::isdigit(static_cast<unsigned char>(l[0]))) return Row(l, lineno);
+      // A row starts with the size, all digits ("10-0-0-7:123:456 [0] NCCL
+      // INFO ..." from a host named by its address does not).
+      const size_t end = l.find_first_of(" \t");
+      const std::string first = l.substr(0, end);
+      if (in_table_ && std::all_of(first.begin(), first.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+        return Row(l, lineno);
       return Status::Ok();  // NCCL INFO / WARN lines, launcher output
     }
     const std::string body = Trim(l.substr(1));
@@ -143,13 +148,16 @@ class Parser {
     if (run_ && saw_columns_)
       if (Status s = Finish(); !s.ok()) return s;
     if (!run_) Start(lineno);
-    // "Rank  0 Group  0 Pid  1234 on host device  0 [0000:07:00] NVIDIA H100 80GB HBM3"
+    // "Rank  0 Group  0 Pid  1234 on host device  0 [0000:07:00] NVIDIA H100 80GB HBM3";
+    // before nccl-tests of September 2022 without "Group G".
     std::istringstream is(body);
-    std::string w_rank, w_group, w_pid, w_on, host, w_device;
-    long rank = -1, group = -1, pid = -1, dev = -1;
-    is >> w_rank >> rank >> w_group >> group >> w_pid >> pid >> w_on >> host >> w_device >> dev;
-    if (!is || w_group != "Group" || w_on != "on" || w_device != "device")
-      return Error(lineno, "device line does not parse as '#  Rank R Group G Pid P on HOST device D [BUS] NAME'; "
+    std::string w_rank, w_next, w_on, host, w_device;
+    long rank = -1, group = 0, pid = -1, dev = -1;
+    is >> w_rank >> rank >> w_next;
+    if (w_next == "Group") is >> group >> w_next;
+    is >> pid >> w_on >> host >> w_device >> dev;
+    if (!is || w_next != "Pid" || w_on != "on" || w_device != "device")
+      return Error(lineno, "device line does not parse as '#  Rank R [Group G] Pid P on HOST device D [BUS] NAME'; "
                            "keep nccl-tests' device lines as printed");
     ++run_->ranks;
     hosts_[host] += 1;
@@ -264,8 +272,8 @@ class Parser {
       if (f > 0 && r.busbw_GBps >= 0.05 && std::fabs(r.algbw_GBps * f - r.busbw_GBps) > 0.02 * r.busbw_GBps + 0.015)
         return Error(r.line, "busbw " + Fixed(r.busbw_GBps) + " GB/s is not algbw x " + Fixed(f, 4) + " (the " +
                                  run.test + " factor for " + std::to_string(run.ranks) +
-                                 " ranks, from the device lines): the table is from another test or rank count; "
-                                 "keep each run's device lines with its table");
+                                 " ranks, from the device lines): the row is corrupt, or the table belongs to another "
+                                 "test or rank count; keep each run's own device lines and header with its table");
     }
     runs_.push_back(std::move(run));
     return Status::Ok();

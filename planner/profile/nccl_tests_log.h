@@ -3,8 +3,9 @@
 // cluster admins run them, into runs of (size, time, bandwidths).
 //
 // Format (nccl-tests src/util.cu, doc/PERFORMANCE.md, checked at v2.19.6 and
-// the older layout without "# Collective test starting"): a header
-// "# nThread T nGpus G ...", one device line per rank
+// the layout before September 2022, without "Group g" in the device lines nor
+// "# Collective test starting"): a header "# nThread T nGpus G ...", one
+// device line per rank
 // "#  Rank  r Group  g Pid  p on <host> device  d [<bus id>] <GPU name>",
 // a column header "#  size  count  type  redop  root  time  algbw  busbw
 // #wrong  time  algbw  busbw  #wrong" (out-of-place, then in-place; the

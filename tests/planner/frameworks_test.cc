@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -303,6 +304,25 @@ TEST(Frameworks, Gpt3_175bMegatronJobRoundTrips) {
     ++compared;
   }
   EXPECT_GE(compared, 9);  // layers, hidden, heads, seq, positions, mbs, gbs, tp, pp, bf16
+  // Nothing the job says about the model or the plan is lost: every flag of
+  // pretrain_gpt.py that import did not set aside as harmless (lr, data,
+  // logging, the tokenizer files) comes back from export, same value.
+  std::vector<std::string> script_words;
+  bool in_script = false;
+  for (const std::string& w : *words) {
+    if (in_script) script_words.push_back(w);
+    in_script |= w == "pretrain_gpt.py";
+  }
+  int plan_flags = 0;
+  std::map<std::string, std::string> exported;
+  for (const CliFlag& c : *flags) exported[c.name] = c.value;
+  for (const auto& [name, value] : FlagMap(script_words)) {
+    if (std::count(job->ignored.begin(), job->ignored.end(), name)) continue;
+    ASSERT_TRUE(exported.count(name)) << name << " " << value << " is lost by import -> export";
+    EXPECT_EQ(exported[name], value) << name;
+    ++plan_flags;
+  }
+  EXPECT_EQ(plan_flags, 11);  // the 10 above and --attention-backend
   // And the exported flags import to the same job.
   std::vector<std::string> again;
   for (const CliFlag& c : *flags) {

@@ -193,6 +193,11 @@ TEST(NcclTestsLog, AcceptsTheSmallLog) {
   ASSERT_TRUE(runs.ok()) << runs.status().message();
   EXPECT_EQ((*runs)[0].rows.size(), 2u);
   EXPECT_EQ((*runs)[0].rows[1].line, 11);
+  // NCCL INFO lines inside the table, from a host named by its address, are skipped.
+  auto info = ParseNcclTestsLog(Log("10-0-0-7:1234:1290 [0] NCCL INFO comm 0x5 rank 0 nranks 2 - Init COMPLETE\n" + kGood),
+                                "info.txt");
+  ASSERT_TRUE(info.ok()) << info.status().message();
+  EXPECT_EQ((*info)[0].rows.size(), 2u);
 }
 
 TEST(NcclTestsLog, MalformedLogsNameFileAndLine) {
