@@ -15,7 +15,7 @@ std::string SignedPct(double v) { return Fmt("%+.1f%%", 100 * v); }
 
 std::string Legend() {
   return "<p class=\"legend\">Dashed line: predicted = measured; shaded band: within &plusmn;10%. "
-         "Hover a point for its case and values.</p>\n";
+         "Hover a point for its case or plan and its values.</p>\n";
 }
 
 }  // namespace
