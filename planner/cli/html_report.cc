@@ -93,32 +93,39 @@ std::string Timeline(const json& trace, double step_s) {
     if (key.first != last_pid) label = process_names[key.first] + ": " + label;
     last_pid = key.first;
     s += "<text x=\"0\" y=\"" + std::to_string(y + 12) + "\" font-size=\"10\">" + Esc(label.substr(0, 56)) + "</text>";
-    // Per pixel column, the category busiest in it (idle when under
-    // 2% of the column); runs of one category become one rectangle.
+    // Per pixel column, the category busiest in it (idle when under 2% of
+    // the column), as the bar; the next busiest (at least 2%) as a strip
+    // along the bar's foot, so short ops interleaved with longer ones (TP
+    // collectives between GEMMs) stay visible. Runs of one category become
+    // one rectangle.
     std::vector<std::map<std::string, double>> bins(plot_w);
     for (const Ev& e : evs) {
       const double a = e.t0 * px_per_us, b = e.t1 * px_per_us;
       for (int x = std::max(0, static_cast<int>(a)); x < plot_w && x < b; ++x)
         bins[x][e.cat] += std::min<double>(b, x + 1) - std::max<double>(a, x);
     }
-    std::string run_cat;
-    int run_start = 0;
-    for (int x = 0; x <= plot_w; ++x) {
-      std::string cat;
-      if (x < plot_w) {
-        double best = 0.02;
-        for (const auto& [k, v] : bins[x])
-          if (v > best) best = v, cat = k;
-      }
-      if (cat != run_cat) {
+    std::vector<std::string> first(plot_w + 1), second(plot_w + 1);
+    for (int x = 0; x < plot_w; ++x) {
+      double best = 0.02, next = 0.02;
+      for (const auto& [k, v] : bins[x])
+        if (v > best) next = best, second[x] = first[x], best = v, first[x] = k;
+        else if (v > next) next = v, second[x] = k;
+    }
+    auto runs = [&](const std::vector<std::string>& cats, int top, int height) {
+      std::string run_cat;
+      int run_start = 0;
+      for (int x = 0; x <= plot_w; ++x) {
+        if (cats[x] == run_cat) continue;
         if (!run_cat.empty())
-          s += "<rect x=\"" + std::to_string(label_w + run_start) + "\" y=\"" + std::to_string(y + 2) + "\" width=\"" +
-               std::to_string(x - run_start) + "\" height=\"" + std::to_string(row_h - 4) + "\" fill=\"" +
+          s += "<rect x=\"" + std::to_string(label_w + run_start) + "\" y=\"" + std::to_string(top) + "\" width=\"" +
+               std::to_string(x - run_start) + "\" height=\"" + std::to_string(height) + "\" fill=\"" +
                CategoryColor(run_cat) + "\"/>";
-        run_cat = cat;
+        run_cat = cats[x];
         run_start = x;
       }
-    }
+    };
+    runs(first, y + 2, row_h - 4);
+    runs(second, y + row_h - 6, 4);
     s += "\n";
     y += row_h;
   }
@@ -128,7 +135,7 @@ std::string Timeline(const json& trace, double step_s) {
   s += "</svg>\n<p class=\"legend\">";
   for (const char* cat : {"compute", "recompute", "tp-comm", "p2p", "dp-comm", "optimizer"})
     s += std::string("<span style=\"background:") + CategoryColor(cat) + "\">&nbsp;&nbsp;&nbsp;</span> " + cat + " &nbsp; ";
-  return s + "</p>\n";
+  return s + " &nbsp; (bar: the busiest kind per pixel column; strip at its foot: the next busiest)</p>\n";
 }
 
 std::string MemoryBars(const Prediction& pr) {
