@@ -52,9 +52,10 @@ int RunNcclTestsProfile(int argc, char** argv) {
     return Fail(std::string(e.what()) + " (see dtplan profile --from-nccl-tests DIR --help)");
   }
   if (base_name.empty())
-    return Fail("--from-nccl-tests needs --base PROFILE: nccl-tests measures only the network, so the device "
-                "and compute sections come from another profile (a bundled one such as --base h100, or one "
-                "written by dtplan profile)");
+    return Fail(
+        "--from-nccl-tests needs --base PROFILE: nccl-tests measures only the network, so the device "
+        "and compute sections come from another profile (a bundled one such as --base h100, or one "
+        "written by dtplan profile)");
   auto base = LoadProfile(base_name);
   if (!base.ok()) return Fail("--base: " + base.status().message());
   std::vector<std::string> ignored;
@@ -74,8 +75,8 @@ int RunNcclTestsProfile(int argc, char** argv) {
     std::cerr << "dtplan: error: --out: " << w.message() << "\n";
     return 1;
   }
-  std::cout << "wrote " << out << " (device and compute from '" << base->name
-            << "'); plan with: dtplan --profile " << out << " ...\n";
+  std::cout << "wrote " << out << " (device and compute from '" << base->name << "'); plan with: dtplan --profile "
+            << out << " ...\n";
   return 0;
 }
 

@@ -8,8 +8,8 @@
 namespace dt::cli {
 namespace {
 
-constexpr int kPlot = 440;                 // square plot area, px
-constexpr int kLeft = 70, kTop = 16;       // margins for tick labels
+constexpr int kPlot = 440;            // square plot area, px
+constexpr int kLeft = 70, kTop = 16;  // margins for tick labels
 constexpr int kWidth = kLeft + kPlot + 20;
 constexpr int kLegendRow = 16;
 
@@ -45,7 +45,10 @@ struct Axis {
     const double raw = (hi - lo) / 5, mag = std::pow(10.0, std::floor(std::log10(raw)));
     double step = mag;
     for (double m : {1.0, 2.0, 5.0, 10.0})
-      if (raw <= m * mag) { step = m * mag; break; }
+      if (raw <= m * mag) {
+        step = m * mag;
+        break;
+      }
     for (double v = std::ceil(lo / step) * step; v <= hi + 1e-9 * step; v += step) t.push_back(v);
     return t;
   }
@@ -106,8 +109,8 @@ std::string ScatterSvg(const ScatterSpec& spec, const std::vector<ScatterPoint>&
   auto Y = [&](double v) { return kTop + kPlot - ax.Map(v); };
   std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(kWidth) + "\" height=\"" +
                   std::to_string(height) + "\" font-family=\"sans-serif\">\n";
-  s += "<rect x=\"" + std::to_string(kLeft) + "\" y=\"" + std::to_string(kTop) + "\" width=\"" +
-       std::to_string(kPlot) + "\" height=\"" + std::to_string(kPlot) + "\" fill=\"#fafafa\" stroke=\"#999\"/>\n";
+  s += "<rect x=\"" + std::to_string(kLeft) + "\" y=\"" + std::to_string(kTop) + "\" width=\"" + std::to_string(kPlot) +
+       "\" height=\"" + std::to_string(kPlot) + "\" fill=\"#fafafa\" stroke=\"#999\"/>\n";
   // +-10% band and y = x, sampled along the axis (straight in both scales).
   std::string upper, lower;
   const int samples = 24;

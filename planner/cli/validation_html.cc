@@ -24,8 +24,8 @@ std::string ValidationHtml(const ValidationReport& r, const std::string& source,
   std::string h = HtmlHead("dtplan validate: " + source);
   h += "<h1>dtplan validate: predicted vs measured step time</h1>\n";
   h += "<p>" + std::to_string(r.cases.size()) + " cases from <code>" + Esc(source) + "</code>, profile " +
-       (profile.empty() ? std::string("of each case") : "<code>" + Esc(profile) + "</code>") + ": MAPE " +
-       Pct(r.mape) + ", max error " + Pct(r.max_error) + ".</p>\n";
+       (profile.empty() ? std::string("of each case") : "<code>" + Esc(profile) + "</code>") + ": MAPE " + Pct(r.mape) +
+       ", max error " + Pct(r.max_error) + ".</p>\n";
   // Series = model groups, in first-seen order.
   std::vector<std::string> groups;
   std::map<std::string, int> index;
@@ -35,7 +35,8 @@ std::string ValidationHtml(const ValidationReport& r, const std::string& source,
   for (const CaseResult& c : r.cases)
     pts.push_back({c.measured_s, c.predicted_s, c.id + " (" + Describe(c.plan) + ")", index[c.group]});
   ScatterSpec spec{"step time", "s", groups};
-  h += "<figure>" + ScatterSvg(spec, pts) + "<figcaption>One point per case, coloured by model.</figcaption></figure>\n";
+  h +=
+      "<figure>" + ScatterSvg(spec, pts) + "<figcaption>One point per case, coloured by model.</figcaption></figure>\n";
   h += Legend();
 
   h += "<h2>Per model</h2>\n<table><tr><th>model</th><th>cases</th><th>MAPE</th><th>max error</th>"
@@ -46,9 +47,9 @@ std::string ValidationHtml(const ValidationReport& r, const std::string& source,
     for (const CaseResult& c : r.cases)
       if (c.group == g) sum += std::fabs(c.error), worst = std::max(worst, std::fabs(c.error)), ++n;
     auto rho = r.spearman.find(g);
-    h += "<tr><td class=\"l\">" + Esc(g) + "</td><td>" + std::to_string(n) + "</td><td>" + Pct(n ? sum / n : 0) + "</td><td>" +
-         Pct(worst) + "</td><td>" + (rho == r.spearman.end() ? std::string("(&lt; 3 cases)") : Fmt("%.3f", rho->second)) +
-         "</td></tr>\n";
+    h += "<tr><td class=\"l\">" + Esc(g) + "</td><td>" + std::to_string(n) + "</td><td>" + Pct(n ? sum / n : 0) +
+         "</td><td>" + Pct(worst) + "</td><td>" +
+         (rho == r.spearman.end() ? std::string("(&lt; 3 cases)") : Fmt("%.3f", rho->second)) + "</td></tr>\n";
   }
   h += "</table>\n";
 
@@ -60,15 +61,15 @@ std::string ValidationHtml(const ValidationReport& r, const std::string& source,
   h += "<h2>Largest errors</h2>\n<table><tr><th>case</th><th>plan</th><th>measured (s)</th><th>predicted (s)</th>"
        "<th>error</th></tr>\n";
   for (const CaseResult* c : worst)
-    h += "<tr><td class=\"l\">" + Esc(c->id) + "</td><td class=\"l\">" + Esc(Describe(c->plan)) + (c->searched ? " (searched)" : "") +
-         (c->fits ? "" : " (predicted not to fit)") + "</td><td>" + Fmt("%.3f", c->measured_s) + "</td><td>" +
-         Fmt("%.3f", c->predicted_s) + "</td><td>" + SignedPct(c->error) + "</td></tr>\n";
+    h += "<tr><td class=\"l\">" + Esc(c->id) + "</td><td class=\"l\">" + Esc(Describe(c->plan)) +
+         (c->searched ? " (searched)" : "") + (c->fits ? "" : " (predicted not to fit)") + "</td><td>" +
+         Fmt("%.3f", c->measured_s) + "</td><td>" + Fmt("%.3f", c->predicted_s) + "</td><td>" + SignedPct(c->error) +
+         "</td></tr>\n";
   h += "</table>\n</body></html>\n";
   return h;
 }
 
-std::string ExecuteHtml(const ExecuteReport& r, const ModelSpec& m, const ClusterSpec& c,
-                        const std::string& profile) {
+std::string ExecuteHtml(const ExecuteReport& r, const ModelSpec& m, const ClusterSpec& c, const std::string& profile) {
   std::string h = HtmlHead("dtplan validate --execute: " + m.name);
   h += "<h1>dtplan validate --execute: " + Esc(m.name) + " on " + std::to_string(c.nodes) + " x " +
        std::to_string(c.gpus_per_node) + " " + Esc(c.device) + "</h1>\n";

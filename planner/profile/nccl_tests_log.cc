@@ -46,11 +46,16 @@ std::string TestFromProgram(std::string prog) {
 // The test named by a file name, "" when none is.
 std::string TestFromFileName(const std::string& file) {
   const std::string name = Lower(std::filesystem::path(file).filename().string());
-  static const std::pair<const char*, const char*> kNames[] = {
-      {"reduce_scatter", "reduce_scatter"}, {"reducescatter", "reduce_scatter"}, {"all_reduce", "all_reduce"},
-      {"allreduce", "all_reduce"},          {"all_gather", "all_gather"},        {"allgather", "all_gather"},
-      {"sendrecv", "sendrecv"},             {"send_recv", "sendrecv"},           {"alltoall", "alltoall"},
-      {"all_to_all", "alltoall"}};
+  static const std::pair<const char*, const char*> kNames[] = {{"reduce_scatter", "reduce_scatter"},
+                                                               {"reducescatter", "reduce_scatter"},
+                                                               {"all_reduce", "all_reduce"},
+                                                               {"allreduce", "all_reduce"},
+                                                               {"all_gather", "all_gather"},
+                                                               {"allgather", "all_gather"},
+                                                               {"sendrecv", "sendrecv"},
+                                                               {"send_recv", "sendrecv"},
+                                                               {"alltoall", "alltoall"},
+                                                               {"all_to_all", "alltoall"}};
   for (const auto& [pattern, test] : kNames)
     if (name.find(pattern) != std::string::npos) return test;
   return "";
@@ -93,7 +98,8 @@ class Parser {
     }
     if (Status s = Finish(); !s.ok()) return s;
     if (runs_.empty())
-      return InvalidArgument(file_ + ": no nccl-tests result table (no '# nThread' header and size/time rows); "
+      return InvalidArgument(file_ +
+                             ": no nccl-tests result table (no '# nThread' header and size/time rows); "
                              "give the stdout of all_reduce_perf, all_gather_perf, reduce_scatter_perf, "
                              "sendrecv_perf or alltoall_perf");
     return runs_;
@@ -111,7 +117,8 @@ class Parser {
       // INFO ..." from a host named by its address does not).
       const size_t end = l.find_first_of(" \t");
       const std::string first = l.substr(0, end);
-      if (in_table_ && std::all_of(first.begin(), first.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+      if (in_table_ &&
+          std::all_of(first.begin(), first.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
         return Row(l, lineno);
       return Status::Ok();  // NCCL INFO / WARN lines, launcher output
     }
@@ -157,8 +164,9 @@ class Parser {
     if (w_next == "Group") is >> group >> w_next;
     is >> pid >> w_on >> host >> w_device >> dev;
     if (!is || w_next != "Pid" || w_on != "on" || w_device != "device")
-      return Error(lineno, "device line does not parse as '#  Rank R [Group G] Pid P on HOST device D [BUS] NAME'; "
-                           "keep nccl-tests' device lines as printed");
+      return Error(lineno,
+                   "device line does not parse as '#  Rank R [Group G] Pid P on HOST device D [BUS] NAME'; "
+                   "keep nccl-tests' device lines as printed");
     ++run_->ranks;
     hosts_[host] += 1;
     groups_.insert(group);
@@ -183,8 +191,9 @@ class Parser {
     }
     if (cols_.size != 0 || cols_.time < 0 || static_cast<int>(t.size()) < cols_.time + 4 ||
         t[cols_.time + 1] != "algbw" || t[cols_.time + 2] != "busbw")
-      return Error(lineno, "column header is not nccl-tests' 'size count type redop root time algbw busbw #wrong "
-                           "...'; keep the header lines as printed");
+      return Error(lineno,
+                   "column header is not nccl-tests' 'size count type redop root time algbw busbw #wrong "
+                   "...'; keep the header lines as printed");
     in_table_ = true;
     saw_columns_ = true;
     return Status::Ok();
@@ -239,12 +248,14 @@ class Parser {
     program_test_.clear();
     run.test = !program_test.empty() ? program_test : TestFromFileName(file_);
     if (run.test.empty())
-      return Error(run.line, "cannot tell which nccl-tests test this run is (no '# Collective test starting' "
-                             "line); name the file after it (all_reduce_perf.txt, all_gather_perf.txt, "
-                             "reduce_scatter_perf.txt, sendrecv_perf.txt, alltoall_perf.txt)");
+      return Error(run.line,
+                   "cannot tell which nccl-tests test this run is (no '# Collective test starting' "
+                   "line); name the file after it (all_reduce_perf.txt, all_gather_perf.txt, "
+                   "reduce_scatter_perf.txt, sendrecv_perf.txt, alltoall_perf.txt)");
     if (run.ranks == 0)
-      return Error(run.line, "no '#  Rank ... on HOST device ...' lines: cannot tell ranks and hosts; "
-                             "keep nccl-tests' device lines in the log");
+      return Error(run.line,
+                   "no '#  Rank ... on HOST device ...' lines: cannot tell ranks and hosts; "
+                   "keep nccl-tests' device lines in the log");
     if (groups_.size() > 1)
       return Error(run.line, "ranks belong to " + std::to_string(groups_.size()) +
                                  " groups (NCCL_TESTS_SPLIT): one table mixes communicators; rerun without it");
@@ -254,8 +265,7 @@ class Parser {
         return Error(run.line, "host " + host + " runs " + std::to_string(n) + " of " + std::to_string(run.ranks) +
                                    " ranks, other hosts a different number; run the same number of ranks per host");
     run.ranks_per_host = run.ranks / run.hosts;
-    if (run.rows.empty())
-      return Error(run.line, run.test + " run has no result rows (the log is cut?); rerun it");
+    if (run.rows.empty()) return Error(run.line, run.test + " run has no result rows (the log is cut?); rerun it");
     const std::string redop = redop_;
     redop_.clear();
     const bool takes_op = run.test == "all_reduce" || run.test == "reduce_scatter";
@@ -320,7 +330,8 @@ StatusOr<std::vector<NcclTestsRun>> ReadNcclTestsLogs(const std::string& path, s
     std::sort(files.begin(), files.end());
     if (ignored) std::sort(ignored->begin(), ignored->end());
     if (files.empty())
-      return InvalidArgument("'" + path + "' holds no *.txt, *.log or *.out file; save each nccl-tests run's "
+      return InvalidArgument("'" + path +
+                             "' holds no *.txt, *.log or *.out file; save each nccl-tests run's "
                              "stdout there (all_reduce_perf ... > all_reduce.txt)");
   } else {
     files.push_back(path);
