@@ -77,6 +77,7 @@ struct ValidateOptions {
   int steps = 6;
   std::string dtrun;         // default: next to dtplan
   std::string work_dir;      // default: a fresh temp dir
+  std::string report;        // self-contained HTML: predicted-vs-measured scatter plots
   std::string argv0;
 };
 
@@ -88,6 +89,11 @@ int RunCapabilities(bool as_json);
 int RunExport(const ExportOptions& o);
 // dtplan --from-megatron: the imported job priced next to the best plan.
 int RunFromMegatron(const PlanOptions& o);
+
+// dtplan profile --from-nccl-tests: argv[0] is "profile". Wants... is true
+// when the arguments ask for it (then no MPI profiler is launched).
+bool WantsNcclTestsProfile(int argc, char** argv);
+int RunNcclTestsProfile(int argc, char** argv);
 
 // Prints "dtplan: error: <message>" to stderr and returns 2.
 int Fail(const std::string& message);

@@ -10,6 +10,7 @@
 #include "planner/cli/commands.h"
 #include "planner/cli/report.h"
 #include "planner/cli/setup.h"
+#include "planner/cli/validation_html.h"
 #include "planner/search/search.h"
 #include "planner/spec/capabilities.h"
 #include "planner/validate/execute.h"
@@ -102,6 +103,11 @@ int RunValidateExecute(const ValidateOptions& o) {
                eo.work_dir.c_str());
   auto rep = ExecutePlans(model, cluster, hw, chosen, hw.name, eo);
   if (!rep.ok()) return Fail(rep.status().message());
+  if (!o.report.empty()) {
+    Status w = WriteTextFile(o.report, ExecuteHtml(*rep, model, cluster, hw.name));
+    if (!w.ok()) return Fail("--report: " + w.message());
+    std::fprintf(stderr, "wrote report %s\n", o.report.c_str());
+  }
   if (o.json) {
     std::cout << ToJson(*rep).dump(2) << "\n";
   } else {

@@ -4,30 +4,11 @@
 #include <cstdio>
 #include <map>
 
+#include "planner/cli/html_util.h"
 #include "planner/cli/report.h"
 
 namespace dt::cli {
 namespace {
-
-std::string Esc(const std::string& s) {
-  std::string o;
-  for (char ch : s) {
-    switch (ch) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += ch;
-    }
-  }
-  return o;
-}
-
-std::string Fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
 
 const char* CategoryColor(const std::string& cat) {
   static const std::map<std::string, const char*> colors = {
@@ -38,7 +19,7 @@ const char* CategoryColor(const std::string& cat) {
 }
 
 std::string RankTable(const SearchResult& r) {
-  std::string h = "<table><tr><th>rank</th><th>dp</th><th>tp</th><th>pp</th><th>cp</th><th>vpp</th><th>mbs</th>"
+  std::string h = "<table class=\"rank\"><tr><th>rank</th><th>dp</th><th>tp</th><th>pp</th><th>cp</th><th>vpp</th><th>mbs</th>"
                   "<th>microbatches</th><th>schedule</th><th>recompute</th><th>SP</th><th>ZeRO</th>"
                   "<th>step (s)</th><th>tokens/s</th><th>MFU</th><th>peak GiB / capacity</th></tr>\n";
   int rank = 0;
@@ -100,7 +81,7 @@ std::string Timeline(const json& trace, double step_s) {
     end_us = std::max(end_us, ts + dur);
   }
   if (rows.empty() || end_us <= 0) return "<p>No timeline.</p>\n";
-  const int label_w = 250, plot_w = 900, row_h = 16;
+  const int label_w = 290, plot_w = 900, row_h = 16;
   const double px_per_us = plot_w / end_us;
   std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(label_w + plot_w + 10) +
                   "\" height=\"" + std::to_string(rows.size() * row_h + 30) + "\">\n";
@@ -111,33 +92,40 @@ std::string Timeline(const json& trace, double step_s) {
     std::string label = thread_names[key];
     if (key.first != last_pid) label = process_names[key.first] + ": " + label;
     last_pid = key.first;
-    s += "<text x=\"0\" y=\"" + std::to_string(y + 12) + "\" font-size=\"10\">" + Esc(label.substr(0, 48)) + "</text>";
-    // Per pixel column, the category busiest in it (idle when under
-    // 2% of the column); runs of one category become one rectangle.
+    s += "<text x=\"0\" y=\"" + std::to_string(y + 12) + "\" font-size=\"10\">" + Esc(label.substr(0, 56)) + "</text>";
+    // Per pixel column, the category busiest in it (idle when under 2% of
+    // the column), as the bar; the next busiest (at least 2%) as a strip
+    // along the bar's foot, so short ops interleaved with longer ones (TP
+    // collectives between GEMMs) stay visible. Runs of one category become
+    // one rectangle.
     std::vector<std::map<std::string, double>> bins(plot_w);
     for (const Ev& e : evs) {
       const double a = e.t0 * px_per_us, b = e.t1 * px_per_us;
       for (int x = std::max(0, static_cast<int>(a)); x < plot_w && x < b; ++x)
         bins[x][e.cat] += std::min<double>(b, x + 1) - std::max<double>(a, x);
     }
-    std::string run_cat;
-    int run_start = 0;
-    for (int x = 0; x <= plot_w; ++x) {
-      std::string cat;
-      if (x < plot_w) {
-        double best = 0.02;
-        for (const auto& [k, v] : bins[x])
-          if (v > best) best = v, cat = k;
-      }
-      if (cat != run_cat) {
+    std::vector<std::string> first(plot_w + 1), second(plot_w + 1);
+    for (int x = 0; x < plot_w; ++x) {
+      double best = 0.02, next = 0.02;
+      for (const auto& [k, v] : bins[x])
+        if (v > best) next = best, second[x] = first[x], best = v, first[x] = k;
+        else if (v > next) next = v, second[x] = k;
+    }
+    auto runs = [&](const std::vector<std::string>& cats, int top, int height) {
+      std::string run_cat;
+      int run_start = 0;
+      for (int x = 0; x <= plot_w; ++x) {
+        if (cats[x] == run_cat) continue;
         if (!run_cat.empty())
-          s += "<rect x=\"" + std::to_string(label_w + run_start) + "\" y=\"" + std::to_string(y + 2) + "\" width=\"" +
-               std::to_string(x - run_start) + "\" height=\"" + std::to_string(row_h - 4) + "\" fill=\"" +
+          s += "<rect x=\"" + std::to_string(label_w + run_start) + "\" y=\"" + std::to_string(top) + "\" width=\"" +
+               std::to_string(x - run_start) + "\" height=\"" + std::to_string(height) + "\" fill=\"" +
                CategoryColor(run_cat) + "\"/>";
-        run_cat = cat;
+        run_cat = cats[x];
         run_start = x;
       }
-    }
+    };
+    runs(first, y + 2, row_h - 4);
+    runs(second, y + row_h - 6, 4);
     s += "\n";
     y += row_h;
   }
@@ -147,7 +135,7 @@ std::string Timeline(const json& trace, double step_s) {
   s += "</svg>\n<p class=\"legend\">";
   for (const char* cat : {"compute", "recompute", "tp-comm", "p2p", "dp-comm", "optimizer"})
     s += std::string("<span style=\"background:") + CategoryColor(cat) + "\">&nbsp;&nbsp;&nbsp;</span> " + cat + " &nbsp; ";
-  return s + "</p>\n";
+  return s + " &nbsp; (bar: the busiest kind per pixel column; strip at its foot: the next busiest)</p>\n";
 }
 
 std::string MemoryBars(const Prediction& pr) {
@@ -193,12 +181,7 @@ std::string MemoryBars(const Prediction& pr) {
 std::string HtmlReport(const ModelSpec& m, const ClusterSpec& c, const HardwareProfile& hw,
                        const SearchResult& r, const PlanSpec& best, const Prediction& best_pred,
                        const json& trace) {
-  std::string h = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>dtplan: " + Esc(m.name) +
-                  "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}"
-                  "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px;"
-                  "text-align:right}th{background:#eee}tr:nth-child(2){background:#e8f0ff}"
-                  ".legend{font-size:12px}.legend span{display:inline-block;width:14px;height:10px}</style>"
-                  "</head><body>\n";
+  std::string h = HtmlHead("dtplan: " + m.name);
   h += "<h1>dtplan: " + Esc(m.name) + " on " + std::to_string(c.nodes) + " x " + std::to_string(c.gpus_per_node) +
        " " + Esc(c.device) + "</h1>\n";
   h += "<p>" + Esc(m.name) + ": " + Fmt("%.2f", m.TotalParams() / 1e9) + "B parameters, " +

@@ -77,6 +77,8 @@ int main(int argc, char** argv) {
   val_cmd->add_option("--profile", val.profile, "use this profile (every case; or the --execute predictions)");
   val_cmd->add_option("--threads", val.threads, "worker threads");
   val_cmd->add_flag("--json", val.json, "print JSON");
+  val_cmd->add_option("--report", val.report,
+                      "write a self-contained HTML report: predicted-vs-measured scatter plots and accuracy tables");
   val_cmd->add_flag("--execute", val.execute, "run plans for real with dtrun and compare (closed loop)");
   val_cmd->add_option("--model", val.common.model, "with --execute: model file");
   val_cmd->add_option("--nodes", val.common.nodes, "with --execute: nodes")->check(CLI::Range(1, 1 << 20));
@@ -103,8 +105,13 @@ int main(int argc, char** argv) {
   caps_cmd->add_flag("--json", caps_json, "print JSON");
 
   // Listed for --help; `dtplan profile ...` is dispatched before parsing.
-  CLI::App* prof_cmd = app.add_subcommand("profile", "measure this machine into a profile (dtplan profile --help)");
+  CLI::App* prof_cmd = app.add_subcommand(
+      "profile", "measure this machine into a profile (dtplan profile --help), or read nccl-tests logs "
+                 "(dtplan profile --from-nccl-tests DIR --base PROFILE --out F)");
   prof_cmd->allow_extras();
+  // `dtplan profile --from-nccl-tests ...` reads logs; nothing to measure.
+  if (argc > 1 && std::string(argv[1]) == "profile" && dt::cli::WantsNcclTestsProfile(argc - 1, argv + 1))
+    return dt::cli::RunNcclTestsProfile(argc - 1, argv + 1);
 #ifdef DT_HAVE_PROFILER
   // `dtplan profile ...` hands every flag to the MPI profiler launcher.
   if (argc > 1 && std::string(argv[1]) == "profile") return dt::RunProfileCommand(argc - 1, argv + 1);

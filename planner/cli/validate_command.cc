@@ -4,11 +4,18 @@
 
 #include "planner/cli/commands.h"
 #include "planner/validate/cross_validation.h"
+#include "planner/cli/validation_html.h"
 #include "planner/validate/run_validation.h"
 
 namespace dt::cli {
 
 namespace {
+
+std::string JoinCases(const std::vector<std::string>& files) {
+  std::string s;
+  for (const auto& f : files) s += (s.empty() ? "" : ", ") + f;
+  return s;
+}
 
 std::string Pct(double x) {
   char b[32];
@@ -66,6 +73,11 @@ int RunValidate(const ValidateOptions& o) {
   vo.threads = o.threads;
   auto rep = RunValidation(*cases, vo);
   if (!rep.ok()) return Fail(rep.status().message());
+  if (!o.report.empty()) {
+    Status w = WriteTextFile(o.report, ValidationHtml(*rep, JoinCases(o.cases), o.profile));
+    if (!w.ok()) return Fail("--report: " + w.message());
+    std::fprintf(stderr, "wrote report %s\n", o.report.c_str());
+  }
   if (o.json) {
     std::cout << ToJson(*rep).dump(2) << "\n";
     return rep->invalid > 0 ? 2 : 0;

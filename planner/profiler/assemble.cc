@@ -15,17 +15,6 @@ namespace {
 
 
 
-// Latency steps the cost model pays (comm_cost.cc LatencyTime).
-int LatencySteps(CollKind kind, int n) {
-  int steps = sim::RingLatencySteps(ToSimOp(kind), n);
-  if (kind == CollKind::kAllReduce) {
-    int log2n = 0;
-    for (long long reach = 1; reach < n; reach *= 2) ++log2n;
-    steps = std::min(steps, 2 * log2n);
-  }
-  return std::max(1, steps);
-}
-
 std::string Num(double v, int prec = 4) {
   std::ostringstream os;
   os.precision(prec);
@@ -42,28 +31,6 @@ double Fraction(double v, const std::string& what, std::string* note) {
 }
 
 }  // namespace
-
-LinkEntry LinkEntryFromSeries(const CollSeries& s) {
-  LinkEntry e;
-  e.key = s.group_size;
-  const double f = sim::BusBwFactor(ToSimOp(s.kind), s.group_size);
-  double prev_t = 0;
-  for (const CollSample& c : s.samples) {
-    if (!(c.bytes > 0 && c.seconds > 0)) continue;
-    double t = std::max(c.seconds, prev_t);  // a larger message is never faster
-    prev_t = t;
-    if (!e.points.x.empty() && c.bytes <= e.points.x.back()) continue;
-    e.points.x.push_back(c.bytes);
-    e.points.y.push_back(c.bytes * f / t);
-  }
-  if (e.points.empty()) return e;
-  e.busbw_Bps = *std::max_element(e.points.y.begin(), e.points.y.end());
-  e.latency_s = s.samples.front().seconds / LatencySteps(s.kind, s.group_size);
-  e.note = "measured: " + std::to_string(e.points.size()) + " sizes " + Num(e.points.x.front()) +
-           ".." + Num(e.points.x.back()) + " B; latency_s = smallest-message time / " +
-           std::to_string(LatencySteps(s.kind, s.group_size)) + " steps";
-  return e;
-}
 
 Curve GemmEfficiencyCurve(const std::vector<GemmPoint>& pts, double peak) {
   // Best rate per log2 bin of FLOPs: the curve's x is the bin's largest size.

@@ -10,9 +10,7 @@
 //  * attention_efficiency = sum planner FLOPs / (peak * sum(t - ops * overhead)).
 //  * memory_bound_efficiency = sum planner bytes / (bw * sum(t - ops * overhead)).
 //  * optimizer_bytes_per_param = (t_step - overhead) * bw * mem_eff / params.
-//  * Collectives: points [S, busbw(S)] with time made non-decreasing in S;
-//    busbw_Bps = the largest busbw; latency_s = smallest-message time /
-//    the model's latency steps (sim/collective_model.h).
+//  * Collectives: LinkEntryFromSeries (planner/profile/collective_series.h).
 // Fitted fractions outside (0, 1] are clamped and the clamp is noted.
 // Fails (InvalidArgument) when the measurements are unusable (no GEMMs, a
 // non-positive time); the result has passed PrepareProfile.
@@ -49,9 +47,6 @@ struct Measurements {
   int64_t reserved_bytes = 0;          // baseline RSS / context per rank
   std::vector<CollSeries> collectives;
 };
-
-// Entry of one measured collective series (key = group size).
-LinkEntry LinkEntryFromSeries(const CollSeries& s);
 
 // Efficiency curve from GEMM points against `peak` (see header comment).
 Curve GemmEfficiencyCurve(const std::vector<GemmPoint>& pts, double peak);

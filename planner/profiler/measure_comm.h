@@ -16,20 +16,10 @@
 #include <vector>
 
 #include "planner/cost/layer_ops.h"
+#include "planner/profile/collective_series.h"
 #include "planner/profiler/measure_compute.h"
 
 namespace dt {
-
-struct CollSample {
-  double bytes = 0;    // S as nccl-tests counts it
-  double seconds = 0;  // per operation
-};
-
-struct CollSeries {
-  CollKind kind = CollKind::kAllReduce;
-  int group_size = 2;
-  std::vector<CollSample> samples;  // increasing bytes
-};
 
 // Per-rank element counts 1, 4, 16, ... while S <= max_bytes.
 std::vector<int64_t> MessageCounts(CollKind kind, int group_size, int64_t max_bytes);

@@ -43,7 +43,9 @@ std::string ProfilerUsage() {
          "Measures this machine with the runtime's own GEMM, kernels and collectives and\n"
          "writes a hardware profile (docs/profiler.md). Run it under `mpirun -np N` with the\n"
          "ranks per node to measure, or let `dtplan profile --ranks N` launch them.\n"
-         "Exit codes: 0 ok, 1 internal error, 2 bad input, 3 device unavailable.\n";
+         "Exit codes: 0 ok, 1 internal error, 2 bad input, 3 device unavailable.\n"
+         "Or, from the cluster's nccl-tests output (nothing measured; docs/profiles.md):\n"
+         "       dtplan profile --from-nccl-tests DIR --base PROFILE [--out FILE] [--name NAME]\n";
 }
 
 void ApplyProfilerDefaults(ProfilerOptions* o) {

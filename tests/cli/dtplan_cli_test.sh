@@ -103,5 +103,20 @@ echo "$out" | grep -q "your config is as fast as the best plan found" && echo "$
   && echo "ok: megatron export -> import round trip ($mine)" || { echo "FAIL: megatron round trip ($best / $mine)"; echo "$out" | tail -4; fails=$((fails+1)); }
 [ ! -e "$T/x.json" ] || { echo "FAIL: a failed run wrote its --out file"; fails=$((fails+1)); }
 
+# nccl-tests logs as a profile source: the collective tables from the logs, the rest from --base;
+# the profile plans 2 nodes; malformed logs exit 2 naming the file and the line.
+NT=$SRC/tests/planner/nccl_tests
+expect 0 "all_reduce, 16 ranks on 2 host\(s\).*collectives.all_reduce.inter\[8\]" -- "$DTPLAN" profile --from-nccl-tests "$NT/h100" --base h100 --out "$T/nccl.json"
+expect 0 "rank +dp +tp +pp" -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 2 --gpus 8 --profile "$T/nccl.json" --out "$T/n1.json"
+expect 2 "needs --base PROFILE" -- "$DTPLAN" profile --from-nccl-tests "$NT/h100"
+expect 2 "does not exist" -- "$DTPLAN" profile --from-nccl-tests "$T/no-logs" --base h100 --out "$T/x.json"
+mkdir -p "$T/bad"
+sed '30s/^\( *[0-9]* *[0-9]* *float *sum *-1 *[0-9.]* *[0-9.]*\) *[0-9.]*/\1  999.99/' "$NT/h100/all_reduce_perf_1node.txt" > "$T/bad/all_reduce.txt"
+expect 2 "bad/all_reduce.txt:30: busbw 999.99 GB/s is not algbw" -- "$DTPLAN" profile --from-nccl-tests "$T/bad" --base h100 --out "$T/x.json"
+head -25 "$NT/h100/all_gather_perf_1node.txt" > "$T/bad/all_reduce.txt"; echo "    16777216" >> "$T/bad/all_reduce.txt"
+expect 2 "bad/all_reduce.txt:26: result row has 1 columns" -- "$DTPLAN" profile --from-nccl-tests "$T/bad" --base h100 --out "$T/x.json"
+sed '24s/      0$/      7/' "$NT/h100/reduce_scatter_perf_1node.txt" > "$T/bad/all_reduce.txt"
+expect 2 "bad/all_reduce.txt:24: nccl-tests found 7 wrong elements" -- "$DTPLAN" profile --from-nccl-tests "$T/bad" --base h100 --out "$T/x.json"
+
 if [ "$fails" -ne 0 ]; then echo "$fails failure(s)"; exit 1; fi
 echo "all dtplan CLI checks passed"

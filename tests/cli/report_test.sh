@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# dtplan --report: a self-contained HTML page (no scripts, no external
-# resources) with the ranking, rejections, timeline and memory bars, and a
-# headless chromium screenshot of it that is not blank.
+# dtplan --report and dtplan validate --report: self-contained HTML pages (no
+# scripts, no external resources): the search report (ranking, rejections,
+# timeline, memory bars) and the validation reports (predicted-vs-measured
+# scatter plots for --cases and --execute); each rendered in headless
+# chromium: the screenshot is not blank and the page logs no console error.
+# Screenshots are kept when REPORT_SHOTS_DIR is set.
 # Usage: report_test.sh <dtplan> <source dir>
 set -u
 DTPLAN=$1
@@ -25,16 +28,62 @@ grep -q "does not fit in memory" "$R" || fail "rejection reasons missing"
 grep -q "stage 7" "$R" || fail "memory bars of every stage missing"
 echo "ok: report structure"
 
+# Self-contained: no scripts, no loads, no URLs but the SVG namespace.
+self_contained() {
+  grep -q "<script" "$1" && fail "$1 has a script"
+  grep -Eo '(src|href)="[^"]*"' "$1" | grep -q . && fail "$1 loads external resources"
+  grep -Eo 'https?://[^"]*' "$1" | grep -v '^http://www.w3.org/2000/svg$' | grep -q . && fail "$1 has external URLs"
+  return 0
+}
+
+# validate --cases --report: the scatter of every case, per-model table.
+CASES=$SRC/../shared/validation/published-calibration.json
+V=$T/validate.html
+if [ -f "$CASES" ]; then
+  "$DTPLAN" validate --cases "$CASES" --report "$V" > "$T/val.txt" 2>&1 || fail "validate --report exited $?: $(tail -2 "$T/val.txt")"
+  [ -s "$V" ] || fail "no validate report written"
+  self_contained "$V"
+  [ "$(grep -c '<svg ' "$V")" -eq 1 ] || fail "validate report: want 1 SVG scatter"
+  ncases=$(grep -Eo '^[0-9]+ cases scored: MAPE' "$T/val.txt" | grep -Eo '^[0-9]+')
+  [ "$(grep -c '<title>[^<]*: measured' "$V")" -eq "${ncases:-0}" ] \
+    || fail "validate report: $(grep -c '<title>[^<]*: measured' "$V") points for ${ncases:-no} cases"
+  grep -q "predicted step time (s)" "$V" || fail "validate report: axis title missing"
+  grep -q "Largest errors" "$V" || fail "validate report: error table missing"
+  echo "ok: validate --cases report structure"
+else
+  echo "SKIP: $CASES not found: validate --cases report not checked"
+  V=
+fi
+
+# validate --execute --report: step time per plan and memory per stage (2 real dtrun runs).
+DTRUN=$(dirname "$DTPLAN")/runtime/dtrun
+X=$T/execute.html
+if [ -x "$DTRUN" ] && command -v mpirun > /dev/null; then
+  "$DTPLAN" validate --execute --model "$SRC/examples/models/gpt-tiny.json" --nodes 1 --gpus 2 --device cpu \
+    --top 2 --steps 3 --work-dir "$T/ex" --report "$X" > "$T/ex.txt" 2>&1 || fail "validate --execute --report exited $?: $(tail -2 "$T/ex.txt")"
+  self_contained "$X"
+  [ "$(grep -c '<svg ' "$X")" -eq 2 ] || fail "execute report: want 2 SVG scatters (time, memory)"
+  [ "$(grep -c '<title>[^<]*stage [0-9]*: measured' "$X")" -ge 2 ] || fail "execute report: memory points missing"
+  echo "ok: validate --execute report structure"
+else
+  echo "SKIP: $DTRUN or mpirun missing: validate --execute report not checked"
+  X=
+fi
+
 CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
 if [ -z "$CHROMIUM" ]; then
   echo "SKIP: chromium not installed (scripts/install-deps.sh installs it); structure checked only"
   exit 0
 fi
-timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1300,1700 \
-  --screenshot="$T/shot.png" "file://$R" > "$T/chromium.log" 2>&1
-[ -s "$T/shot.png" ] || fail "chromium wrote no screenshot: $(tail -3 "$T/chromium.log")"
-# Not blank: decode the PNG (stdlib only) and count non-white pixels.
-python3 - "$T/shot.png" <<'PY' || fail "screenshot is blank"
+# shot <html> <png>: render, then check the PNG is not blank and the page
+# logged nothing to the console (errors, failed loads).
+shot() {
+  local html=$1 png=$2 log=$2.log
+  timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1300,1700 \
+    --enable-logging=stderr --v=0 --screenshot="$png" "file://$html" > "$log" 2>&1
+  [ -s "$png" ] || fail "chromium wrote no screenshot of $html: $(tail -3 "$log")"
+  grep -E 'CONSOLE|Uncaught|Failed to load' "$log" && fail "console messages while rendering $html"
+  python3 - "$png" <<'PY' || fail "screenshot of $html is blank"
 import struct, sys, zlib
 data = open(sys.argv[1], "rb").read()
 assert data[:8] == b"\x89PNG\r\n\x1a\n"
@@ -72,4 +121,10 @@ frac = colored / (w * h)
 print("screenshot %dx%d, %.1f%% non-white pixels" % (w, h, 100 * frac))
 sys.exit(0 if frac > 0.05 else 1)
 PY
-echo "ok: chromium screenshot not blank"
+  [ -n "${REPORT_SHOTS_DIR:-}" ] && mkdir -p "$REPORT_SHOTS_DIR" && cp "$png" "$REPORT_SHOTS_DIR/"
+  echo "ok: chromium screenshot of $(basename "$html") not blank, no console messages"
+}
+shot "$R" "$T/report.png"
+[ -n "$V" ] && shot "$V" "$T/validate.png"
+[ -n "$X" ] && shot "$X" "$T/execute.png"
+exit 0

@@ -4,7 +4,10 @@
 // import are inverses; the framework rules refuse what each cannot run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -13,6 +16,7 @@
 #include "planner/lower/simulate.h"
 #include "planner/profile/profile.h"
 #include "planner/search/search.h"
+#include "planner/spec/model_spec.h"
 #include "tests/planner/test_models.h"
 
 namespace dt {
@@ -148,6 +152,77 @@ TEST(Frameworks, DeepSpeedKeysAreConfigKeys) {
   EXPECT_GE(exported, 3);
 }
 
+// The "must show": for every bundled example (examples/models/*.json)
+// the best plan of --framework X on a cluster of the model's size exports,
+// and every option name of the export is X's own (the same name lists as
+// above). torchtitan runs Llama models only: for the GPT examples the search
+// finds no torchtitan plan and says why.
+TEST(Frameworks, BestPlansOfEveryBundledExampleExportWithRealNames) {
+  const std::set<std::string> megatron = Names("megatron_core_v0.14.0_flags.txt");
+  const std::set<std::string> titan = Names("torchtitan_v0.2.2_job_config.txt");
+  const std::set<std::string> deepspeed = Names("deepspeed_38327e0_config_keys.txt");
+  auto hw = LoadProfile("A100-SXM4-80GB");
+  ASSERT_TRUE(hw.ok());
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(DT_SOURCE_DIR) + "/examples/models"))
+    if (e.path().extension() == ".json") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 9u);
+  int exported = 0, titan_llama = 0;
+  for (const std::string& file : files) {
+    auto m = LoadModel(file);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    // Nodes of 8 A100s: enough for the weights and optimizer state (~18 B per
+    // parameter, a quarter of each GPU), at least one node.
+    ClusterSpec c;
+    c.gpus_per_node = 8;
+    const double gpus = m->TotalParams() * 18.0 / (0.25 * 80e9);
+    c.nodes = 1;
+    while (c.nodes * 8 < gpus) c.nodes *= 2;
+    for (Framework f : {Framework::kMegatron, Framework::kTorchtitan, Framework::kDeepSpeed}) {
+      SCOPED_TRACE(file + " --framework " + ToString(f) + " on " + std::to_string(c.nodes) + " x 8");
+      SearchConstraints k;
+      k.seq_length = m->seq_length;
+      k.global_batch = 8LL * c.world();
+      k.framework = f;
+      k.grad_bytes = FrameworkGradBytes(f, true);
+      SearchOptions so;
+      so.top = 1;
+      auto r = SearchPlans(*m, c, *hw, k, so);
+      const bool llama = m->family == ModelFamily::kLlama;
+      if (f == Framework::kTorchtitan && !llama) {
+        EXPECT_TRUE(!r.ok() || r->top.empty());
+        continue;
+      }
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      ASSERT_FALSE(r->top.empty());
+      PlanFile pf;
+      pf.model = *m;
+      pf.cluster = c;
+      pf.plan = r->top[0].plan;
+      auto ex = ExportPlan(f, pf);
+      ASSERT_TRUE(ex.ok()) << ex.status().message();
+      if (f == Framework::kMegatron) {
+        auto flags = MegatronArgs(pf.model, pf.plan, true);
+        ASSERT_TRUE(flags.ok());
+        for (const CliFlag& fl : *flags) EXPECT_TRUE(megatron.count(fl.name)) << fl.name;
+      } else if (f == Framework::kTorchtitan) {
+        const auto keys = TomlKeys(ex->config);
+        EXPECT_GT(keys.size(), 8u);
+        for (const auto& key : keys) EXPECT_TRUE(titan.count(key)) << key;
+        ++titan_llama;
+      } else {
+        std::vector<std::string> paths;
+        JsonPaths(json::parse(ex->config), "", &paths);
+        for (const auto& key : paths) EXPECT_TRUE(deepspeed.count(key)) << key;
+      }
+      ++exported;
+    }
+  }
+  EXPECT_GE(titan_llama, 4);  // llama-tiny, Llama 3 8B / 70B / 405B
+  EXPECT_GE(exported, 2 * 9 + 4);
+}
+
 void ExpectSamePlan(const PlanSpec& a, const PlanSpec& b) {
   EXPECT_EQ(ToJson(a).dump(), ToJson(b).dump());
 }
@@ -229,6 +304,25 @@ TEST(Frameworks, Gpt3_175bMegatronJobRoundTrips) {
     ++compared;
   }
   EXPECT_GE(compared, 9);  // layers, hidden, heads, seq, positions, mbs, gbs, tp, pp, bf16
+  // Nothing the job says about the model or the plan is lost: every flag of
+  // pretrain_gpt.py that import did not set aside as harmless (lr, data,
+  // logging, the tokenizer files) comes back from export, same value.
+  std::vector<std::string> script_words;
+  bool in_script = false;
+  for (const std::string& w : *words) {
+    if (in_script) script_words.push_back(w);
+    in_script |= w == "pretrain_gpt.py";
+  }
+  int plan_flags = 0;
+  std::map<std::string, std::string> exported;
+  for (const CliFlag& c : *flags) exported[c.name] = c.value;
+  for (const auto& [name, value] : FlagMap(script_words)) {
+    if (std::count(job->ignored.begin(), job->ignored.end(), name)) continue;
+    ASSERT_TRUE(exported.count(name)) << name << " " << value << " is lost by import -> export";
+    EXPECT_EQ(exported[name], value) << name;
+    ++plan_flags;
+  }
+  EXPECT_EQ(plan_flags, 11);  // the 10 above and --attention-backend
   // And the exported flags import to the same job.
   std::vector<std::string> again;
   for (const CliFlag& c : *flags) {
