@@ -5,6 +5,7 @@
 #include <chrono>
 #include <future>
 #include <numeric>
+#include <thread>
 
 #include "runtime/comm/local_comm.h"
 #include "runtime/comm/watchdog.h"
@@ -141,7 +142,7 @@ TEST(StepWatchdog, FiresWhenAStepHangs) {
   auto f = fired.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready);
   std::string msg = f.get();
-  EXPECT_NE(msg.find("step 42"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("phase 'step 42'"), std::string::npos) << msg;
 }
 
 TEST(StepWatchdog, QuietWhenStepsFinish) {
@@ -154,6 +155,23 @@ TEST(StepWatchdog, QuietWhenStepsFinish) {
     }
   }
   EXPECT_EQ(fired.load(), 0);
+}
+
+// Issue 13: the watchdog covers every phase, not only steps; the message
+// names the phase, and moving on to the next phase restarts the clock.
+TEST(JobWatchdog, NamesThePhaseThatStalls) {
+  std::promise<std::string> fired;
+  JobWatchdog w(0.3, [&](const std::string& m) { fired.set_value(m); });
+  auto f = fired.get_future();
+  for (const char* phase : {"startup", "resume", "step 1", "save step 1"}) {
+    w.Enter(phase);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(f.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  const std::string msg = f.get();
+  EXPECT_NE(msg.find("phase 'save step 1'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[rank "), std::string::npos) << msg;
 }
 
 }  // namespace
