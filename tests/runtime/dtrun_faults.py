@@ -46,7 +46,7 @@ def run(plan, nprocs, *args, env=None, timeout_flag=60, timeout=120):
              OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
     e.update(env or {})
     cmd = [dc.A.mpirun, "--oversubscribe", "-np", str(nprocs), dc.A.dtrun, "--plan", plan, "--quiet",
-           "--timeout", str(timeout_flag)] + [str(a) for a in args]
+           "--step-timeout", str(timeout_flag)] + [str(a) for a in args]
     t0 = time.time()
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout, env=e)
