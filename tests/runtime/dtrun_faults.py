@@ -273,7 +273,7 @@ def drill(i, plan, ref, rng):
         args = ["--debug-kill-rank", 1, "--debug-kill-phase", "save", "--debug-kill-step", 4]
         what = "rank 1 at the start of the save"
     elif mode == 1:
-        limit = rng.randrange(0, 2_000_000)
+        limit = rng.randrange(0, 2_700_000)  # the blob is ~2.65 MB, then manifest + CRC
         env = {"DT_FAULT_WRITE_LIMIT_BYTES": str(limit), "DT_FAULT_WRITE_KILL": "1",
                "DT_FAULT_WRITE_PATH": "step-4.tmp"}
         what = "rank 0 after writing %d bytes of step-4" % limit
