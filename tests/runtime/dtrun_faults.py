@@ -230,6 +230,11 @@ def check_output_errors():
         if os.path.exists(target) or os.path.exists(target + ".tmp"):
             fail("dtplan %s on a full disk left a partial file" % flag)
         print("dtplan %s on a full disk: exit %d: %s" % (flag, p.returncode, p.stdout.strip().splitlines()[-1]))
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([dc.A.dtplan, "capabilities"], stdout=full, stderr=subprocess.PIPE, text=True)
+    if p.returncode == 0 or "writing standard output failed" not in p.stderr:
+        fail("dtplan capabilities > /dev/full: exit %d: %s" % (p.returncode, p.stderr))
+    print("dtplan capabilities > /dev/full: exit %d: %s" % (p.returncode, p.stderr.strip()))
 
 
 # ---- 4. job watchdog ----
