@@ -268,7 +268,7 @@ def check_watchdog():
 
 # ---- 5. kill -9 during checkpoint saves ----
 
-def drill(i, plan, ref, rng):
+def drill(i, plan, ref, rng, save_bytes):
     """One kill during the save of step 4 (step 2 saved before). Returns a description."""
     ck = os.path.join(dc.A.work, "drill_ckpt")
     shutil.rmtree(ck, ignore_errors=True)
@@ -278,7 +278,7 @@ def drill(i, plan, ref, rng):
         args = ["--debug-kill-rank", 1, "--debug-kill-phase", "save", "--debug-kill-step", 4]
         what = "rank 1 at the start of the save"
     elif mode == 1:
-        limit = rng.randrange(0, 2_700_000)  # the blob is ~2.65 MB, then manifest + CRC
+        limit = rng.randrange(0, save_bytes - 64)  # blob, manifest or CRC (the manifest's length varies a little)
         env = {"DT_FAULT_WRITE_LIMIT_BYTES": str(limit), "DT_FAULT_WRITE_KILL": "1",
                "DT_FAULT_WRITE_PATH": "step-4.tmp"}
         what = "rank 0 after writing %d bytes of step-4" % limit
@@ -307,9 +307,15 @@ def check_drills(n):
     plan = os.path.join(dc.A.work, "pp2.json")
     dc.write_plan(plan, pp=2)
     ref = dc.reference_losses(6)
+    # the bytes one save writes into step-N.tmp/ (blob, manifest, CRC): where a kill can land
+    probe = os.path.join(dc.A.work, "drill_probe")
+    shutil.rmtree(probe, ignore_errors=True)
+    run_ok(plan, 2, "--steps", 6, "--stop-at", 2, "--checkpoint-dir", probe)
+    step2 = os.path.join(probe, "step-2")
+    save_bytes = sum(os.path.getsize(os.path.join(step2, f)) for f in os.listdir(step2))
     rng = random.Random(13)
     for i in range(n):
-        drill(i, plan, ref, rng)
+        drill(i, plan, ref, rng, save_bytes)
     print("drills: %d/%d passed" % (n, n))
 
 
