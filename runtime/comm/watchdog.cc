@@ -5,6 +5,7 @@
 #endif
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -60,14 +61,37 @@ void JobWatchdog::Loop() {
       continue;
     }
     const uint64_t epoch = epoch_;
-    const auto limit = std::chrono::duration<double>(timeout_s_);
-    bool changed = cv_.wait_for(lock, limit, [&] { return stop_ || epoch_ != epoch; });
+    // Wake in slices: a slice that took far longer than asked means this
+    // process itself did not run (SIGSTOP, a debugger), which the message
+    // then says, so the stopped rank names itself once it is continued.
+    using Clock = std::chrono::steady_clock;
+    const double slice_s = std::min(1.0, timeout_s_ / 4);
+    const auto slice = std::chrono::duration<double>(slice_s);
+    const Clock::time_point start = Clock::now();
+    Clock::time_point last = start;
+    double not_running_s = 0.0;
+    bool changed = false;
+    while (true) {
+      changed = cv_.wait_for(lock, slice, [&] { return stop_ || epoch_ != epoch; });
+      if (changed) break;
+      const Clock::time_point now = Clock::now();
+      const double gap_s = std::chrono::duration<double>(now - last).count() - slice_s;
+      if (gap_s > std::max(1.0, timeout_s_ / 2)) not_running_s += gap_s;
+      last = now;
+      if (std::chrono::duration<double>(now - start).count() >= timeout_s_) break;
+    }
     if (changed) continue;
     char secs[32];
     std::snprintf(secs, sizeof(secs), "%g", timeout_s_);
+    std::string why = " (a peer rank it waits for is stopped, hung or dead)";
+    if (not_running_s > 0) {
+      char stopped[64];
+      std::snprintf(stopped, sizeof(stopped), "%.0f", not_running_s);
+      why = ": THIS rank did not run for " + std::string(stopped) + " s of it (stopped: SIGSTOP, a debugger, or a "
+            "starved node)";
+    }
     std::string msg = "FATAL [rank " + std::to_string(dt::CheckRank()) + "] phase '" + phase_ +
-                      "' exceeded the watchdog timeout of " + secs +
-                      " s (this rank or a peer it waits for is stopped, hung or dead); aborting the job";
+                      "' exceeded the watchdog timeout of " + secs + " s" + why + "; aborting the job";
     armed_ = false;
     lock.unlock();
     on_timeout_(msg);

@@ -12,7 +12,11 @@
 // phase 'P' exceeded T s ..." and MPI_Abort(MPI_COMM_WORLD, 3), which makes
 // mpirun kill every rank, the stopped one included). Since the phases cover
 // the whole job back to back, the ranks waiting for a stopped peer fire
-// within timeout_s of the stop. Calling MPI_Abort from this thread bends
+// within timeout_s of the stop. The thread wakes in slices (<= 1 s); a slice
+// that took far longer than asked (> max(1 s, timeout_s / 2)) means this
+// process itself did not run, and the message then says "THIS rank did not
+// run for N s": a stopped rank that mpirun continues (SIGCONT before its
+// kill) names itself — best effort, it may be killed before it prints. Calling MPI_Abort from this thread bends
 // MPI_THREAD_FUNNELED; Open MPI's abort path tolerates it, and if MPI_Abort
 // returns the process _Exit(3)s anyway.
 //

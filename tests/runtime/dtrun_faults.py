@@ -262,6 +262,9 @@ def check_watchdog():
         if secs > timeout + 25:
             fail("stall in %s: the job took %.1f s to end (timeout %d s)" % (phase, secs, timeout))
         print("stall of rank 1 in %s: exit %d after %.1f s (timeout %d s)" % (phase, code, secs, timeout))
+        for line in out.splitlines():  # the stopped rank, continued by mpirun's kill, names itself (best effort)
+            if line.startswith("FATAL [rank 1]"):
+                print("  " + line)
     # the resume checkpoint was not harmed
     run_ok(plan, 2, "--steps", 4, "--checkpoint-dir", ck, "--resume")
 
