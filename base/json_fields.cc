@@ -1,5 +1,7 @@
 #include "base/json_fields.h"
 
+#include "base/checked_write.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -105,16 +107,16 @@ StatusOr<json> ReadJsonFile(const std::string& path) {
 }
 
 Status WriteTextFile(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return IoError("cannot write '" + tmp + "': check the directory exists and is writable");
-    out << text;
-    out.flush();
-    if (!out) return IoError("write to '" + tmp + "' failed (disk full?)");
+  const std::string tmp = path + ".tmp";
+  Status s = WriteWholeFile(tmp, text.data(), text.size(), /*fsync=*/false);
+  if (!s.ok()) {
+    std::remove(tmp.c_str());  // no partial file left behind
+    return s;
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
     return IoError("cannot rename '" + tmp + "' to '" + path + "'");
+  }
   return Status::Ok();
 }
 

@@ -48,7 +48,9 @@ class FieldReader {
 
 // Parses a JSON file; errors name the path and the parse position.
 StatusOr<json> ReadJsonFile(const std::string& path);
-// Writes atomically (temp file + rename); 2-space indentation.
+// Writes atomically (temp file + rename; 2-space indentation). Every write
+// and the close are checked (base/checked_write.h): a failure (disk full)
+// returns kIoError naming the file and leaves neither it nor a temp file.
 Status WriteJsonFile(const std::string& path, const json& j);
 Status WriteTextFile(const std::string& path, const std::string& text);
 

@@ -1,6 +1,10 @@
 // dtplan: command-line entry. Parses flags with CLI11 and dispatches to the
 // subcommands in commands.h; turns every library exception into a message.
 #include <CLI/CLI.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "planner/cli/commands.h"
@@ -39,7 +43,7 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int Run(int argc, char** argv) {
   CLI::App app{"dtplan: find the fastest way to split a model over a cluster (DP x TP x PP x CP),\n"
                "predicting memory fit and step time by discrete-event simulation."};
   app.require_subcommand(0, 1);
@@ -149,4 +153,16 @@ int main(int argc, char** argv) {
     std::cerr << "dtplan: internal error: " << e.what() << "\n";
     return 1;
   }
+}
+
+// Standard output is output too: `dtplan ... > plan.txt` on a full disk must
+// not exit 0 with a truncated table.
+int main(int argc, char** argv) {
+  const int code = Run(argc, argv);
+  std::cout.flush();
+  if (!std::cout || std::fflush(stdout) != 0) {
+    std::fprintf(stderr, "dtplan: error: writing standard output failed: %s\n", std::strerror(errno));
+    return code == 0 ? 1 : code;
+  }
+  return code;
 }

@@ -175,6 +175,22 @@ StatusOr<TrainState> LoadCheckpoint(const std::string& path, const std::vector<C
   } catch (const json::exception& e) {
     return IoError("checkpoint '" + path + "' has malformed training state: " + e.what());
   }
+  // One optimizer step and one data step per training step: the three
+  // counters move together, so a disagreement means an edited or foreign
+  // manifest (resuming would silently continue at the wrong place).
+  auto field = [&](const char* name, int64_t v) -> Status {
+    if (v < 0)
+      return IoError("checkpoint '" + path + "' field 'meta." + name + "' is " + std::to_string(v) +
+                     " (allowed: >= 0); restore the checkpoint or load an older step");
+    if (v != c.step)
+      return IoError("checkpoint '" + path + "' field 'meta." + name + "' is " + std::to_string(v) +
+                     " but the checkpoint is of step " + std::to_string(c.step) +
+                     " (they must be equal); restore the checkpoint or load an older step");
+    return Status::Ok();
+  };
+  DT_RETURN_IF_ERROR(field("step", s.step));
+  DT_RETURN_IF_ERROR(field("optimizer_step", s.optimizer_step));
+  DT_RETURN_IF_ERROR(field("data_position", s.data_position));
   for (const ChunkState& ch : chunks) {
     ParamStore& store = *ch.store;
     if (ch.adam_m) ch.adam_m->assign(static_cast<size_t>(store.numel()), 0.0f);
@@ -191,7 +207,10 @@ StatusOr<TrainState> LoadCheckpoint(const std::string& path, const std::vector<C
           if (prefix == "param/")
             return NotFound("checkpoint '" + path + "' has no tensor '" + p.name +
                             "': it was saved for a different model");
-          continue;  // no optimizer state saved: moments start at zero
+          // SaveCheckpoint always stores both moments: resuming without them
+          // would silently restart Adam from zero.
+          return IoError("checkpoint '" + path + "' lacks the optimizer state '" + prefix + p.name +
+                         "' the run needs; restore the checkpoint or load an older step");
         }
         if (t->shape != p.full_shape)
           return InvalidArgument("checkpoint '" + path + "' tensor '" + t->name +

@@ -52,8 +52,11 @@ Status SaveCheckpoint(const std::string& root, const TrainState& state,
                       const std::vector<ChunkState>& chunks, const Groups& groups);
 
 // Fills every store's values (and adam_m/adam_v, resized to store.numel(),
-// when non-null: zeros for tensors the checkpoint lacks) and returns the
-// training state. `path`: a step directory or a root with "latest".
+// when non-null) and returns the training state. `path`: a step directory or
+// a root with "latest". Refused (kIoError naming the entry): a missing
+// param/ or requested adam_m/ / adam_v/ entry, a shape other than the
+// model's, meta.step / optimizer_step / data_position negative or different
+// from the manifest's step (plus everything ReadCheckpoint checks).
 StatusOr<TrainState> LoadCheckpoint(const std::string& path, const std::vector<ChunkState>& chunks);
 
 }  // namespace dt::rt

@@ -1,7 +1,5 @@
 #include "runtime/ckpt/ckpt_format.h"
 
-#include <cstdio>
-#include <algorithm>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -12,7 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 
+#include "base/checked_write.h"
 #include "runtime/ckpt/crc32.h"
 
 namespace dt::rt {
@@ -23,33 +23,29 @@ namespace {
 constexpr const char* kFormat = "dtplan-checkpoint-1";
 constexpr const char* kBlob = "tensors.bin";
 constexpr const char* kManifest = "manifest.json";
+constexpr const char* kManifestCrc = "manifest.crc32";
+
+// The sidecar's text: the manifest's CRC-32 as 8 lower-case hex digits.
+std::string CrcText(const std::string& manifest_text) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%08x\n", Crc32(manifest_text.data(), manifest_text.size()));
+  return buf;
+}
+
+std::string ReadAll(const std::string& path, bool* ok) {
+  std::ifstream in(path, std::ios::binary);
+  *ok = static_cast<bool>(in);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
 
 std::string Errno(const std::string& what, const std::string& path) {
   return what + " '" + path + "' failed: " + std::strerror(errno);
 }
 
-// Writes bytes to path and fsyncs the file.
+// Writes bytes to path and fsyncs the file (every call checked; the
+// DT_FAULT_WRITE_* test seam of base/checked_write.h applies).
 Status WriteFileSynced(const std::string& path, const char* data, size_t n) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return IoError(Errno("creating", path) + "; check the checkpoint directory is writable");
-  size_t done = 0;
-  while (done < n) {
-    ssize_t w = ::write(fd, data + done, n - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) {
-      Status s = IoError(Errno("writing", path) + " (disk full?)");
-      ::close(fd);
-      return s;
-    }
-    done += static_cast<size_t>(w);
-  }
-  if (::fsync(fd) != 0) {
-    Status s = IoError(Errno("fsync of", path));
-    ::close(fd);
-    return s;
-  }
-  if (::close(fd) != 0) return IoError(Errno("closing", path));
-  return Status::Ok();
+  return WriteWholeFile(path, data, n, /*fsync=*/true);
 }
 
 Status SyncDir(const std::string& dir) {
@@ -112,6 +108,8 @@ Status WriteCheckpoint(const std::string& root, const CheckpointContents& c) {
   DT_RETURN_IF_ERROR(WriteFileSynced(tmp_dir + "/" + kBlob, blob.data(), blob.size()));
   const std::string text = manifest.dump(1);
   DT_RETURN_IF_ERROR(WriteFileSynced(tmp_dir + "/" + kManifest, text.data(), text.size()));
+  const std::string crc = CrcText(text);
+  DT_RETURN_IF_ERROR(WriteFileSynced(tmp_dir + "/" + kManifestCrc, crc.data(), crc.size()));
   DT_RETURN_IF_ERROR(SyncDir(tmp_dir));
   fs::remove_all(final_dir, ec);
   fs::rename(tmp_dir, final_dir, ec);
@@ -184,7 +182,20 @@ StatusOr<CheckpointContents> ReadCheckpoint(const std::string& path) {
     DT_ASSIGN_OR_RETURN(dir, LatestCheckpointDir(path));
   }
   const std::string manifest_path = (fs::path(dir) / kManifest).string();
-  DT_ASSIGN_OR_RETURN(json manifest, ReadJsonFile(manifest_path));
+  const std::string crc_path = (fs::path(dir) / kManifestCrc).string();
+  bool read_ok = false;
+  const std::string text = ReadAll(manifest_path, &read_ok);
+  if (!read_ok) return IoError("checkpoint manifest '" + manifest_path + "' cannot be read");
+  const std::string want_crc = ReadAll(crc_path, &read_ok);
+  if (!read_ok)
+    return IoError("checkpoint manifest checksum '" + crc_path + "' is missing (a save older than the checksum, or "
+                   "a damaged copy); restore it or load an older step");
+  if (want_crc != CrcText(text))
+    return IoError("checkpoint manifest '" + manifest_path + "' fails its CRC-32 check against '" + crc_path +
+                   "' (edited or corrupt); restore the checkpoint or load an older step");
+  json manifest = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (manifest.is_discarded() || !manifest.is_object())
+    return IoError("checkpoint manifest '" + manifest_path + "' is not valid JSON");
   CheckpointContents c;
   std::string blob_path;
   int64_t blob_bytes = 0;
@@ -199,6 +210,14 @@ StatusOr<CheckpointContents> ReadCheckpoint(const std::string& path) {
   } catch (const json::exception& e) {
     return IoError("checkpoint manifest '" + manifest_path + "' is malformed: " + e.what());
   }
+  // The directory's name and the manifest agree on the step.
+  const std::string dir_name = fs::path(dir).filename().string();
+  if (dir_name.rfind("step-", 0) == 0 && dir_name != StepDirName(c.step))
+    return IoError("checkpoint manifest '" + manifest_path + "' field 'step' is " + std::to_string(c.step) +
+                   " but its directory is '" + dir_name + "'; restore the checkpoint or load an older step");
+  if (c.step < 0 || blob_bytes < 0)
+    return IoError("checkpoint manifest '" + manifest_path + "' has a negative 'step' or 'blob_bytes' (allowed: >= 0)"
+                   "; restore the checkpoint or load an older step");
   std::ifstream in(blob_path, std::ios::binary);
   if (!in) return IoError("checkpoint blob '" + blob_path + "' is missing");
   std::string blob((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -207,9 +226,14 @@ StatusOr<CheckpointContents> ReadCheckpoint(const std::string& path) {
                    std::to_string(blob.size()) + " bytes, manifest says " + std::to_string(blob_bytes) +
                    "; restore it or load an older step");
   try {
+    int64_t expected_offset = 0;  // WriteCheckpoint stores tensors back to back
+    std::set<std::string> names;
     for (const json& t : manifest.at("tensors")) {
       NamedTensor nt;
       nt.name = t.at("name").get<std::string>();
+      if (!names.insert(nt.name).second)
+        return IoError("checkpoint tensor '" + nt.name + "' appears twice in '" + manifest_path +
+                       "'; restore the checkpoint or load an older step");
       nt.shape = t.at("shape").get<std::vector<int64_t>>();
       const int64_t offset = t.at("offset").get<int64_t>(), bytes = t.at("bytes").get<int64_t>();
       if (t.value("dtype", "") != "f32")
@@ -228,6 +252,14 @@ StatusOr<CheckpointContents> ReadCheckpoint(const std::string& path) {
         return IoError("checkpoint tensor '" + nt.name + "' in '" + manifest_path + "' has an inconsistent offset/size"
                        " (offset " + std::to_string(offset) + ", bytes " + std::to_string(bytes) + ", blob " +
                        std::to_string(blob_bytes) + " bytes); restore the checkpoint or load an older step");
+      if (offset != expected_offset)
+        return IoError("checkpoint tensor '" + nt.name + "' in '" + manifest_path + "' starts at byte " +
+                       std::to_string(offset) + " but the previous entry ends at " + std::to_string(expected_offset) +
+                       (offset > expected_offset ? ": bytes in '" + blob_path + "' belong to no entry (an entry was "
+                                                   "removed?)"
+                                                 : ": entries overlap") +
+                       "; restore the checkpoint or load an older step");
+      expected_offset += bytes;
       const uint32_t crc = Crc32(blob.data() + offset, static_cast<size_t>(bytes));
       if (crc != t.at("crc32").get<uint32_t>())
         return IoError("checkpoint tensor '" + nt.name + "' in '" + blob_path +
@@ -236,6 +268,11 @@ StatusOr<CheckpointContents> ReadCheckpoint(const std::string& path) {
       std::memcpy(nt.data.data(), blob.data() + offset, static_cast<size_t>(bytes));
       c.tensors.push_back(std::move(nt));
     }
+    if (expected_offset != blob_bytes)
+      return IoError("checkpoint manifest '" + manifest_path + "' describes " + std::to_string(expected_offset) +
+                     " bytes of tensors but 'blob_bytes' is " + std::to_string(blob_bytes) +
+                     ": its tail belongs to no entry (an entry was removed?); restore the checkpoint or load an "
+                     "older step");
   } catch (const json::exception& e) {
     return IoError("checkpoint manifest '" + manifest_path + "' is malformed: " + e.what());
   }

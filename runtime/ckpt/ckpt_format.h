@@ -6,6 +6,7 @@
 //                                  "shape", "dtype": "f32", "offset", "bytes",
 //                                  "crc32"}, ...]}
 //   <root>/step-N/tensors.bin     the tensors' little-endian fp32 data, back to back
+//   <root>/step-N/manifest.crc32  CRC-32 of manifest.json's bytes, 8 hex digits + "\n"
 //   <root>/latest                 one line: "step-N" (the newest complete save)
 //
 // Atomicity: WriteCheckpoint writes into step-N.tmp/, fsyncs both files and
@@ -13,8 +14,11 @@
 // the root, then replaces "latest" by writing latest.tmp + fsync + rename. A
 // crash at any point leaves "latest" naming the previous complete checkpoint
 // (a leftover step-*.tmp/ is ignored and removed by the next save).
-// ReadCheckpoint verifies the blob size and every tensor's CRC-32; errors
-// (kIoError) name the file and the tensor. Single-process; not thread-safe
+// ReadCheckpoint verifies the manifest against its CRC-32 sidecar (an edited
+// or damaged manifest is refused, not trusted), that the manifest's step
+// matches its step-N directory, that the entries tile the blob back to back
+// with no duplicate (a removed entry is detected), the blob size and every
+// tensor's CRC-32; errors (kIoError) name the file and the entry. Single-process; not thread-safe
 // for the same root.
 #pragma once
 

@@ -4,13 +4,15 @@
 //   mpirun -np 4 dtrun --plan plan.json --steps 50 [--data FILE] [--metrics m.jsonl]
 //          [--checkpoint-dir ckpt --checkpoint-every 10] [--resume]
 //
-// Exit codes: 0 ok, 1 runtime failure, 2 bad input (every rank exits), 3 a
-// step exceeded --step-timeout (StepWatchdog aborts the job).
+// Exit codes: 0 ok, 1 runtime failure (e.g. a checkpoint or metrics write
+// failed), 2 bad input (every rank exits), 3 a phase (startup, step, save,
+// resume, shutdown) exceeded --timeout (the JobWatchdog aborts the job).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -18,9 +20,11 @@
 #include <omp.h>
 #endif
 
+#include "runtime/cli/fault_drill.h"
 #include "runtime/cli/options.h"
 #include "runtime/cli/trainer.h"
 #include "runtime/comm/mpi_comm.h"
+#include "runtime/comm/watchdog.h"
 
 namespace {
 
@@ -44,12 +48,22 @@ int ParseDtrunArgs(int argc, char** argv, bool print, dt::rt::DtrunOptions* o) {
   app.add_option("--metrics", o->metrics_path, "write JSON lines per step per rank to this file");
   app.add_option("--checkpoint-dir", o->checkpoint_dir, "checkpoint root directory");
   app.add_option("--checkpoint-every", o->checkpoint_every, "save every K steps (and always at the end)");
+  app.add_option("--keep-checkpoints", o->keep_checkpoints,
+                 "after each save keep only the newest N checkpoints in --checkpoint-dir (0: keep all)");
   app.add_flag("--resume", o->resume, "resume from the latest checkpoint in --checkpoint-dir (any plan)");
-  app.add_option("--step-timeout", o->step_timeout_s, "abort the job when a step takes longer (s; <= 0: off)");
+  app.add_option("--timeout,--step-timeout", o->timeout_s,
+                 "abort the whole job when a rank makes no progress for this long in any phase: startup, a step, "
+                 "a checkpoint save or resume, shutdown (s; <= 0: off)");
   app.add_flag("--quiet", o->quiet, "no per-step lines");
   app.add_option("--debug-kill-rank", o->debug_kill_rank, "fault drill: world rank that SIGKILLs itself")
       ->group("");
   app.add_option("--debug-kill-step", o->debug_kill_step, "fault drill: during this (1-based) step")->group("");
+  app.add_option("--debug-kill-phase", o->debug_kill_phase, "fault drill: or on entering this phase")->group("");
+  app.add_option("--debug-stall-rank", o->debug_stall_rank, "fault drill: world rank that SIGSTOPs itself")
+      ->group("");
+  app.add_option("--debug-stall-phase", o->debug_stall_phase,
+                 "fault drill: on entering this phase (startup, resume, step, save, shutdown)")->group("");
+  app.add_option("--debug-stall-step", o->debug_stall_step, "fault drill: the step of phase 'step'")->group("");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -80,20 +94,28 @@ void SetThreads() {
 
 int main(int argc, char** argv) {
   int code = 0;
+  // Outlives the world: MPI_Finalize (a collective) is watched too.
+  std::unique_ptr<dt::rt::JobWatchdog> watchdog;
   {
     dt::rt::MpiWorld world(&argc, &argv);
     dt::rt::DtrunOptions opts;
     code = ParseDtrunArgs(argc, argv, world.rank() == 0, &opts);
     if (code < 0) {
+      watchdog = std::make_unique<dt::rt::JobWatchdog>(opts.timeout_s);
+      watchdog->Enter("startup");
       try {
+        dt::rt::InjectFault(opts, world.rank(), "startup");
         SetThreads();
-        code = dt::rt::RunTraining(opts, world);
+        code = dt::rt::RunTraining(opts, world, watchdog.get());
       } catch (const std::exception& e) {
         std::fprintf(stderr, "dtrun: [rank %d] error: %s\n", world.rank(), e.what());
         code = 1;
       }
+      watchdog->Enter("shutdown");
+      dt::rt::InjectFault(opts, world.rank(), "shutdown");
     }
-    std::fflush(stdout);
+    if (std::fflush(stdout) != 0 && code == 0) code = 1;  // stdout on a full disk
   }
+  watchdog.reset();
   return code;
 }

@@ -21,11 +21,17 @@ struct DtrunOptions {
   std::string metrics_path;       // JSON lines per step per rank
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;   // 0: only at the end
+  int keep_checkpoints = 0;       // after each save keep the newest N step dirs (0: all)
   bool resume = false;
-  double step_timeout_s = 120.0;  // StepWatchdog; <= 0 disables
+  double timeout_s = 120.0;       // JobWatchdog, per phase (--timeout, alias --step-timeout); <= 0 disables
   bool quiet = false;             // no per-step lines
-  int debug_kill_rank = -1;       // fault drill: this world rank SIGKILLs itself ...
-  int64_t debug_kill_step = -1;   // ... during this (1-based) step
+  // Fault drills (hidden flags; runtime/cli/fault_drill.h).
+  int debug_kill_rank = -1;       // this world rank SIGKILLs itself ...
+  int64_t debug_kill_step = -1;   // ... during this (1-based) step (or the save of it; -1: any)
+  std::string debug_kill_phase;   // ... on entering this phase (startup, resume, step, save, shutdown)
+  int debug_stall_rank = -1;      // this world rank SIGSTOPs itself ...
+  std::string debug_stall_phase;  // ... on entering this phase
+  int64_t debug_stall_step = -1;  // ... at this step (-1: any)
 };
 
 }  // namespace dt::rt

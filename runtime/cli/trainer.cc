@@ -14,7 +14,10 @@
 #include "planner/spec/plan_spec.h"
 #include "planner/spec/rank_grid.h"
 #include "runtime/backend/backend.h"
+#include "base/checked_write.h"
 #include "runtime/ckpt/checkpoint.h"
+#include "runtime/ckpt/ckpt_format.h"
+#include "runtime/cli/fault_drill.h"
 #include "runtime/cli/report.h"
 #include "runtime/comm/watchdog.h"
 #include "runtime/data/data_loader.h"
@@ -90,7 +93,7 @@ double Now() {
 
 }  // namespace
 
-int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
+int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* watchdog) {
   const bool root = world.rank() == 0;
   // ---- validation: identical on every rank, before any collective ----
   StatusOr<PlanFile> pf = LoadPlanFile(opts.plan_path);
@@ -100,6 +103,11 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
   if (Status s = CheckSupported(model, plan); !s.ok()) return BadInput(world, s.message());
   if (opts.steps < 1) return BadInput(world, "--steps must be >= 1");
   if (opts.resume && opts.checkpoint_dir.empty()) return BadInput(world, "--resume needs --checkpoint-dir");
+  if (opts.keep_checkpoints < 0)
+    return BadInput(world, "--keep-checkpoints " + std::to_string(opts.keep_checkpoints) +
+                               " is out of range: allowed N >= 1 (keep the newest N), or 0 to keep all");
+  if (opts.keep_checkpoints > 0 && opts.checkpoint_dir.empty())
+    return BadInput(world, "--keep-checkpoints needs --checkpoint-dir");
   StatusOr<RankGrid> grid = RankGrid::Create(plan.tp, plan.cp, plan.dp, plan.pp, plan.order);
   if (!grid.ok()) return BadInput(world, grid.status().message());
   if (world.size() != plan.world())
@@ -161,6 +169,8 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
   int64_t start_step = 0, data_position = 0;
   uint64_t data_seed = opts.seed;
   if (opts.resume) {
+    watchdog->Enter("resume");
+    InjectFault(opts, world.rank(), "resume");
     std::vector<std::vector<float>> m(plan.vpp), v(plan.vpp);
     std::vector<ChunkState> states;
     for (int i = 0; i < plan.vpp; ++i) states.push_back({stores[i], &m[i], &v[i]});
@@ -173,8 +183,11 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
     int code = 0;  // 0 loaded, 1 no checkpoint yet, 2 unusable
     std::string msg;
     if (!st.ok()) {
+      // Only an empty directory means "nothing saved yet"; any other failure
+      // (a missing tensor included) must not silently restart from step 0.
       const bool none = st.status().code() == StatusCode::kNotFound &&
-                        !std::filesystem::exists(std::filesystem::path(opts.checkpoint_dir) / "latest");
+                        !std::filesystem::exists(std::filesystem::path(opts.checkpoint_dir) / "latest") &&
+                        CompleteCheckpointSteps(opts.checkpoint_dir).empty();
       code = none ? 1 : 2;
       msg = st.status().message();
     } else if (st->model != ToJson(model)) {
@@ -184,10 +197,10 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
     }
     const int agreed = WorldMax(code);
     if (agreed == 2) {
-      if (root && code == 2)
-        std::fprintf(stderr, "dtrun: error: cannot resume: %s\n", msg.c_str());
-      else if (root)
-        std::fprintf(stderr, "dtrun: error: cannot resume: checkpoint unreadable on some ranks\n");
+      // Each rank checks the entries of its own chunks: the lowest rank that
+      // found a problem names it (one line).
+      const int reporter = -WorldMax(code == 2 ? -world.rank() : -world.size());
+      if (world.rank() == reporter) std::fprintf(stderr, "dtrun: error: cannot resume: %s\n", msg.c_str());
       return kExitBadInput;
     }
     if (agreed == 0) {
@@ -221,7 +234,8 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
   const int64_t end_step = opts.stop_at >= 0 ? std::min(opts.stop_at, opts.steps) : opts.steps;
   const double tokens_per_step = static_cast<double>(plan.tokens_per_step());
   const double flops_per_step = ModelFlopsPerStep(model, plan);
-  std::ofstream metrics;
+  OutputFile metrics;
+  int metrics_code = 0;
   if (root) {
     std::printf("dtrun: %d ranks | plan %s | model %s (%lld params) | %s backend\n", world.size(),
                 Describe(plan).c_str(), model.name.c_str(), static_cast<long long>(model.TotalParams()),
@@ -237,13 +251,16 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
       std::printf("note: the plan assumes fused (flash) attention; the CPU runtime runs unfused attention\n");
     std::fflush(stdout);
     if (!opts.metrics_path.empty()) {
-      metrics.open(opts.metrics_path, start_step > 0 ? std::ios::app : std::ios::trunc);
-      if (!metrics) std::fprintf(stderr, "dtrun: warning: cannot open --metrics '%s'\n", opts.metrics_path.c_str());
+      Status s = metrics.Open(opts.metrics_path, /*append=*/start_step > 0);
+      if (!s.ok()) {
+        std::fprintf(stderr, "dtrun: error: --metrics: %s\n", s.message().c_str());
+        metrics_code = kExitBadInput;
+      }
     }
   }
+  if (WorldMax(metrics_code) != 0) return kExitBadInput;
 
   // ---- training loop ----
-  StepWatchdog watchdog(opts.step_timeout_s);
   const int n = world.size();
   std::vector<double> gathered(root ? 3 * n : 0);
   std::vector<double> step_times, tok_rates, flop_rates;
@@ -252,6 +269,8 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
   int64_t last_saved = start_step;
   bool ckpt_failed = false;
   auto save = [&](int64_t step) -> bool {
+    watchdog->Enter("save step " + std::to_string(step));
+    InjectFault(opts, world.rank(), "save", step);
     std::vector<std::vector<float>> m(plan.vpp), v(plan.vpp);
     std::vector<ChunkState> states;
     for (int i = 0; i < plan.vpp; ++i) {
@@ -277,21 +296,26 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
     }
     if (root) std::printf("saved checkpoint step-%lld in '%s'\n", static_cast<long long>(step), opts.checkpoint_dir.c_str());
     last_saved = step;
+    // After "latest" names the new step: pruning can never remove it, and a
+    // failure here loses nothing (the older directories just stay).
+    if (root && opts.keep_checkpoints > 0) {
+      Status p = PruneCheckpoints(opts.checkpoint_dir, opts.keep_checkpoints);
+      if (!p.ok()) std::fprintf(stderr, "dtrun: warning: --keep-checkpoints: %s\n", p.message().c_str());
+    }
     return true;
   };
 
+  bool metrics_failed = false;  // rank 0: a metrics write failed
+  int64_t done_step = start_step;
   for (int64_t step = start_step; step < end_step; ++step) {
     const int64_t step1 = step + 1;
-    watchdog.BeginStep(step1);
-    if (world.rank() == opts.debug_kill_rank && step1 == opts.debug_kill_step) {
-      std::fprintf(stderr, "dtrun: [rank %d] --debug-kill: SIGKILL at step %lld\n", world.rank(),
-                   static_cast<long long>(step1));
-      std::fflush(stderr);
-      std::raise(SIGKILL);
-    }
+    watchdog->BeginStep(step1);
+    InjectFault(opts, world.rank(), "step", step1);
     // Ranks start every step together, so the step time excludes what rank 0
     // did after the previous step (metrics file, console) while others waited.
-    DT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    // The same all-reduce tells every rank that rank 0 could not write its
+    // metrics: the job stops instead of training on without them.
+    if (WorldMax(metrics_failed ? 1 : 0) != 0) break;
     const double t0 = Now();
     StepOutcome out = interp.RunStep(loader.position());
     const double dt = Now() - t0;
@@ -300,7 +324,7 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
     double local[3] = {contrib, dt, static_cast<double>(PeakBytes())};
     DT_MPI_CHECK(MPI_Gather(local, 3, MPI_DOUBLE, root ? gathered.data() : nullptr, 3, MPI_DOUBLE, 0,
                             MPI_COMM_WORLD));
-    watchdog.EndStep();
+    done_step = step1;
     if (root) {
       double loss_sum = 0.0, t_max = 0.0;
       int64_t peak = 0;
@@ -322,13 +346,19 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
                                      tps, fps, peak).c_str());
         std::fflush(stdout);
       }
-      if (metrics.is_open()) {
+      if (metrics.is_open() && !metrics_failed) {
+        std::string lines;
         for (int r = 0; r < n; ++r) {
           const double t = gathered[3 * r + 1];
-          metrics << MetricsJsonLine({r, step1, last_loss, t, tokens_per_step / t, flops_per_step / t, rank_peak[r]})
-                  << "\n";
+          lines += MetricsJsonLine({r, step1, last_loss, t, tokens_per_step / t, flops_per_step / t, rank_peak[r]});
+          lines += "\n";
         }
-        metrics.flush();
+        Status w = metrics.Append(lines);
+        if (!w.ok()) {
+          std::fprintf(stderr, "dtrun: error: --metrics: %s; stopping after step %lld\n", w.message().c_str(),
+                       static_cast<long long>(step1));
+          metrics_failed = true;
+        }
       }
     }
     if (!opts.checkpoint_dir.empty() && opts.checkpoint_every > 0 && step1 % opts.checkpoint_every == 0 &&
@@ -339,9 +369,20 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
       }
     }
   }
-  if (!ckpt_failed && !opts.checkpoint_dir.empty() && last_saved != end_step && end_step > start_step) {
-    if (!save(end_step)) ckpt_failed = true;
+  watchdog->Enter("end of training");
+  if (root && metrics.is_open() && !metrics_failed) {
+    Status c = metrics.Close();
+    if (!c.ok()) {
+      std::fprintf(stderr, "dtrun: error: --metrics: %s\n", c.message().c_str());
+      metrics_failed = true;
+    }
   }
+  const bool stopped_early = WorldMax(metrics_failed ? 1 : 0) != 0;
+  // Stopped early or not: the steps done are saved (nothing lost).
+  if (!ckpt_failed && !opts.checkpoint_dir.empty() && last_saved != done_step && done_step > start_step) {
+    if (!save(done_step)) ckpt_failed = true;
+  }
+  if (stopped_early) return kExitRuntime;
 
   if (root && end_step > start_step) {
     RunSummary s;

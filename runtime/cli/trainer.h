@@ -10,15 +10,20 @@
 // hangs. Returns the process exit code:
 //   0 success; 1 runtime failure (e.g. checkpoint write failed);
 //   2 bad input (plan file, world size, unsupported feature, data file,
-//     corrupt checkpoint). A hung step aborts the job (exit 3) through the
-//   StepWatchdog; a crashed rank makes mpirun kill the job.
+//     corrupt checkpoint). A rank that stops in any phase aborts the job
+//   (exit 3) through the JobWatchdog, which RunTraining moves from phase to
+//   phase ("resume", "step N", "save step N", ...); a crashed rank makes
+//   mpirun kill the job.
 #pragma once
 
 #include "runtime/cli/options.h"
 #include "runtime/comm/mpi_comm.h"
+#include "runtime/comm/watchdog.h"
 
 namespace dt::rt {
 
-int RunTraining(const DtrunOptions& opts, const MpiWorld& world);
+// `watchdog` (not null) is armed by the caller ("startup") and left in the
+// phase RunTraining ended in.
+int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* watchdog);
 
 }  // namespace dt::rt

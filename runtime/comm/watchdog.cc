@@ -5,6 +5,7 @@
 #endif
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -13,12 +14,12 @@
 
 namespace dt::rt {
 
-StepWatchdog::StepWatchdog(double timeout_s, TimeoutFn on_timeout)
+JobWatchdog::JobWatchdog(double timeout_s, TimeoutFn on_timeout)
     : timeout_s_(timeout_s), on_timeout_(on_timeout ? std::move(on_timeout) : TimeoutFn(AbortJob)) {
   if (timeout_s_ > 0) thread_ = std::thread([this] { Loop(); });
 }
 
-StepWatchdog::~StepWatchdog() {
+JobWatchdog::~JobWatchdog() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -27,22 +28,22 @@ StepWatchdog::~StepWatchdog() {
   if (thread_.joinable()) thread_.join();
 }
 
-void StepWatchdog::BeginStep(int64_t step) {
+void JobWatchdog::Enter(const std::string& phase) {
   std::lock_guard<std::mutex> lock(mu_);
-  in_step_ = true;
-  step_ = step;
+  armed_ = true;
+  phase_ = phase;
   ++epoch_;
   cv_.notify_all();
 }
 
-void StepWatchdog::EndStep() {
+void JobWatchdog::Disarm() {
   std::lock_guard<std::mutex> lock(mu_);
-  in_step_ = false;
+  armed_ = false;
   ++epoch_;
   cv_.notify_all();
 }
 
-void StepWatchdog::AbortJob(const std::string& message) {
+void JobWatchdog::AbortJob(const std::string& message) {
   std::fprintf(stderr, "%s\n", message.c_str());
   std::fflush(stderr);
   int initialized = 0, finalized = 0;
@@ -52,22 +53,46 @@ void StepWatchdog::AbortJob(const std::string& message) {
   std::_Exit(3);
 }
 
-void StepWatchdog::Loop() {
+void JobWatchdog::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
-    if (!in_step_) {
-      cv_.wait(lock, [&] { return stop_ || in_step_; });
+    if (!armed_) {
+      cv_.wait(lock, [&] { return stop_ || armed_; });
       continue;
     }
     const uint64_t epoch = epoch_;
-    const auto limit = std::chrono::duration<double>(timeout_s_);
-    bool changed = cv_.wait_for(lock, limit, [&] { return stop_ || epoch_ != epoch; });
+    // Wake in slices: a slice that took far longer than asked means this
+    // process itself did not run (SIGSTOP, a debugger), which the message
+    // then says, so the stopped rank names itself once it is continued.
+    using Clock = std::chrono::steady_clock;
+    const double slice_s = std::min(1.0, timeout_s_ / 4);
+    const auto slice = std::chrono::duration<double>(slice_s);
+    const Clock::time_point start = Clock::now();
+    Clock::time_point last = start;
+    double not_running_s = 0.0;
+    bool changed = false;
+    while (true) {
+      changed = cv_.wait_for(lock, slice, [&] { return stop_ || epoch_ != epoch; });
+      if (changed) break;
+      const Clock::time_point now = Clock::now();
+      const double gap_s = std::chrono::duration<double>(now - last).count() - slice_s;
+      if (gap_s > std::max(1.0, timeout_s_ / 2)) not_running_s += gap_s;
+      last = now;
+      if (std::chrono::duration<double>(now - start).count() >= timeout_s_) break;
+    }
     if (changed) continue;
-    std::string msg = "FATAL [rank " + std::to_string(dt::CheckRank()) + "] step " +
-                      std::to_string(step_) + " exceeded the watchdog timeout of " +
-                      std::to_string(timeout_s_) +
-                      " s (a peer rank is hung or dead); aborting the job";
-    in_step_ = false;
+    char secs[32];
+    std::snprintf(secs, sizeof(secs), "%g", timeout_s_);
+    std::string why = " (a peer rank it waits for is stopped, hung or dead)";
+    if (not_running_s > 0) {
+      char stopped[64];
+      std::snprintf(stopped, sizeof(stopped), "%.0f", not_running_s);
+      why = ": THIS rank did not run for " + std::string(stopped) + " s of it (stopped: SIGSTOP, a debugger, or a "
+            "starved node)";
+    }
+    std::string msg = "FATAL [rank " + std::to_string(dt::CheckRank()) + "] phase '" + phase_ +
+                      "' exceeded the watchdog timeout of " + secs + " s" + why + "; aborting the job";
+    armed_ = false;
     lock.unlock();
     on_timeout_(msg);
     lock.lock();

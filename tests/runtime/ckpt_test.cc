@@ -26,6 +26,24 @@ std::string FreshDir(const std::string& name) {
   return d;
 }
 
+std::string ReadText(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// Rewrites a step directory's manifest and (reseal) its CRC-32 sidecar, as a
+// careful forger would: the cross-checks must catch what the checksum cannot.
+void WriteManifest(const std::string& step_dir, const json& j, bool reseal) {
+  const std::string text = j.dump(1);
+  std::ofstream(step_dir + "/manifest.json", std::ios::trunc | std::ios::binary) << text;
+  if (!reseal) return;
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%08x\n", Crc32(text.data(), text.size()));
+  std::ofstream(step_dir + "/manifest.crc32", std::ios::trunc) << buf;
+}
+
+json ReadManifest(const std::string& step_dir) { return json::parse(ReadText(step_dir + "/manifest.json")); }
+
 CheckpointContents Sample(int64_t step) {
   CheckpointContents c;
   c.step = step;
@@ -100,7 +118,7 @@ TEST(CkptFormat, OverflowingManifestEntriesAreErrors) {
   auto edit = [&](auto change) {
     json j = original;
     change(j["tensors"][1]);
-    std::ofstream(manifest, std::ios::trunc) << j.dump();
+    WriteManifest(root + "/step-5", j, /*reseal=*/true);
     return ReadCheckpoint(root);
   };
   for (auto change : std::vector<std::function<void(json&)>>{
@@ -114,6 +132,65 @@ TEST(CkptFormat, OverflowingManifestEntriesAreErrors) {
     ASSERT_FALSE(c.ok());
     EXPECT_NE(c.status().message().find("param/b"), std::string::npos) << c.status().message();
   }
+}
+
+// Issue 13: the manifest is checksummed; a changed byte (here the step) is
+// refused instead of resuming at the wrong place, and so is a missing sidecar.
+TEST(CkptFormat, EditedManifestFailsItsChecksum) {
+  const std::string root = FreshDir("edited_manifest");
+  ASSERT_TRUE(WriteCheckpoint(root, Sample(6)).ok());
+  ASSERT_TRUE(ReadCheckpoint(root).ok());
+  const std::string dir = root + "/step-6";
+  std::string text = ReadText(dir + "/manifest.json");
+  const size_t at = text.find("\"note\"");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 6, "\"nota\"");
+  std::ofstream(dir + "/manifest.json", std::ios::trunc | std::ios::binary) << text;
+  auto c = ReadCheckpoint(root);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kIoError);
+  EXPECT_NE(c.status().message().find("manifest.json' fails its CRC-32"), std::string::npos) << c.status().message();
+  fs::remove(dir + "/manifest.crc32");
+  c = ReadCheckpoint(root);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("manifest.crc32' is missing"), std::string::npos) << c.status().message();
+}
+
+// Even with a resealed checksum: the step must match the directory, and a
+// removed entry leaves a hole in the blob that is named.
+TEST(CkptFormat, ResealedManifestIsCrossCheckedAgainstBlob) {
+  const std::string root = FreshDir("resealed");
+  ASSERT_TRUE(WriteCheckpoint(root, Sample(7)).ok());
+  const std::string dir = root + "/step-7";
+  const json original = ReadManifest(dir);
+  json j = original;
+  j["step"] = 9;
+  WriteManifest(dir, j, true);
+  auto c = ReadCheckpoint(root);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("field 'step' is 9 but its directory is 'step-7'"), std::string::npos)
+      << c.status().message();
+  j = original;
+  j["tensors"].erase(0);  // param/a gone: param/b no longer starts at byte 0
+  WriteManifest(dir, j, true);
+  c = ReadCheckpoint(root);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("'param/b'"), std::string::npos) << c.status().message();
+  j = original;
+  j["tensors"].erase(1);  // the last entry gone: the blob has bytes nobody owns
+  WriteManifest(dir, j, true);
+  c = ReadCheckpoint(root);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("an entry was removed"), std::string::npos) << c.status().message();
+  j = original;
+  j["tensors"][1] = j["tensors"][0];
+  j["tensors"][1]["offset"] = 24;
+  WriteManifest(dir, j, true);
+  c = ReadCheckpoint(root);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("appears twice"), std::string::npos) << c.status().message();
+  WriteManifest(dir, original, true);
+  EXPECT_TRUE(ReadCheckpoint(root).ok());
 }
 
 // A lost "latest" pointer falls back to the newest complete step directory;
@@ -256,6 +333,65 @@ TEST(Checkpoint, SavedUnderTp2Pp2Dp2LoadsIntoOneRankAndBack) {
   FillFromFull(expect, &em, &ev);
   for (int64_t i = 0; i < again.numel(); ++i) ASSERT_EQ(again.values()[i], expect.values()[i]);
   EXPECT_EQ(m2, em);
+}
+
+// A checkpoint holding Store(0, 1, 0, 1)'s tensors with the given meta;
+// `skip` names one tensor to leave out.
+std::string WriteStoreCheckpoint(const std::string& name, const json& meta, const std::string& skip = "") {
+  const std::string root = FreshDir(name);
+  ParamStore s = Store(0, 1, 0, 1);
+  std::vector<float> m, v;
+  FillFromFull(s, &m, &v);
+  CheckpointContents c;
+  c.step = 7;
+  c.meta = meta;
+  for (const Param& p : s.params())
+    for (const auto& [prefix, base] : {std::pair<std::string, const float*>{"param/", s.values()},
+                                       {"adam_m/", m.data()}, {"adam_v/", v.data()}}) {
+      if (prefix + p.name == skip) continue;
+      c.tensors.push_back({prefix + p.name, p.full_shape,
+                           std::vector<float>(base + p.offset, base + p.offset + p.numel)});
+    }
+  EXPECT_TRUE(WriteCheckpoint(root, c).ok());
+  return root;
+}
+
+json Meta(int64_t step, int64_t optimizer_step, int64_t data_position) {
+  return {{"step", step}, {"optimizer_step", optimizer_step}, {"data_position", data_position},
+          {"data_seed", 0}, {"rng_state", ""}};
+}
+
+// Issue 13: optimizer_step -5 aborted the resume (rc 134); a data position
+// other than the step resumed silently on other data; a missing Adam moment
+// resumed silently with zero moments. All are refused, naming the entry.
+TEST(Checkpoint, InconsistentTrainStateIsRefused) {
+  ParamStore s = Store(0, 1, 0, 1);
+  std::vector<float> m, v;
+  ASSERT_TRUE(LoadCheckpoint(WriteStoreCheckpoint("state_ok", Meta(7, 7, 7)), {{&s, &m, &v}}).ok());
+  struct Case {
+    json meta;
+    std::string says;
+  };
+  for (const Case& k : {Case{Meta(7, -5, 7), "'meta.optimizer_step' is -5 (allowed: >= 0)"},
+                        Case{Meta(7, 7, 3), "'meta.data_position' is 3 but the checkpoint is of step 7"},
+                        Case{Meta(8, 8, 8), "'meta.step' is 8 but the checkpoint is of step 7"}}) {
+    auto st = LoadCheckpoint(WriteStoreCheckpoint("state_bad", k.meta), {{&s, &m, &v}});
+    ASSERT_FALSE(st.ok()) << k.meta.dump();
+    EXPECT_EQ(st.status().code(), StatusCode::kIoError);
+    EXPECT_NE(st.status().message().find(k.says), std::string::npos) << st.status().message();
+  }
+}
+
+TEST(Checkpoint, MissingAdamMomentIsRefused) {
+  ParamStore s = Store(0, 1, 0, 1);
+  std::vector<float> m, v;
+  const std::string root = WriteStoreCheckpoint("no_moment", Meta(7, 7, 7), "adam_v/layers.0.fc2.weight");
+  auto st = LoadCheckpoint(root, {{&s, &m, &v}});
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.status().message().find("lacks the optimizer state 'adam_v/layers.0.fc2.weight'"), std::string::npos)
+      << st.status().message();
+  // A loader that asks for no moments (weights only) is fine.
+  EXPECT_TRUE(LoadCheckpoint(root, {{&s, nullptr, nullptr}}).ok());
 }
 
 TEST(Checkpoint, WrongModelIsRejected) {

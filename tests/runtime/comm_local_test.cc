@@ -1,10 +1,15 @@
 // Tests of the in-process fake Comm (LocalComm), MakeLocalGroups and StepWatchdog.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <future>
 #include <numeric>
+#include <thread>
 
 #include "runtime/comm/local_comm.h"
 #include "runtime/comm/watchdog.h"
@@ -141,7 +146,7 @@ TEST(StepWatchdog, FiresWhenAStepHangs) {
   auto f = fired.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready);
   std::string msg = f.get();
-  EXPECT_NE(msg.find("step 42"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("phase 'step 42'"), std::string::npos) << msg;
 }
 
 TEST(StepWatchdog, QuietWhenStepsFinish) {
@@ -154,6 +159,48 @@ TEST(StepWatchdog, QuietWhenStepsFinish) {
     }
   }
   EXPECT_EQ(fired.load(), 0);
+}
+
+// Issue 13: the watchdog covers every phase, not only steps; the message
+// names the phase, and moving on to the next phase restarts the clock.
+TEST(JobWatchdog, NamesThePhaseThatStalls) {
+  std::promise<std::string> fired;
+  JobWatchdog w(0.3, [&](const std::string& m) { fired.set_value(m); });
+  auto f = fired.get_future();
+  for (const char* phase : {"startup", "resume", "step 1", "save step 1"}) {
+    w.Enter(phase);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(f.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  const std::string msg = f.get();
+  EXPECT_NE(msg.find("phase 'save step 1'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[rank "), std::string::npos) << msg;
+}
+
+// A rank that was itself stopped (SIGSTOP) says so once it is continued, so
+// the job's output names the stopped rank, not only the ones that waited.
+TEST(JobWatchdog, AStoppedRankNamesItself) {
+  std::promise<std::string> fired;
+  JobWatchdog w(2.0, [&](const std::string& m) { fired.set_value(m); });
+  w.Enter("save step 4");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the watchdog is timing the phase
+  const pid_t self = getpid();
+  const pid_t helper = fork();
+  ASSERT_GE(helper, 0);
+  if (helper == 0) {  // continue the test process after 3.5 s
+    sleep(3);
+    usleep(500000);
+    kill(self, SIGCONT);
+    _exit(0);
+  }
+  raise(SIGSTOP);
+  waitpid(helper, nullptr, 0);
+  auto f = fired.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  const std::string msg = f.get();
+  EXPECT_NE(msg.find("phase 'save step 4'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("THIS rank did not run for"), std::string::npos) << msg;
 }
 
 }  // namespace
