@@ -252,7 +252,9 @@ TEST(Frameworks, MegatronExportThenImportIsTheSamePlan) {
     EXPECT_EQ(m.ffn_hidden, f.model.ffn_hidden);
     EXPECT_EQ(m.tied_embeddings, f.model.tied_embeddings);
     EXPECT_DOUBLE_EQ(m.rms_norm_eps, f.model.rms_norm_eps);  // dtrun trains with these
-    if (!f.model.learned_positions()) EXPECT_DOUBLE_EQ(m.rope_theta, f.model.rope_theta);
+    if (!f.model.learned_positions()) {
+      EXPECT_DOUBLE_EQ(m.rope_theta, f.model.rope_theta);
+    }
     EXPECT_EQ(m.rope_scaled, f.model.rope_scaled);
     EXPECT_EQ(m.TotalParams() - static_cast<int64_t>(m.vocab) * m.hidden * (m.tied_embeddings ? 1 : 2),
               f.model.TotalParams() - static_cast<int64_t>(f.model.vocab) * f.model.hidden * (f.model.tied_embeddings ? 1 : 2));

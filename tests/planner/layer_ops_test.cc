@@ -194,9 +194,11 @@ TEST(LayerOps, GqaReplicatedKvGradsAndUnfusedRing) {
   EXPECT_DOUBLE_EQ(replica_ops(16).second, 4.0 * 2 * 8 * 128 * 4096);
   PlanSpec p = Plan(m, 2, 4, false);
   p.flash_attention = false;
-  for (const Op& op : TransformerLayerOps(m, p, 2).forward)
-    if (op.kind == OpKind::kCollective && op.group == GroupKind::kCp)  // 16 local query heads, not 4 KV heads
+  for (const Op& op : TransformerLayerOps(m, p, 2).forward) {
+    if (op.kind == OpKind::kCollective && op.group == GroupKind::kCp) {  // 16 local query heads, not 4 KV heads
       EXPECT_DOUBLE_EQ(op.bytes, 2.0 * 2 * (2 * 2048) * 16 * 128);
+    }
+  }
 }
 
 TEST(LayerOps, RecomputeLists) {
