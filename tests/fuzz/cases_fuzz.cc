@@ -1,0 +1,8 @@
+// Fuzz target: a validation case file (JSON schema of shared/validation).
+#include "planner/validate/case.h"
+#include "tests/fuzz/fuzz_input.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  (void)dt::ReadJsonCases(dt::fuzz::InputFile(data, size, "cases.json"));
+  return 0;
+}

@@ -1,0 +1,8 @@
+// Fuzz target: a plan file (model, cluster and plan, as dtplan --out writes).
+#include "planner/spec/plan_spec.h"
+#include "tests/fuzz/fuzz_input.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  (void)dt::LoadPlanFile(dt::fuzz::InputFile(data, size, "plan.json"));
+  return 0;
+}

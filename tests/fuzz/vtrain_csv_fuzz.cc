@@ -1,0 +1,8 @@
+// Fuzz target: a vTrain ground-truth CSV.
+#include "planner/validate/case.h"
+#include "tests/fuzz/fuzz_input.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  (void)dt::ReadVtrainCsv(dt::fuzz::InputFile(data, size, "cases.csv"));
+  return 0;
+}
