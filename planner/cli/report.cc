@@ -83,7 +83,8 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
     os << Row(r.top[i].plan, r.top[i].prediction, static_cast<int>(i + 1));
   const Prediction& b = r.top[0].prediction;
   os << "\nbest: " << Describe(r.top[0].plan) << "\n  step " << Fmt("%.3f", b.step_time_s)
-     << " s = compute " << Fmt("%.3f", b.time.compute) << " + TP comm " << Fmt("%.3f", b.time.tp_exposed)
+     << " s = compute " << Fmt("%.3f", b.time.compute) << (m.moe() ? " + TP/EP comm " : " + TP comm ")
+     << Fmt("%.3f", b.time.tp_exposed)
      << " + PP comm " << Fmt("%.3f", b.time.pp_exposed) << " + DP comm " << Fmt("%.3f", b.time.dp_exposed)
      << " + bubble " << Fmt("%.3f", b.time.bubble) << " + optimizer " << Fmt("%.3f", b.time.optimizer)
      << " (exposed times on the critical stage)\n";
