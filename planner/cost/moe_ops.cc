@@ -1,5 +1,7 @@
 #include "planner/cost/moe_ops.h"
 
+#include <cmath>
+
 #include "base/check.h"
 
 namespace dt {
@@ -10,6 +12,7 @@ struct MoeDims {
   double T;        // tokens of the TP region (b * s / cp)
   double T_r;      // tokens a rank routes: T / tp (sequence parallel) or T
   double rows;     // expert GEMM rows, balanced: T * top_k
+  int64_t local_experts;  // E / ep: the batch of the grouped GEMMs
   int64_t h, E, k, f_local, fs_local;
   int tp, ep;
   bool gated, shared_gate;
@@ -25,6 +28,7 @@ MoeDims MakeMoeDims(const ModelSpec& m, const PlanSpec& p, int bytes_per_element
   d.T_r = p.tp > 1 ? d.T / p.tp : d.T;  // MoE with tp > 1 runs sequence parallel (Validate)
   d.k = m.moe_top_k;
   d.rows = d.T * d.k;
+  d.local_experts = m.num_experts / p.ep;
   d.h = m.hidden;
   d.E = m.num_experts;
   d.f_local = (m.moe_ffn_hidden + p.tp - 1) / p.tp;
@@ -38,16 +42,28 @@ MoeDims MakeMoeDims(const ModelSpec& m, const PlanSpec& p, int bytes_per_element
   return d;
 }
 
-Op Gemm(const char* name, double m, int64_t n, int64_t k, double imbalance = 1.0) {
+// A GEMM of m x n x k (m may be fractional: rows per expert), `batch` times.
+Op Gemm(const char* name, double m, double n, double k, double imbalance = 1.0, int64_t batch = 1) {
   Op op;
   op.kind = OpKind::kGemm;
   op.name = name;
-  op.m = static_cast<int64_t>(m + 0.5);
-  op.n = n;
-  op.k = k;
-  op.flops = 2.0 * m * n * k;
+  op.m = static_cast<int64_t>(std::ceil(m));
+  op.n = static_cast<int64_t>(std::ceil(n));
+  op.k = static_cast<int64_t>(std::ceil(k));
+  op.batch = batch;
+  op.flops = 2.0 * m * n * k * batch;
   op.imbalance = imbalance;
   return op;
+}
+
+// The grouped GEMM of the E/ep local experts: per expert rows/(E/ep) rows
+// (balanced), so its minimum bytes read every local expert's weights once.
+Op ExpertGemm(const char* name, const MoeDims& d, int64_t n, int64_t k) {
+  return Gemm(name, d.rows / d.local_experts, n, k, d.cf, d.local_experts);
+}
+// Weight gradient of the grouped GEMM: [k x n] = X^T dY per expert.
+Op ExpertWgrad(const char* name, const MoeDims& d, int64_t k, int64_t n) {
+  return Gemm(name, k, n, d.rows / d.local_experts, d.cf, d.local_experts);
 }
 
 Op Mem(const char* name, double bytes, double imbalance = 1.0) {
@@ -135,14 +151,14 @@ std::vector<Op> MoeMlpForward(const ModelSpec& m, const PlanSpec& p, int bytes_p
   Coll("moe_dispatch_allgather", CollKind::kAllGather, GroupKind::kTp, d.tp, GatheredBytes(d), &f);
   // Experts: grouped GEMMs over all routed rows (E/ep experts, f/tp columns).
   if (d.gated) {
-    f.push_back(Gemm("expert_fc1_gate", d.rows, d.f_local, d.h, d.cf));
-    f.push_back(Gemm("expert_fc1_up", d.rows, d.f_local, d.h, d.cf));
+    f.push_back(ExpertGemm("expert_fc1_gate", d, d.f_local, d.h));
+    f.push_back(ExpertGemm("expert_fc1_up", d, d.f_local, d.h));
     f.push_back(Mem("expert_swiglu", 3 * d.e * d.rows * d.f_local, d.cf));
   } else {
-    f.push_back(Gemm("expert_fc1", d.rows, d.f_local, d.h, d.cf));
+    f.push_back(ExpertGemm("expert_fc1", d, d.f_local, d.h));
     f.push_back(Mem("expert_gelu", 2 * d.e * d.rows * d.f_local, d.cf));
   }
-  f.push_back(Gemm("expert_fc2", d.rows, d.h, d.f_local, d.cf));
+  f.push_back(ExpertGemm("expert_fc2", d, d.h, d.f_local));
   // Combine: reduce-scatter over TP, all-to-all back, weighted sum of k.
   Coll("moe_combine_reducescatter", CollKind::kReduceScatter, GroupKind::kTp, d.tp, GatheredBytes(d), &f);
   Coll("moe_combine_alltoall", CollKind::kAllToAll, GroupKind::kEp, d.ep, DispatchBytes(d), &f);
@@ -160,13 +176,13 @@ std::vector<Op> MoeMlpBackward(const ModelSpec& m, const PlanSpec& p, int bytes_
   Coll("moe_combine_alltoall_bwd", CollKind::kAllToAll, GroupKind::kEp, d.ep, DispatchBytes(d), &g);
   Coll("moe_combine_allgather_bwd", CollKind::kAllGather, GroupKind::kTp, d.tp, GatheredBytes(d), &g);
   // Experts backward: dgrad and wgrad of each GEMM.
-  g.push_back(Gemm("expert_fc2_dgrad", d.rows, d.f_local, d.h, d.cf));
-  g.push_back(Gemm("expert_fc2_wgrad", d.f_local, d.h, d.rows, d.cf));
+  g.push_back(ExpertGemm("expert_fc2_dgrad", d, d.f_local, d.h));
+  g.push_back(ExpertWgrad("expert_fc2_wgrad", d, d.f_local, d.h));
   g.push_back(Mem(d.gated ? "expert_swiglu_bwd" : "expert_gelu_bwd",
                   (d.gated ? 5 : 3) * d.e * d.rows * d.f_local, d.cf));
   for (int i = 0; i < (d.gated ? 2 : 1); ++i) {
-    g.push_back(Gemm("expert_fc1_dgrad", d.rows, d.h, d.f_local, d.cf));
-    g.push_back(Gemm("expert_fc1_wgrad", d.h, d.f_local, d.rows, d.cf));
+    g.push_back(ExpertGemm("expert_fc1_dgrad", d, d.h, d.f_local));
+    g.push_back(ExpertWgrad("expert_fc1_wgrad", d, d.h, d.f_local));
   }
   Coll("moe_dispatch_reducescatter_bwd", CollKind::kReduceScatter, GroupKind::kTp, d.tp, GatheredBytes(d), &g);
   Coll("moe_dispatch_alltoall_bwd", CollKind::kAllToAll, GroupKind::kEp, d.ep, DispatchBytes(d), &g);

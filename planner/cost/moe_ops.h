@@ -8,8 +8,10 @@
 // tp > 1): each rank routes its T_r = b*s/(cp*tp) tokens (router GEMM h x E,
 // softmax + top-k), permutes its T_r*k token copies into expert order,
 // all-to-alls them over the EP group, all-gathers them over TP, runs its
-// E/ep experts' MLPs (a grouped GEMM over all rows, each expert column-
-// and row-split over tp) on T*k rows (balanced routing), reduce-scatters
+// E/ep experts' MLPs (one grouped GEMM per matrix: batch E/ep of
+// T*k/(E/ep) rows each, every expert column- and row-split over tp; the
+// time model sees its total FLOPs and the bytes of all local experts'
+// weights) on T*k rows (balanced routing), reduce-scatters
 // over TP, all-to-alls back, and sums each token's k outputs weighted by
 // its router probabilities. Shared experts run as a dense MLP of width
 // shared_ffn_hidden on every token (all-gather / reduce-scatter over TP),
