@@ -25,7 +25,7 @@ struct CommonOptions {
 // Plan dimensions a user may fix (dtplan and validate --execute); unset
 // ones are searched.
 struct DimensionOptions {
-  std::optional<int> dp, tp, pp, cp, vpp, mbs, zero;
+  std::optional<int> dp, tp, pp, cp, vpp, mbs, zero, ep;
   std::string schedule, recompute;
   std::optional<bool> sp;
   bool sp_on = false, sp_off = false;  // the --sp / --no-sp flags as parsed

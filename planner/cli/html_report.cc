@@ -26,7 +26,9 @@ std::string RankTable(const SearchResult& r) {
   for (const RankedPlan& rp : r.top) {
     const PlanSpec& p = rp.plan;
     const Prediction& pr = rp.prediction;
-    h += "<tr><td>" + std::to_string(++rank) + "</td><td>" + std::to_string(p.dp) + "</td><td>" +
+    // Expert parallelism (MoE) splits experts inside dp: shown there.
+    const std::string dp = std::to_string(p.dp) + (p.ep > 1 ? " (ep " + std::to_string(p.ep) + ")" : "");
+    h += "<tr><td>" + std::to_string(++rank) + "</td><td>" + dp + "</td><td>" +
          std::to_string(p.tp) + "</td><td>" + std::to_string(p.pp) + "</td><td>" + std::to_string(p.cp) +
          "</td><td>" + std::to_string(p.vpp) + "</td><td>" + std::to_string(p.micro_batch) + "</td><td>" +
          std::to_string(p.num_microbatches) + "</td><td>" + ToString(p.schedule) + "</td><td>" +

@@ -18,7 +18,7 @@ int Fail(const std::string& message) {
 }
 
 Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
-  k->dp = d.dp; k->tp = d.tp; k->pp = d.pp; k->cp = d.cp; k->vpp = d.vpp;
+  k->dp = d.dp; k->tp = d.tp; k->pp = d.pp; k->cp = d.cp; k->vpp = d.vpp; k->ep = d.ep;
   k->micro_batch = d.mbs; k->zero_stage = d.zero;
   k->sequence_parallel = d.sp;
   if (d.sp_on) k->sequence_parallel = true;
@@ -119,6 +119,9 @@ int RunPlan(const PlanOptions& o) {
   if (!o.common.json) {
     if (Status ex = CheckExecutable(m, best.plan, RuntimeDeviceFor(cluster.device)); !ex.ok())
       std::cout << "note: dtrun cannot execute this plan yet: " << ex.message() << "\n";
+    if (m.moe() && cluster.device != "cpu")
+      std::cout << "note: dtrun cannot execute " << CapabilityOf(Feature::kMixtureOfExperts).name << " on any device; "
+                << CapabilityOf(Feature::kMixtureOfExperts).fix << "\n";
     std::cout << "wrote " << o.out;
     if (!o.trace.empty()) std::cout << " and trace " << o.trace << " (open in ui.perfetto.dev)";
     if (!o.report.empty()) std::cout << " and report " << o.report;

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "planner/cost/moe_ops.h"
 #include "planner/spec/capabilities.h"
 
 namespace dt::cli {
@@ -22,7 +23,9 @@ std::string Row(const PlanSpec& p, const Prediction& d, int rank) {
                 ToString(p.schedule), ToString(p.recompute), p.sequence_parallel ? "on" : "off",
                 p.zero_stage, d.step_time_s, d.tokens_per_s, 100 * d.mfu,
                 Gib(d.peak_memory_bytes).c_str(), Gib(d.capacity_bytes).c_str());
-  return buf;
+  std::string row = buf;
+  if (p.ep > 1) row.insert(row.size() - 1, "  ep=" + std::to_string(p.ep));
+  return row;
 }
 
 json ReasonsJson(const std::map<std::string, int64_t>& m) {
@@ -43,6 +46,13 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
   os << "model    " << m.name << " (" << kind << ", "
      << Fmt("%.2f", m.TotalParams() / 1e9) << "B params, " << m.num_layers << " layers, hidden "
      << m.hidden << ", " << m.heads << " heads)\n";
+  if (m.moe())
+    os << "MoE      " << m.num_experts << " experts, top-" << m.moe_top_k << " routed"
+       << (m.shared_ffn_hidden > 0 ? " + shared" : "") << ": " << Fmt("%.2f", m.TotalParams() / 1e9)
+       << "B total, " << Fmt("%.2f", m.ActiveParams() / 1e9)
+       << "B active params per token; MFU counts active FLOPs (routed tokens x top-k), expert time is priced "
+          "at a load-imbalance allowance of "
+       << Fmt("%.2f", kExpertLoadImbalance) << "x\n";
   os << "cluster  " << c.nodes << " nodes x " << c.gpus_per_node << " " << c.device << " = "
      << c.world() << " devices\n";
   os << "profile  " << hw.name << " (" << Gib(static_cast<double>(hw.device.memory_bytes))
@@ -73,7 +83,8 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
     os << Row(r.top[i].plan, r.top[i].prediction, static_cast<int>(i + 1));
   const Prediction& b = r.top[0].prediction;
   os << "\nbest: " << Describe(r.top[0].plan) << "\n  step " << Fmt("%.3f", b.step_time_s)
-     << " s = compute " << Fmt("%.3f", b.time.compute) << " + TP comm " << Fmt("%.3f", b.time.tp_exposed)
+     << " s = compute " << Fmt("%.3f", b.time.compute) << (m.moe() ? " + TP/EP comm " : " + TP comm ")
+     << Fmt("%.3f", b.time.tp_exposed)
      << " + PP comm " << Fmt("%.3f", b.time.pp_exposed) << " + DP comm " << Fmt("%.3f", b.time.dp_exposed)
      << " + bubble " << Fmt("%.3f", b.time.bubble) << " + optimizer " << Fmt("%.3f", b.time.optimizer)
      << " (exposed times on the critical stage)\n";

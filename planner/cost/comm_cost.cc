@@ -12,6 +12,7 @@ sim::CollOp ToSimOp(CollKind k) {
     case CollKind::kReduceScatter: return sim::CollOp::kReduceScatter;
     case CollKind::kAllGather: return sim::CollOp::kAllGather;
     case CollKind::kSendRecv: return sim::CollOp::kSendRecv;
+    case CollKind::kAllToAll: return sim::CollOp::kAllToAll;
   }
   return sim::CollOp::kSendRecv;
 }
@@ -69,8 +70,30 @@ bool HasInterNode(const HardwareProfile& p) {
   return true;
 }
 
+namespace {
+// All-to-all, derived from the all-gather tables (profiles measure no
+// all-to-all; an approximation, docs/simulator.md "Mixture of experts"):
+// inside a node, NVLink/NVSwitch moves the same (n-1)/n of each rank's
+// buffer as an all-gather, at the all-gather busbw of the group size. Across
+// nodes, every rank's off-node share leaves through its own NIC, in parallel
+// with the others, so the bus bandwidth is one NIC's: the all-gather .inter
+// entry for 1 rank per node (not the g-NIC aggregate a ring reaches).
+LinkChoice AllToAllLink(double bytes, int n, bool spans_nodes, const HardwareProfile& p) {
+  const CollectiveTable& ag = p.network.table(CollKind::kAllGather);
+  if (!spans_nodes) {
+    DT_CHECK_LE(n, p.network.gpus_per_node) << "an intra-node group cannot exceed a node";
+    return Lookup(ag.intra, n, bytes);
+  }
+  DT_CHECK(!ag.inter.empty()) << "profile '" << p.name << "' has no inter-node all_gather table";
+  LinkChoice c = Lookup(ag.inter, 1, bytes);
+  if (!ag.intra.empty()) c.busbw_Bps = std::min(c.busbw_Bps, Lookup(ag.intra, std::min(n, p.network.gpus_per_node), bytes).busbw_Bps);
+  return c;
+}
+}  // namespace
+
 LinkChoice ChooseLink(CollKind kind, double bytes, int n, int g, bool spans_nodes,
                       const HardwareProfile& p) {
+  if (kind == CollKind::kAllToAll) return AllToAllLink(bytes, n, spans_nodes, p);
   const CollectiveTable& t = p.network.table(kind);
   if (!spans_nodes) {
     DT_CHECK_LE(n, p.network.gpus_per_node) << "an intra-node group cannot exceed a node";

@@ -18,6 +18,10 @@
 //   interpolated log-log and the time is max(latency term, bandwidth term).
 // * all_reduce takes min(ring, tree) (sim::BestAllReduceTime), standing in
 //   for NCCL's per-size algorithm choice.
+// * all_to_all (MoE dispatch/combine) has no table: intra-node it uses the
+//   all_gather .intra entry of the group size; spanning nodes, the
+//   all_gather .inter entry for 1 rank per node (one NIC per rank, no
+//   aggregation over the node's NICs). (n-1)/n factor and n-1 latency steps.
 // Group size 1 or 0 bytes cost 0. Monotone: more bandwidth never slower,
 // larger messages never faster. Pure, thread-safe; inconsistent arguments
 // (ranks per node > gpus_per_node, a spanning group on a profile without

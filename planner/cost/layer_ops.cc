@@ -1,6 +1,7 @@
 #include "planner/cost/layer_ops.h"
 
 #include "base/check.h"
+#include "planner/cost/moe_ops.h"
 
 // Per-rank op lists of one transformer layer, the embedding and the LM head.
 // Formulas and sources: docs/flops.md. Conventions:
@@ -20,6 +21,7 @@ const char* ToString(CollKind k) {
     case CollKind::kReduceScatter: return "reduce_scatter";
     case CollKind::kAllGather: return "all_gather";
     case CollKind::kSendRecv: return "send_recv";
+    case CollKind::kAllToAll: return "all_to_all";
   }
   return "?";
 }
@@ -30,6 +32,7 @@ const char* ToString(GroupKind g) {
     case GroupKind::kCp: return "cp";
     case GroupKind::kDp: return "dp";
     case GroupKind::kPp: return "pp";
+    case GroupKind::kEp: return "ep";
   }
   return "?";
 }
@@ -58,6 +61,10 @@ struct Dims {
   bool flash;  // fused attention: no score-matrix traffic
   bool dropout;  // GPT dropout on attention probabilities
   double e;  // bytes per element
+  const ModelSpec* model;  // MoE: the MLP block is moe_ops.h's
+  const PlanSpec* plan;
+  bool moe;
+  bool qk_norm;
 };
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -93,6 +100,10 @@ Dims MakeDims(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   d.flash = p.flash_attention;
   d.dropout = m.uses_dropout() && p.dropout;
   d.e = bytes_per_element;
+  d.model = &m;
+  d.plan = &p;
+  d.moe = m.moe();
+  d.qk_norm = m.qk_norm;
   return d;
 }
 
@@ -194,6 +205,7 @@ std::vector<Op> LayerForward(const Dims& d) {
   TpEnterForward(d, "sp_allgather_attn", &f);
   f.push_back(Gemm("qkv", d.T, n_qkv, d.h));
   if (d.bias || d.qkv_bias) f.push_back(Mem("qkv_bias", 2 * e * d.T * n_qkv));
+  if (d.qk_norm) f.push_back(Mem("qk_rmsnorm", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
   if (d.rope) f.push_back(Mem("rope", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
   CpRing(d, &f, /*backward=*/false);
   f.push_back(AttentionCore(d, "attn_core", 1.0));
@@ -206,17 +218,22 @@ std::vector<Op> LayerForward(const Dims& d) {
     f.push_back(Mem("residual_add_attn", 3 * e * d.T_r * d.h));
   // MLP block (a parallel block, norms == 1, reads norm 1's output).
   if (d.norms >= 2) f.push_back(Mem(d.ln ? "ln2" : "rmsnorm2", 2 * e * d.T_r * d.h));
-  TpEnterForward(d, "sp_allgather_mlp", &f);
-  if (!d.gated) {
-    f.push_back(Gemm("fc1", d.T, d.f_local, d.h));
-    f.push_back(Mem("bias_gelu", 2 * e * d.T * d.f_local));
+  if (d.moe) {
+    const std::vector<Op> moe = MoeMlpForward(*d.model, *d.plan, static_cast<int>(d.e));
+    f.insert(f.end(), moe.begin(), moe.end());
   } else {
-    f.push_back(Gemm("fc1_gate", d.T, d.f_local, d.h));
-    f.push_back(Gemm("fc1_up", d.T, d.f_local, d.h));
-    f.push_back(Mem("swiglu", 3 * e * d.T * d.f_local));
+    TpEnterForward(d, "sp_allgather_mlp", &f);
+    if (!d.gated) {
+      f.push_back(Gemm("fc1", d.T, d.f_local, d.h));
+      f.push_back(Mem("bias_gelu", 2 * e * d.T * d.f_local));
+    } else {
+      f.push_back(Gemm("fc1_gate", d.T, d.f_local, d.h));
+      f.push_back(Gemm("fc1_up", d.T, d.f_local, d.h));
+      f.push_back(Mem("swiglu", 3 * e * d.T * d.f_local));
+    }
+    f.push_back(Gemm("fc2", d.T, d.h, d.f_local));
+    TpExitForward(d, d.sp ? "sp_reducescatter_mlp" : "tp_allreduce_mlp", &f);
   }
-  f.push_back(Gemm("fc2", d.T, d.h, d.f_local));
-  TpExitForward(d, d.sp ? "sp_reducescatter_mlp" : "tp_allreduce_mlp", &f);
   if (d.norms == 4) f.push_back(Mem("post_mlp_rmsnorm", 2 * e * d.T_r * d.h));
   if (d.bias)
     f.push_back(Mem("bias_dropout_add_mlp", (3 * e + 1) * d.T_r * d.h));
@@ -240,23 +257,28 @@ std::vector<Op> LayerBackward(const Dims& d) {
   else
     g.push_back(Mem("residual_add_mlp_bwd", 3 * e * d.T_r * d.h));
   if (d.norms == 4) g.push_back(Mem("post_mlp_rmsnorm_bwd", 3 * e * d.T_r * d.h));
-  TpExitBackward(d, "sp_allgather_mlp_grad", &g);
-  GemmBackward(Gemm("fc2", d.T, d.h, d.f_local), "fc2_dgrad", "fc2_wgrad", &g);
-  if (!d.gated) {
-    g.push_back(Mem("bias_gelu_bwd", 3 * e * d.T * d.f_local));
+  if (d.moe) {
+    const std::vector<Op> moe = MoeMlpBackward(*d.model, *d.plan, static_cast<int>(d.e));
+    g.insert(g.end(), moe.begin(), moe.end());
   } else {
-    g.push_back(Mem("swiglu_bwd", 5 * e * d.T * d.f_local));
+    TpExitBackward(d, "sp_allgather_mlp_grad", &g);
+    GemmBackward(Gemm("fc2", d.T, d.h, d.f_local), "fc2_dgrad", "fc2_wgrad", &g);
+    if (!d.gated) {
+      g.push_back(Mem("bias_gelu_bwd", 3 * e * d.T * d.f_local));
+    } else {
+      g.push_back(Mem("swiglu_bwd", 5 * e * d.T * d.f_local));
+    }
+    // Under SP only the sequence shard of the fc1 input is stored; Megatron
+    // all-gathers it again for the weight gradient.
+    TpEnterForward(d, "sp_allgather_mlp_input", &g);
+    if (!d.gated) {
+      GemmBackward(Gemm("fc1", d.T, d.f_local, d.h), "fc1_dgrad", "fc1_wgrad", &g);
+    } else {
+      GemmBackward(Gemm("fc1_up", d.T, d.f_local, d.h), "fc1_up_dgrad", "fc1_up_wgrad", &g);
+      GemmBackward(Gemm("fc1_gate", d.T, d.f_local, d.h), "fc1_gate_dgrad", "fc1_gate_wgrad", &g);
+    }
+    TpEnterBackward(d, d.sp ? "sp_reducescatter_mlp_grad" : "tp_allreduce_mlp_grad", &g);
   }
-  // Under SP only the sequence shard of the fc1 input is stored; Megatron
-  // all-gathers it again for the weight gradient.
-  TpEnterForward(d, "sp_allgather_mlp_input", &g);
-  if (!d.gated) {
-    GemmBackward(Gemm("fc1", d.T, d.f_local, d.h), "fc1_dgrad", "fc1_wgrad", &g);
-  } else {
-    GemmBackward(Gemm("fc1_up", d.T, d.f_local, d.h), "fc1_up_dgrad", "fc1_up_wgrad", &g);
-    GemmBackward(Gemm("fc1_gate", d.T, d.f_local, d.h), "fc1_gate_dgrad", "fc1_gate_wgrad", &g);
-  }
-  TpEnterBackward(d, d.sp ? "sp_reducescatter_mlp_grad" : "tp_allreduce_mlp_grad", &g);
   if (d.norms >= 2) g.push_back(Mem(d.ln ? "ln2_bwd" : "rmsnorm2_bwd", 3 * e * d.T_r * d.h));
   // Attention block, in reverse.
   if (d.bias)
@@ -270,6 +292,7 @@ std::vector<Op> LayerBackward(const Dims& d) {
   g.push_back(AttentionCore(d, "attn_core_bwd", 2.0));
   if (d.bias || d.qkv_bias) g.push_back(Mem("qkv_bias_bwd", e * d.T * n_qkv));
   if (d.rope) g.push_back(Mem("rope_bwd", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
+  if (d.qk_norm) g.push_back(Mem("qk_rmsnorm_bwd", 3 * e * d.T * (d.a_local + d.kv_local) * d.d));
   TpEnterForward(d, "sp_allgather_attn_input", &g);
   GemmBackward(Gemm("qkv", d.T, n_qkv, d.h), "qkv_dgrad", "qkv_wgrad", &g);
   // tp > kv_heads: each KV head's K/V weights live on tp / kv_heads ranks;

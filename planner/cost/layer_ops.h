@@ -25,8 +25,12 @@ enum class OpKind {
   kCollective,   // a collective on a process group
 };
 
-enum class CollKind { kAllReduce, kReduceScatter, kAllGather, kSendRecv };
-enum class GroupKind { kTp, kCp, kDp, kPp };
+// kAllToAll: MoE token dispatch / combine. Profiles hold no table of their
+// own for it (HardwareProfile::network has the first four); comm_cost.h
+// derives its price from the all-gather tables.
+enum class CollKind { kAllReduce, kReduceScatter, kAllGather, kSendRecv, kAllToAll };
+// kEp: the expert-parallel group (ep DP replicas, planner/spec/rank_grid.h).
+enum class GroupKind { kTp, kCp, kDp, kPp, kEp };
 const char* ToString(CollKind k);
 const char* ToString(GroupKind g);
 
@@ -44,6 +48,11 @@ struct Op {
   CollKind coll = CollKind::kAllReduce;
   GroupKind group = GroupKind::kTp;
   int group_size = 1;
+  // Time multiplier for work that scales with the tokens routed to this
+  // rank's experts: the busiest rank's share over the balanced share (the
+  // MoE load-imbalance allowance, planner/cost/moe_ops.h). OpTime multiplies
+  // by it; FLOP counts (flops, SumFlops) are the balanced ones.
+  double imbalance = 1.0;
 };
 
 struct LayerOps {
@@ -52,7 +61,8 @@ struct LayerOps {
   std::vector<Op> recompute;  // what backward re-runs first under the plan's recompute mode
 };
 
-// Ops of one transformer layer for one microbatch.
+// Ops of one transformer layer for one microbatch (an MoE layer's MLP block
+// is planner/cost/moe_ops.h's).
 LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
 // Ops of the embedding lookup (first chunk) and of final norm + LM head +
 // cross-entropy (last chunk), vocabulary-parallel over TP.

@@ -46,12 +46,17 @@ void MegatronReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::str
   if (p.pp > 1 && p.schedule == Schedule::kGpipe)
     out->push_back("no GPipe schedule (it runs 1F1B, or interleaved 1F1B with virtual stages)");
   LayoutReasons(m, out);
+  if (m.shared_expert_gate)
+    out->push_back("no sigmoid gate on the shared expert (Qwen2-MoE) among its v0.14 flags");
+  if (m.moe() && !m.gated_mlp()) out->push_back("no mixture of experts without --swiglu in dtplan's export");
 }
 
 // torchtitan v0.2.2 (torchtitan/config/job_config.py,
 // torchtitan/models/llama3/infra/parallelize.py, distributed/parallel_dims.py).
 void TorchtitanReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::string>* out) {
-  if (m.family != ModelFamily::kLlama)
+  if (m.moe())
+    out->push_back("no mixture of experts in dtplan's torchtitan export (its llama3 model is dense)");
+  else if (m.family != ModelFamily::kLlama)
     out->push_back("no GPT-2/GPT-3 model (its dense decoder is llama3: RMSNorm, SwiGLU, rotary)");
   else if (!m.FamilyLayout() || m.qkv_bias)
     out->push_back("no layout beyond Llama 3 (" + (m.source_type.empty() ? m.name : m.source_type) + ")");
@@ -68,6 +73,7 @@ void TorchtitanReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::s
 // DeepSpeed commit 38327e0 (deepspeed/runtime/pipe/engine.py, pipe/schedule.py,
 // runtime/engine.py, runtime/tensor_parallel/config.py).
 void DeepSpeedReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::string>* out) {
+  if (m.moe()) out->push_back("no mixture of experts in dtplan's DeepSpeed export (not mapped)");
   if (p.sequence_parallel) out->push_back("no Megatron-style sequence parallelism (AutoTP shards weights only)");
   if (p.cp > 1) out->push_back("no ring context parallelism (DeepSpeed-Ulysses shards heads instead)");
   if (p.pp > 1 && p.schedule != Schedule::k1F1B)

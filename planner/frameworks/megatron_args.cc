@@ -75,6 +75,15 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
   add("--norm-epsilon", Num(m.rms_norm_eps));
   if (!m.linear_bias()) add("--disable-bias-linear");
   if (m.qkv_bias) add("--add-qkv-bias");
+  if (m.qk_norm) add("--qk-layernorm");
+  if (m.moe()) {  // names checked against tests/planner/framework_names/megatron_core_v0.14.0_flags.txt
+    add("--num-experts", Str(m.num_experts));
+    add("--moe-router-topk", Str(m.moe_top_k));
+    add("--moe-ffn-hidden-size", Str(m.moe_ffn_hidden));
+    if (m.shared_ffn_hidden > 0) add("--moe-shared-expert-intermediate-size", Str(m.shared_ffn_hidden));
+    add("--moe-token-dispatcher-type", "alltoall");  // the dispatcher priced (moe_ops.h)
+    add("--moe-grouped-gemm");                        // one grouped GEMM over the experts, as priced
+  }
   if (!m.tied_embeddings) add("--untie-embeddings-and-output-weights");
   if (!(m.uses_dropout() && p.dropout)) {  // Megatron's defaults are 0.1
     add("--attention-dropout", "0.0");
@@ -87,6 +96,10 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
   add("--tensor-model-parallel-size", Str(p.tp));
   add("--pipeline-model-parallel-size", Str(p.pp));
   add("--context-parallel-size", Str(p.cp));
+  if (m.moe()) {
+    add("--expert-model-parallel-size", Str(p.ep));
+    add("--expert-tensor-parallel-size", Str(p.tp));  // priced: expert TP = TP
+  }
   if (p.pp > 1 && !AllEqual(p.layers_per_chunk)) {
     add("--pipeline-model-parallel-layout", LayoutString(p));
   } else if (p.vpp > 1) {

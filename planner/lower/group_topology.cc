@@ -1,5 +1,6 @@
 #include "planner/lower/group_topology.h"
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -45,6 +46,8 @@ GroupTopology Place(int size, int stride, int gpus_per_node) {
 }  // namespace
 
 GroupTopology TopologyOf(const PlanSpec& p, GroupKind g, int gpus_per_node) {
+  // EP: ep consecutive dp coordinates (rank_grid.h), at the dp stride.
+  if (g == GroupKind::kEp) return Place(p.ep, StrideOf(p, "dp"), gpus_per_node);
   const char* name = g == GroupKind::kTp ? "tp" : g == GroupKind::kCp ? "cp" : g == GroupKind::kDp ? "dp" : "pp";
   return Place(SizeOf(p, name), StrideOf(p, name), gpus_per_node);
 }
@@ -58,6 +61,15 @@ GroupTopology GradGroupTopology(const PlanSpec& p, int gpus_per_node) {
   int stride = p.cp == 1 ? sdp : p.dp == 1 ? scp : std::min(scp, sdp);
   if (!adjacent) return Place(size, std::max(scp, sdp), gpus_per_node);
   return Place(size, stride, gpus_per_node);
+}
+
+GroupTopology ExpertGradGroupTopology(const PlanSpec& p, int gpus_per_node) {
+  // dp / ep members at ep x the dp stride; with cp > 1 also the cp members,
+  // at a smaller stride: placed as if all sat at the larger (pessimistic).
+  const int sdp = StrideOf(p, "dp") * p.ep;
+  if (p.cp == 1) return Place(p.dp / p.ep, sdp, gpus_per_node);
+  if (p.dp == p.ep) return Place(p.cp, StrideOf(p, "cp"), gpus_per_node);
+  return Place(p.expert_dp(), std::max(sdp, StrideOf(p, "cp")), gpus_per_node);
 }
 
 }  // namespace dt

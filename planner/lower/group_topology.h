@@ -1,4 +1,4 @@
-// GroupTopology: where the members of a TP / CP / DP / PP group sit, given
+// GroupTopology: where the members of a TP / CP / DP / PP / EP group sit, given
 // the plan's rank-grid order and the devices per node: the group size, how
 // many of its members share a node, and whether it spans nodes.
 //
@@ -23,5 +23,10 @@ GroupTopology TopologyOf(const PlanSpec& p, GroupKind g, int gpus_per_node);
 
 // The gradient-reduction group: DP x CP ranks holding the same parameters.
 GroupTopology GradGroupTopology(const PlanSpec& p, int gpus_per_node);
+
+// The expert-gradient group (MoE): the dp*cp/ep replicas of one expert
+// shard, i.e. equal dp coordinate modulo ep (rank_grid.h). With cp > 1 its
+// placement is approximated pessimistically (members at the larger stride).
+GroupTopology ExpertGradGroupTopology(const PlanSpec& p, int gpus_per_node);
 
 }  // namespace dt

@@ -75,6 +75,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
              hb = Price(head.backward, p, c, hw, &pc.outside_profile);
 
   const GroupTopology grad = GradGroupTopology(p, c.gpus_per_node);
+  const GroupTopology egrad = ExpertGradGroupTopology(p, c.gpus_per_node);
   const GroupTopology pipe = TopologyOf(p, GroupKind::kPp, c.gpus_per_node);
   const int64_t layer_params = LayerParamsPerRank(m, p);
   // Embedding / head parameters: what a stage holds beyond its layers.
@@ -104,7 +105,25 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
       k.bwd_compute += hb.compute; k.bwd_comm += hb.comm;
       params += last_extra;
     }
-    k.grad_bytes = params * mp.grad_bytes;
+    // MoE: the routed experts' gradients are reduced over the expert-data-
+    // parallel group (dp*cp/ep), the rest over dp*cp (both before the
+    // parameter all-gather of ZeRO-1, in sequence on the DP stream).
+    const double expert_params = L * static_cast<double>(ExpertLayerParamsPerRank(m, p));
+    params -= expert_params;
+    k.grad_bytes = (params + expert_params) * mp.grad_bytes;
+    if (expert_params > 0 && egrad.size > 1) {
+      auto ecoll = [&](CollKind kind, double bytes) {
+        pc.outside_profile |= CollectiveOutsideProfile(kind, bytes, egrad.size, egrad.per_node, egrad.spans_nodes, hw);
+        return CollectiveTime(kind, bytes, egrad.size, egrad.per_node, egrad.spans_nodes, hw);
+      };
+      if (p.zero_stage == 0) {
+        k.grad_sync += ecoll(CollKind::kAllReduce, expert_params * mp.grad_bytes);
+      } else {  // distributed optimizer (ZeRO-2/3 with experts: refused by Validate)
+        k.grad_sync += ecoll(CollKind::kReduceScatter, expert_params * mp.grad_bytes);
+        k.param_sync += ecoll(CollKind::kAllGather, expert_params * mp.weight_bytes);
+      }
+    }
+    const double dense_grad_bytes = params * mp.grad_bytes;
     const double weight_bytes = params * mp.weight_bytes;
     if (grad.size > 1) {
       auto coll = [&](CollKind kind, double bytes) {
@@ -112,10 +131,10 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
         return CollectiveTime(kind, bytes, grad.size, grad.per_node, grad.spans_nodes, hw);
       };
       switch (p.zero_stage) {
-        case 0: k.grad_sync = coll(CollKind::kAllReduce, k.grad_bytes); break;
+        case 0: k.grad_sync += coll(CollKind::kAllReduce, dense_grad_bytes); break;
         case 1:
-          k.grad_sync = coll(CollKind::kReduceScatter, k.grad_bytes);
-          k.param_sync = coll(CollKind::kAllGather, weight_bytes);
+          k.grad_sync += coll(CollKind::kReduceScatter, dense_grad_bytes);
+          k.param_sync += coll(CollKind::kAllGather, weight_bytes);
           break;
         default: {
           // ZeRO-2/3 as the runtime runs them (zero_units.h): per microbatch,
@@ -153,8 +172,10 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   // Optimizer: a streaming pass over the rank's (ZeRO-sharded) parameters.
   pc.optimizer.resize(p.pp);
   for (int s = 0; s < p.pp; ++s) {
-    double params = static_cast<double>(StageParamsPerRank(m, p, s));
-    if (p.zero_stage >= 1) params /= std::max(1, grad.size);
+    const double expert = static_cast<double>(StageExpertParamsPerRank(m, p, s));
+    double params = static_cast<double>(StageParamsPerRank(m, p, s)) - expert;
+    if (p.zero_stage >= 1) params = params / std::max(1, grad.size) + expert / std::max(1, p.expert_dp());
+    else params += expert;
     Op op;
     op.kind = OpKind::kMemoryBound;
     op.name = "optimizer";

@@ -1,6 +1,7 @@
 #include "planner/memory/activation_memory.h"
 
 #include "base/check.h"
+#include "planner/cost/moe_ops.h"
 
 namespace dt {
 
@@ -70,7 +71,21 @@ double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int byt
   bytes += e * l.T * l.d * (2 * l.a + 2 * kv_stored);
   // MLP: GPT stores the GeLU input and the fc2 input (2 * 4h each in
   // 16-bit: 16 sbh/t); Llama stores gate, up and the fc2 input.
-  bytes += (l.gated ? 3 : 2) * e * l.T * l.f;
+  if (!m.moe()) {
+    bytes += (l.gated ? 3 : 2) * e * l.T * l.f;
+  } else {
+    // MoE (moe_ops.h layout): fp32 router probabilities of the routed
+    // tokens; at the busiest rank's share, the gathered expert input, the
+    // gate / up outputs and the fc2 input (or GeLU input and fc2 input) per
+    // routed row, and the expert outputs the weighted sum reads back; the
+    // shared experts as a dense MLP.
+    const double rows = kExpertLoadImbalance * ExpertRowsPerRank(m, p);
+    const double f_exp = (m.moe_ffn_hidden + p.tp - 1) / p.tp;
+    const double f_sh = (m.shared_ffn_hidden + p.tp - 1) / p.tp;
+    bytes += 4.0 * l.T_r * m.num_experts;
+    bytes += e * rows * l.h + (l.gated ? 3 : 2) * e * rows * f_exp + e * rows / (p.tp > 1 ? p.tp : 1) * l.h;
+    bytes += (l.gated ? 3 : 2) * e * l.T * f_sh;
+  }
   if (!p.flash_attention) {
     if (mode == Recompute::kNone) bytes += ScoreBytes(l);
     // Ring attention (cp > 1, runtime/ops/ring_attention.h) also keeps the

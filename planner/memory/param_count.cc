@@ -15,7 +15,15 @@ int64_t LayerParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
   const int64_t f = CeilDiv(m.ffn_hidden, t);
   const int64_t n_qkv = (a + 2 * kv) * d;
   int64_t params = h * n_qkv + a * d * h;          // QKV (column) + proj (row)
-  params += (m.gated_mlp() ? 3 : 2) * h * f;       // fc1 (+ gate) column, fc2 row
+  const int64_t mats = m.gated_mlp() ? 3 : 2;
+  if (m.moe()) {
+    params += static_cast<int64_t>(m.num_experts) * h;                  // router: replicated
+    params += ExpertLayerParamsPerRank(m, p);                            // E/ep experts, split over tp
+    params += mats * h * CeilDiv(m.shared_ffn_hidden, t);                // shared experts, split over tp
+    if (m.shared_expert_gate) params += h;                               // shared gate: replicated
+  } else {
+    params += mats * h * f;                        // fc1 (+ gate) column, fc2 row
+  }
   if (m.linear_bias()) {
     params += n_qkv + (m.gated_mlp() ? 2 : 1) * f;  // column-parallel biases: split
     params += h + h;                               // proj and fc2 biases: replicated
@@ -23,7 +31,19 @@ int64_t LayerParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
     params += n_qkv;                               // Q/K/V biases only (Qwen2)
   }
   params += static_cast<int64_t>(m.norms_per_layer) * (m.layer_norm() ? 2 : 1) * h;  // norms: replicated
+  if (m.qk_norm) params += 2 * d;  // q / k norms over head_dim: replicated
   return params;
+}
+
+int64_t ExpertLayerParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
+  if (!m.moe()) return 0;
+  const int64_t mats = m.gated_mlp() ? 3 : 2;
+  return static_cast<int64_t>(m.num_experts / p.ep) * mats * m.hidden * CeilDiv(m.moe_ffn_hidden, p.tp);
+}
+
+int64_t StageExpertParamsPerRank(const ModelSpec& m, const PlanSpec& p, int pipeline_rank) {
+  DT_CHECK(pipeline_rank >= 0 && pipeline_rank < p.pp) << "pipeline_rank=" << pipeline_rank;
+  return static_cast<int64_t>(p.StageLayers(pipeline_rank)) * ExpertLayerParamsPerRank(m, p);
 }
 
 int64_t StageParamsPerRank(const ModelSpec& m, const PlanSpec& p, int pipeline_rank) {

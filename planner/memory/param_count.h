@@ -5,7 +5,10 @@
 // column-parallel biases split over TP, row-parallel biases and norms
 // replicated, vocabulary split over TP (padded to a multiple of tp),
 // learned position embeddings replicated; a tied embedding is copied onto
-// the last pipeline rank when pp > 1. Pure functions; no failure modes.
+// the last pipeline rank when pp > 1. MoE layers: the router and a shared
+// expert's gate replicated, the shared experts split over TP like a dense
+// MLP, and E/ep routed experts per rank, each split over TP (expert tensor
+// parallelism = tp). Pure functions; no failure modes.
 #pragma once
 
 #include <cstdint>
@@ -18,5 +21,10 @@ namespace dt {
 int64_t LayerParamsPerRank(const ModelSpec& m, const PlanSpec& p);
 // Aborts (DT_CHECK) unless 0 <= pipeline_rank < p.pp.
 int64_t StageParamsPerRank(const ModelSpec& m, const PlanSpec& p, int pipeline_rank);
+// The routed-expert part of the above (0 for a dense model): the
+// parameters replicated over the expert-data-parallel group (dp*cp/ep)
+// instead of the dp*cp group, so ZeRO shards them ep times less.
+int64_t ExpertLayerParamsPerRank(const ModelSpec& m, const PlanSpec& p);
+int64_t StageExpertParamsPerRank(const ModelSpec& m, const PlanSpec& p, int pipeline_rank);
 
 }  // namespace dt

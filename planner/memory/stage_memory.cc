@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "planner/cost/moe_ops.h"
 #include "planner/memory/activation_memory.h"
 #include "planner/memory/param_count.h"
 #include "planner/memory/zero_units.h"
@@ -43,6 +44,14 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   s.weights = params * mp.weight_bytes / (p.zero_stage >= 3 ? shard : 1.0);
   s.gradients = params * mp.grad_bytes / (p.zero_stage >= 2 ? shard : 1.0);
   s.optimizer = params * mp.optimizer_bytes / (p.zero_stage >= 1 ? shard : 1.0);
+  // MoE: routed-expert parameters are replicated over dp*cp/ep ranks only,
+  // so the distributed optimizer shards their states over that group
+  // (ZeRO-2/3 with experts is refused by Validate).
+  const double expert_params = static_cast<double>(StageExpertParamsPerRank(m, p, pipeline_rank));
+  const double expert_shard = static_cast<double>(p.expert_dp());
+  if (expert_params > 0 && p.zero_stage >= 1)
+    s.optimizer = (params - expert_params) * mp.optimizer_bytes / shard +
+                  expert_params * mp.optimizer_bytes / expert_shard;
   // ZeRO-2/3 (runtime/model/sharded_params.h) shard unit by unit: each rank
   // keeps ceil(n / shard) of every unit of n parameters (zero_units.h).
   // Between uses it holds the gradient shard and (ZeRO-3) the value shard;
@@ -99,7 +108,7 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // a buffer for this rank's shard.
   if (shard > 1 && p.zero_stage == 1) {
     s.temporary += std::min(static_cast<double>(p.dp_bucket_bytes), params * mp.grad_bytes);
-    s.temporary += params * mp.grad_bytes / shard;
+    s.temporary += (params - expert_params) * mp.grad_bytes / shard + expert_params * mp.grad_bytes / expert_shard;
   }
   const double a_local = m.heads / p.tp;
   const double scores = static_cast<double>(p.micro_batch) * a_local * (p.seq_length / p.cp) * p.seq_length;
@@ -123,8 +132,18 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
                                    : 2 * e * scores;
   // SwiGLU's backward holds the activation gradient next to the gate and
   // up gradients it produces (3 T f); GeLU's works in place (T f).
-  double layer_bwd = std::max(attn_bwd, 2 * e * tok.T_r * h + (sp ? 3 : 1) * e * tok.T * h +
-                                            (m.gated_mlp() ? 3 : 1) * e * tok.T * f_local);
+  double mlp_bwd = (m.gated_mlp() ? 3 : 1) * e * tok.T * f_local;
+  if (m.moe()) {
+    // MoE: the experts' backward over the busiest rank's routed rows (the
+    // three gradients of the gated MLP and the gathered input and output
+    // gradients), or the shared experts', whichever is larger.
+    const double rows = kExpertLoadImbalance * ExpertRowsPerRank(m, p);
+    const double fe = std::ceil(static_cast<double>(m.moe_ffn_hidden) / p.tp);
+    const double fs = std::ceil(static_cast<double>(m.shared_ffn_hidden) / p.tp);
+    mlp_bwd = std::max((m.gated_mlp() ? 3 : 1) * e * rows * fe + 2 * e * rows * h,
+                       (m.gated_mlp() ? 3 : 1) * e * tok.T * fs);
+  }
+  double layer_bwd = std::max(attn_bwd, 2 * e * tok.T_r * h + (sp ? 3 : 1) * e * tok.T * h + mlp_bwd);
   // Recompute rebuilds the layer's stored tensors before its backward
   // (full: the whole layer beyond its stored input; selective: the scores,
   // except under CP, where each block's are rebuilt inside the ring above).

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/check.h"
 #include "base/json_fields.h"
 #include "planner/cost/layer_ops.h"
 #include "planner/profile/interp.h"
@@ -87,9 +88,13 @@ struct CollectiveTable {
 struct NetworkProfile {
   int gpus_per_node = 1;
   // Indexed by CollKind: all_reduce, reduce_scatter, all_gather, send_recv.
+  // No all_to_all table: comm_cost.h derives it from all_gather.
   std::array<CollectiveTable, 4> collectives;
   std::string note;
-  const CollectiveTable& table(CollKind k) const { return collectives[static_cast<int>(k)]; }
+  const CollectiveTable& table(CollKind k) const {
+    DT_CHECK(k != CollKind::kAllToAll) << "profiles hold no all_to_all table; price it with CollectiveTime";
+    return collectives[static_cast<int>(k)];
+  }
 };
 
 // Which machine a measured CPU profile describes (empty for the bundled

@@ -165,6 +165,7 @@ const char* CollectiveKey(CollKind k) {
     case CollKind::kReduceScatter: return "reduce_scatter";
     case CollKind::kAllGather: return "all_gather";
     case CollKind::kSendRecv: return "send_recv";
+    case CollKind::kAllToAll: return "all_to_all";  // no table of its own (comm_cost.h)
   }
   return "?";
 }

@@ -14,6 +14,7 @@ struct SearchConstraints {
   int64_t global_batch = 0;  // sequences per step (required, > 0)
   int seq_length = 0;        // tokens per sequence (required, > 0)
   std::optional<int> dp, tp, pp, cp, vpp, micro_batch, zero_stage;
+  std::optional<int> ep;  // expert parallelism (MoE models; unset: searched over divisors of experts and dp)
   std::optional<Schedule> schedule;
   std::optional<Recompute> recompute;
   std::optional<bool> sequence_parallel;

@@ -57,6 +57,17 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
     return InvalidArgument("--sp needs --tp > 1");
   if (k.zero_stage && (*k.zero_stage < 0 || *k.zero_stage > 3))
     return InvalidArgument("--zero must be 0, 1, 2 or 3");
+  if (k.ep && *k.ep != 1 && !m.moe())
+    return InvalidArgument("--ep " + Num(*k.ep) + ": the model has no experts; drop --ep (or use --ep 1)");
+  if (k.ep && (*k.ep < 1 || (m.moe() && m.num_experts % *k.ep != 0)))
+    return InvalidArgument("--ep " + Num(*k.ep) + " does not divide the model's " + Num(m.num_experts) +
+                           " experts; use a divisor of " + Num(m.num_experts));
+  if (m.moe() && k.zero_stage && *k.zero_stage > 1)
+    return InvalidArgument("--zero " + Num(*k.zero_stage) + " with a mixture-of-experts model is not modeled "
+                           "(ZeRO-2/3 of expert parameters); use --zero 0 or 1");
+  if (m.moe() && k.sequence_parallel && !*k.sequence_parallel && k.tp && *k.tp > 1)
+    return InvalidArgument("--sp false with a mixture-of-experts model: tp > 1 needs sequence parallelism "
+                           "(as Megatron-LM requires); drop --sp false or use --tp 1");
 
   // Plans for CPU ranks are plans for the bundled runtime: the model itself
   // must be one it executes (checked once here with a neutral plan).
@@ -131,11 +142,26 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                 if (sp && (k.seq_length / cp) % tp != 0) {
                   ++e.plan_rejects["sequence not divisible by tp (sequence parallel)"]; ++e.plans_considered; continue;
                 }
+                if (m.moe() && tp > 1 && !sp) {
+                  ++e.plan_rejects["MoE with tp > 1 needs sequence parallel"]; ++e.plans_considered; continue;
+                }
                 std::vector<int> zs = dp * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0};
-                for (int z : OneOr(k.zero_stage, zs)) {
+                if (m.moe()) zs = dp * cp > 1 ? std::vector<int>{0, 1} : std::vector<int>{0};
+                // Expert parallelism: divisors of both the experts and dp (rank_grid.h).
+                std::vector<int> eps{1};
+                if (m.moe()) {
+                  eps.clear();
+                  for (int x : Divisors(dp))
+                    if (m.num_experts % x == 0) eps.push_back(x);
+                }
+                if (k.ep && dp % *k.ep != 0) {
+                  ++e.plan_rejects["--ep does not divide dp"]; ++e.plans_considered; continue;
+                }
+                for (int z : OneOr(k.zero_stage, zs))
+                for (int ep : OneOr(k.ep, eps)) {
                   ++e.plans_considered;
                   PlanSpec p;
-                  p.dp = dp; p.tp = tp; p.pp = pp; p.cp = cp; p.vpp = vpp;
+                  p.dp = dp; p.tp = tp; p.pp = pp; p.cp = cp; p.vpp = vpp; p.ep = ep;
                   p.micro_batch = mbs; p.num_microbatches = nmb; p.seq_length = k.seq_length;
                   p.schedule = sched; p.recompute = rc; p.sequence_parallel = sp; p.zero_stage = z;
                   p.flash_attention = k.flash_attention;

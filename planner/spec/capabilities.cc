@@ -17,6 +17,10 @@ const std::vector<Capability>& CapabilityTable() {
       {Feature::kTrainingStep, "training steps on this device", true, false,
        "dtrun trains on CPU ranks only for now (plan with --device cpu to run it); use the plan's settings in "
        "Megatron-LM / torchtitan on GPUs"},
+      // Before the model features: an MoE model is refused for what it is.
+      {Feature::kMixtureOfExperts, "mixture of experts (routed experts, expert parallelism)", false, false,
+       "plan it for GPUs and run the plan in Megatron-LM (dtplan export --framework megatron); dtrun trains "
+       "dense models only"},
       {Feature::kGptFamily, "the GPT family", true, false, "use a supported model family"},
       {Feature::kLlamaFamily, "the Llama family (RMSNorm, SwiGLU, rotary positions)", true, false,
        "use a GPT model (e.g. examples/models/gpt-tiny.json)"},
@@ -68,6 +72,7 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kContextParallel: u = p.cp > 1; break;
       case Feature::kFlashAttention: u = p.flash_attention; break;
       case Feature::kDropout: u = p.dropout && m.uses_dropout(); break;
+      case Feature::kMixtureOfExperts: u = m.moe(); break;
     }
     if (u) used.push_back(c.feature);
   }

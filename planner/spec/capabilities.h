@@ -37,6 +37,7 @@ enum class Feature {
   kContextParallel,        // cp > 1, ring attention
   kFlashAttention,         // fused attention (no s x s scores stored)
   kDropout,                // GPT dropout masks
+  kMixtureOfExperts,       // routed experts, expert parallelism (ModelSpec::moe())
 };
 
 struct Capability {

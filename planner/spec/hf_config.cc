@@ -31,7 +31,8 @@ const std::set<std::string>& NeutralKeys() {
   return k;
 }
 
-// Mixture-of-experts / latent-attention keys: modeled nowhere yet.
+// Mixture-of-experts / latent-attention keys: refused on a dense model_type
+// (where a dense reading would under-count the model).
 const std::vector<std::string>& ExpertKeys() {
   static const std::vector<std::string> k = {
       "num_local_experts", "num_experts", "n_routed_experts", "n_shared_experts", "moe_intermediate_size",
@@ -41,8 +42,9 @@ const std::vector<std::string>& ExpertKeys() {
   return k;
 }
 
-const std::vector<std::string>& MoeTypes() {
-  static const std::vector<std::string> t = {"mixtral", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"};
+// MoE types whose attention is multi-head latent attention (MLA).
+const std::vector<std::string>& MlaTypes() {
+  static const std::vector<std::string> t = {"deepseek_v2", "deepseek_v3"};
   return t;
 }
 
@@ -112,7 +114,27 @@ void LlamaLike(Keys& k, ModelSpec* m, bool tied_default) {
   if (k.BoolOr("mlp_bias", false)) k.Fail("'mlp_bias': true is not modeled; remove it or use a model without");
 }
 
-Status MapType(const std::string& t, Keys& k, ModelSpec* m) {
+// Keys of MoE configs that change neither size nor cost: the auxiliary
+// load-balancing loss coefficient (a scalar term of the loss), whether the
+// router logits are returned, the router's input jitter, and whether the
+// top-k probabilities are renormalised (an elementwise op on b*s*k values).
+void UseMoeNeutralKeys(Keys& k) {
+  for (const char* key : {"router_aux_loss_coef", "output_router_logits", "router_jitter_noise", "norm_topk_prob"})
+    k.Use(key);
+}
+
+// Qwen2-MoE / Qwen3-MoE layer pattern: every layer sparse is all that is
+// modeled (decoder_sparse_step 1, mlp_only_layers empty).
+void QwenMoeLayers(const json& j, Keys& k) {
+  if (k.IntOr("decoder_sparse_step", 1) != 1)
+    k.Fail("'decoder_sparse_step' != 1 (dense MLP layers between sparse ones) is not modeled yet; "
+           "only models whose every layer is a MoE layer are");
+  k.Use("mlp_only_layers");
+  if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array() && !j["mlp_only_layers"].empty())
+    k.Fail("'mlp_only_layers' is not empty (dense MLP layers among MoE layers) is not modeled yet");
+}
+
+Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
   if (t == "llama" || t == "mistral" || t == "phi3") {
     LlamaLike(k, m, false);
     m->sliding_window = k.IntOr("sliding_window", 0);
@@ -122,6 +144,34 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m) {
     const bool sw = k.BoolOr("use_sliding_window", false);
     const int window = k.IntOr("sliding_window", 0);
     if (sw) m->sliding_window = window;
+  } else if (t == "mixtral") {
+    // Mixtral (mistralai/Mixtral-8x7B-v0.1 config.json): every layer's MLP is
+    // num_local_experts SwiGLU experts of intermediate_size, top-k routed.
+    LlamaLike(k, m, false);
+    m->sliding_window = k.IntOr("sliding_window", 0);
+    m->num_experts = k.Int("num_local_experts");
+    m->moe_top_k = k.Int("num_experts_per_tok");
+    m->moe_ffn_hidden = m->ffn_hidden;
+    UseMoeNeutralKeys(k);
+  } else if (t == "qwen2_moe" || t == "qwen3_moe") {
+    // Qwen2-MoE (Qwen/Qwen1.5-MoE-A2.7B): QKV biases, routed experts of
+    // moe_intermediate_size, one shared expert of
+    // shared_expert_intermediate_size scaled by a sigmoid gate (h -> 1).
+    // Qwen3-MoE (Qwen/Qwen3-30B-A3B): no biases, explicit head_dim, RMSNorm
+    // over q and k per head, no shared expert.
+    LlamaLike(k, m, false);
+    if (t == "qwen2_moe") m->qkv_bias = true;
+    else m->qk_norm = true;
+    const bool sw = k.BoolOr("use_sliding_window", false);
+    const int window = k.IntOr("sliding_window", 0);
+    if (sw) m->sliding_window = window;
+    m->num_experts = k.Int("num_experts");
+    m->moe_top_k = k.Int("num_experts_per_tok");
+    m->moe_ffn_hidden = k.Int("moe_intermediate_size");
+    m->shared_ffn_hidden = k.IntOr("shared_expert_intermediate_size", 0);
+    m->shared_expert_gate = m->shared_ffn_hidden > 0;
+    QwenMoeLayers(j, k);
+    UseMoeNeutralKeys(k);
   } else if (t == "gemma" || t == "gemma2") {
     LlamaLike(k, m, true);  // GeGLU MLP: gated like SwiGLU; tied embeddings
     if (t == "gemma2") {
@@ -184,8 +234,8 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m) {
 }  // namespace
 
 const std::vector<std::string>& SupportedHfTypes() {
-  static const std::vector<std::string> t = {"llama", "mistral", "qwen2", "phi3", "gemma", "gemma2",
-                                             "gpt2",  "opt",     "falcon"};
+  static const std::vector<std::string> t = {"llama", "mistral", "qwen2",  "phi3",      "gemma",    "gemma2",
+                                             "gpt2",  "opt",     "falcon", "mixtral", "qwen2_moe", "qwen3_moe"};
   return t;
 }
 
@@ -200,13 +250,13 @@ StatusOr<ModelSpec> ModelFromHfConfig(const json& j, const std::string& where) {
     return InvalidArgument(where + ": HuggingFace config without 'model_type'; add it (one of: " +
                            Join(SupportedHfTypes()) + ")");
   const std::string t = k.StrOr("model_type", "");
-  if (std::find(MoeTypes().begin(), MoeTypes().end(), t) != MoeTypes().end()) {
-    std::string detail;
-    for (const std::string& key : ExpertKeys())
-      if (j.contains(key) && !j[key].is_null()) detail += (detail.empty() ? "" : ", ") + key + "=" + j[key].dump();
-    return InvalidArgument(where + ": model_type '" + t + "' is a mixture-of-experts model (" + detail +
-                           "): dtplan does not model experts yet, and planning it as a dense model would "
-                           "under-count its parameters several-fold; supported model_types: " +
+  std::string detail;  // MLA keys present
+  for (const char* key : {"q_lora_rank", "kv_lora_rank"})
+    if (j.contains(key) && !j[key].is_null()) detail += (detail.empty() ? "" : ", ") + std::string(key) + "=" + j[key].dump();
+  if (!detail.empty() || std::find(MlaTypes().begin(), MlaTypes().end(), t) != MlaTypes().end()) {
+    return InvalidArgument(where + ": model_type '" + t + "' uses multi-head latent attention (" +
+                           (detail.empty() ? std::string("MLA") : detail) +
+                           "): MLA not modeled yet, so its size and cost cannot be priced; supported model_types: " +
                            Join(SupportedHfTypes()));
   }
   const bool known = std::find(SupportedHfTypes().begin(), SupportedHfTypes().end(), t) != SupportedHfTypes().end() ||
@@ -217,7 +267,7 @@ StatusOr<ModelSpec> ModelFromHfConfig(const json& j, const std::string& where) {
   ModelSpec m;
   m.source_type = t;
   m.name = k.StrOr("_name_or_path", k.StrOr("name", ""));  // LoadModel falls back to the file name
-  DT_RETURN_IF_ERROR(MapType(t, k, &m));
+  DT_RETURN_IF_ERROR(MapType(t, k, &m, j));
   // HF configs carry no training length; long-context models would default
   // to 128k tokens, so cap the default at 8192 (override with --seq-length),
   // and at the attention window where one applies.
@@ -226,9 +276,10 @@ StatusOr<ModelSpec> ModelFromHfConfig(const json& j, const std::string& where) {
   m.seq_length = k.IntOr("seq_length", seq);
   if (!k.ok()) return k.status();
   for (const std::string& key : ExpertKeys())
-    if (j.contains(key) && !j[key].is_null())
-      return InvalidArgument(where + ": key '" + key + "' (mixture-of-experts / latent attention) is not modeled "
-                             "by dtplan yet; it changes the model's size and cost, so the config is refused");
+    if (!m.moe() && j.contains(key) && !j[key].is_null())
+      return InvalidArgument(where + ": key '" + key + "' (mixture-of-experts / latent attention) on model_type '" +
+                             t + "' is not modeled by dtplan; it changes the model's size and cost, so the config "
+                             "is refused (MoE is mapped for mixtral, qwen2_moe and qwen3_moe only)");
   if (j.contains("quantization_config"))
     return InvalidArgument(where + ": key 'quantization_config' (quantized weights) is not modeled; dtplan plans "
                            "bf16/fp32 training - remove it for a full-precision plan");

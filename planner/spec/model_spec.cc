@@ -11,19 +11,39 @@ const char* ToString(ModelFamily f) { return f == ModelFamily::kGpt ? "gpt" : "l
 
 bool ModelSpec::FamilyLayout() const {
   return (head_dim_set == 0 || head_dim_set * heads == hidden) && !learned_pos_set && !linear_bias_set &&
-         !dropout_set && !qkv_bias && norms_per_layer == 2 && position_offset == 0 && sliding_window == 0;
+         !dropout_set && !qkv_bias && norms_per_layer == 2 && position_offset == 0 && sliding_window == 0 &&
+         !qk_norm;
 }
 
-int64_t ModelSpec::LayerParams() const {
-  const int64_t h = hidden, f = ffn_hidden, q = q_dim(), kv = kv_dim();
+namespace {
+// A layer's parameters with `experts_used` of its routed experts (MoE); the
+// dense MLP otherwise. Linear biases never combine with experts (Validate).
+int64_t LayerParamsWith(const ModelSpec& m, int64_t experts_used) {
+  const int64_t h = m.hidden, f = m.ffn_hidden, q = m.q_dim(), kv = m.kv_dim();
   int64_t attn = h * (q + 2 * kv) + q * h;  // QKV + output projection
-  int64_t mlp = gated_mlp() ? 3 * h * f : 2 * h * f;
-  const int64_t norms = static_cast<int64_t>(norms_per_layer) * (layer_norm() ? 2 : 1) * h;
+  const int64_t mats = m.gated_mlp() ? 3 : 2;
+  int64_t mlp = mats * h * f;
+  if (m.moe()) {
+    mlp = static_cast<int64_t>(m.num_experts) * h                  // router
+          + experts_used * m.ExpertParams()                        // routed experts
+          + mats * h * m.shared_ffn_hidden                         // shared experts
+          + (m.shared_expert_gate ? h : 0);                        // shared-expert gate
+  }
+  int64_t norms = static_cast<int64_t>(m.norms_per_layer) * (m.layer_norm() ? 2 : 1) * h;
+  if (m.qk_norm) norms += 2LL * m.head_dim();
   int64_t biases = 0;
-  if (linear_bias()) biases = (q + 2 * kv) + h + (gated_mlp() ? 2 : 1) * f + h;  // QKV, proj, fc1 (+gate), fc2
-  else if (qkv_bias) biases = q + 2 * kv;
+  if (m.linear_bias()) biases = (q + 2 * kv) + h + (m.gated_mlp() ? 2 : 1) * f + h;  // QKV, proj, fc1 (+gate), fc2
+  else if (m.qkv_bias) biases = q + 2 * kv;
   return attn + mlp + norms + biases;
 }
+}  // namespace
+
+int64_t ModelSpec::ExpertParams() const {
+  return moe() ? (gated_mlp() ? 3 : 2) * static_cast<int64_t>(hidden) * moe_ffn_hidden : 0;
+}
+
+int64_t ModelSpec::LayerParams() const { return LayerParamsWith(*this, num_experts); }
+int64_t ModelSpec::ActiveLayerParams() const { return LayerParamsWith(*this, moe() ? moe_top_k : 0); }
 
 int64_t ModelSpec::EmbeddingParams() const {
   int64_t e = static_cast<int64_t>(vocab) * hidden;
@@ -40,6 +60,10 @@ int64_t ModelSpec::OutputParams() const {
 
 int64_t ModelSpec::TotalParams() const {
   return EmbeddingParams() + num_layers * LayerParams() + OutputParams();
+}
+
+int64_t ModelSpec::ActiveParams() const {
+  return EmbeddingParams() + num_layers * ActiveLayerParams() + OutputParams();
 }
 
 Status Validate(const ModelSpec& m, const std::string& where) {
@@ -64,6 +88,19 @@ Status Validate(const ModelSpec& m, const std::string& where) {
     return bad("'seq_length' (" + std::to_string(m.seq_length) + ") exceeds 'sliding_window' (" +
                std::to_string(m.sliding_window) + "): windowed attention is not modeled; use --seq-length <= " +
                std::to_string(m.sliding_window));
+  if (m.num_experts < 0 || m.moe_top_k < 0 || m.moe_ffn_hidden < 0 || m.shared_ffn_hidden < 0)
+    return bad("MoE fields must be >= 0");
+  if (m.moe()) {
+    if (m.moe_top_k < 1 || m.moe_top_k > m.num_experts)
+      return bad("'moe_top_k' (" + std::to_string(m.moe_top_k) + ") must be 1 .. 'num_experts' (" +
+                 std::to_string(m.num_experts) + ")");
+    if (m.moe_ffn_hidden < 1) return bad("'moe_ffn_hidden_size' must be >= 1 when 'num_experts' > 0");
+    if (m.linear_bias())
+      return bad("biases in expert MLPs are not modeled; MoE models need family \"llama\" or \"linear_bias\": false");
+  } else if (m.moe_top_k != 0 || m.moe_ffn_hidden != 0 || m.shared_ffn_hidden != 0 || m.shared_expert_gate) {
+    return bad("'moe_top_k', 'moe_ffn_hidden_size', 'shared_expert_ffn_hidden_size' and 'shared_expert_gate' "
+               "need 'num_experts' > 0");
+  }
   if (m.learned_positions() && m.seq_length > m.max_position)
     return bad("'seq_length' (" + std::to_string(m.seq_length) + ") exceeds 'max_position' (" +
                std::to_string(m.max_position) + "); lower --seq-length or raise max_position");
@@ -122,6 +159,12 @@ StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where) {
     m.position_offset = Int32Or(r, "position_offset", 0);
     m.sliding_window = Int32Or(r, "sliding_window", 0);
     m.source_type = r.StrOr("source_type", "");
+    m.qk_norm = r.BoolOr("qk_norm", false);
+    m.num_experts = Int32Or(r, "num_experts", 0);
+    m.moe_top_k = Int32Or(r, "moe_top_k", 0);
+    m.moe_ffn_hidden = Int32Or(r, "moe_ffn_hidden_size", 0);
+    m.shared_ffn_hidden = Int32Or(r, "shared_expert_ffn_hidden_size", 0);
+    m.shared_expert_gate = r.BoolOr("shared_expert_gate", false);
   }
   if (!r.ok()) return r.status();
   DT_RETURN_IF_ERROR(Validate(m, where));
@@ -164,6 +207,14 @@ json ToJson(const ModelSpec& m) {
   if (m.position_offset != 0) j["position_offset"] = m.position_offset;
   if (m.sliding_window != 0) j["sliding_window"] = m.sliding_window;
   if (!m.source_type.empty()) j["source_type"] = m.source_type;
+  if (m.qk_norm) j["qk_norm"] = true;
+  if (m.moe()) {
+    j["num_experts"] = m.num_experts;
+    j["moe_top_k"] = m.moe_top_k;
+    j["moe_ffn_hidden_size"] = m.moe_ffn_hidden;
+    if (m.shared_ffn_hidden > 0) j["shared_expert_ffn_hidden_size"] = m.shared_ffn_hidden;
+    if (m.shared_expert_gate) j["shared_expert_gate"] = true;
+  }
   return j;
 }
 

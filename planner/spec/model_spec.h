@@ -1,4 +1,6 @@
-// ModelSpec: the architecture of a decoder-only transformer (GPT or Llama).
+// ModelSpec: the architecture of a decoder-only transformer (GPT or Llama),
+// dense or mixture-of-experts (every layer's MLP replaced by routed experts,
+// optionally with shared experts; docs/formats.md "Mixture of experts").
 //
 // Loaded from our own JSON schema (docs/formats.md) or from a HuggingFace
 // config.json as it is. Pure data plus derived counts; no I/O except in
@@ -49,6 +51,20 @@ struct ModelSpec {
   int position_offset = 0;               // extra learned position rows (OPT: 2)
   int sliding_window = 0;                // > 0: attention window; longer sequences are refused
   std::string source_type;               // HF model_type it was read from ("" for our schema)
+  bool qk_norm = false;                  // RMSNorm over each head's q and k (Qwen3): 2 head_dim weights
+
+  // Mixture of experts (num_experts > 0): every layer's MLP is a router
+  // (h x E, no bias), num_experts gated (llama) or plain (gpt) expert MLPs of
+  // width moe_ffn_hidden of which each token uses moe_top_k, plus, when
+  // shared_ffn_hidden > 0, a shared MLP of that width every token uses
+  // (DeepSeek's n_shared experts of width w: n*w), scaled by a sigmoid gate
+  // (h weights) when shared_expert_gate (Qwen2-MoE). ffn_hidden is then
+  // unused. Dense leading layers and sparse steps are refused (hf_config.cc).
+  int num_experts = 0;
+  int moe_top_k = 0;
+  int moe_ffn_hidden = 0;
+  int shared_ffn_hidden = 0;
+  bool shared_expert_gate = false;
 
   int head_dim() const { return head_dim_set > 0 ? head_dim_set : hidden / heads; }
   int q_dim() const { return heads * head_dim(); }
@@ -58,6 +74,7 @@ struct ModelSpec {
   bool learned_positions() const { return learned_pos_set.value_or(family == ModelFamily::kGpt); }
   bool linear_bias() const { return linear_bias_set.value_or(family == ModelFamily::kGpt); }
   bool uses_dropout() const { return dropout_set.value_or(family == ModelFamily::kGpt); }
+  bool moe() const { return num_experts > 0; }
   int position_rows() const { return std::max(max_position, seq_length) + position_offset; }
   // True when every layout detail is the family's own (what the bundled
   // runtime's GPT and Llama implement).
@@ -68,6 +85,12 @@ struct ModelSpec {
   int64_t EmbeddingParams() const;  // token (+ learned position) embedding
   int64_t OutputParams() const;     // untied LM head + final norm
   int64_t TotalParams() const;
+  // MoE: the parameters one token uses (router, top_k experts, shared
+  // experts, attention, embedding, head). Dense: TotalParams().
+  int64_t ActiveLayerParams() const;
+  int64_t ActiveParams() const;
+  // One expert MLP's parameters (0 for a dense model).
+  int64_t ExpertParams() const;
 };
 
 // Validates consistency (heads divide hidden, kv_heads divide heads, ...).

@@ -60,6 +60,23 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
   auto num = [](int64_t v) { return std::to_string(v); };
   if (p.dp < 1 || p.tp < 1 || p.pp < 1 || p.cp < 1) return bad("dp, tp, pp and cp must be >= 1");
   if (p.vpp < 1) return bad("'vpp' must be >= 1");
+  if (p.ep < 1) return bad("'ep' must be >= 1");
+  if (!m.moe() && p.ep != 1)
+    return bad("ep=" + num(p.ep) + " but the model has no experts; use ep 1 (or omit it)");
+  if (m.moe()) {
+    if (m.num_experts % p.ep != 0)
+      return bad("ep=" + num(p.ep) + " does not divide the model's " + num(m.num_experts) +
+                 " experts; choose ep among the divisors of " + num(m.num_experts));
+    if (p.dp % p.ep != 0)
+      return bad("ep=" + num(p.ep) + " does not divide dp=" + num(p.dp) +
+                 " (experts are sharded over DP replicas); choose ep dividing dp");
+    if (p.tp > 1 && !p.sequence_parallel)
+      return bad("a mixture-of-experts model with tp > 1 needs sequence_parallel (as Megatron-LM requires); "
+                 "set \"sequence_parallel\": true or tp 1");
+    if (p.zero_stage > 1)
+      return bad("zero_stage " + num(p.zero_stage) + " with experts is not modeled (ZeRO-2/3 of expert "
+                 "parameters); use zero_stage 0 or 1 (Megatron's distributed optimizer)");
+  }
   if (p.micro_batch < 1) return bad("'micro_batch' must be >= 1");
   if (p.num_microbatches < 1) return bad("'num_microbatches' must be >= 1");
   if (p.seq_length < 1) return bad("'seq_length' must be >= 1");
@@ -105,7 +122,7 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
 }
 
 json ToJson(const PlanSpec& p) {
-  return json{{"dp", p.dp},
+  json j{{"dp", p.dp},
               {"tp", p.tp},
               {"pp", p.pp},
               {"cp", p.cp},
@@ -124,6 +141,8 @@ json ToJson(const PlanSpec& p) {
               {"dp_bucket_bytes", p.dp_bucket_bytes},
               {"layers_per_chunk", p.layers_per_chunk},
               {"order", p.order}};
+  if (p.ep != 1) j["ep"] = p.ep;  // written only for expert-parallel plans (absent: 1)
+  return j;
 }
 
 StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::string& where) {
@@ -134,6 +153,7 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   p.tp = static_cast<int>(r.IntOr("tp", 1));
   p.pp = static_cast<int>(r.IntOr("pp", 1));
   p.cp = static_cast<int>(r.IntOr("cp", 1));
+  p.ep = static_cast<int>(r.IntOr("ep", 1));  // older plan files have none: 1
   p.vpp = static_cast<int>(r.IntOr("vpp", 1));
   p.micro_batch = static_cast<int>(r.IntOr("micro_batch", 1));
   p.seq_length = static_cast<int>(r.IntOr("seq_length", m.seq_length));
@@ -227,6 +247,7 @@ std::string Describe(const PlanSpec& p) {
   std::ostringstream os;
   os << "dp=" << p.dp << " tp=" << p.tp << " pp=" << p.pp;
   if (p.cp > 1) os << " cp=" << p.cp;
+  if (p.ep > 1) os << " ep=" << p.ep;
   if (p.vpp > 1) os << " vpp=" << p.vpp;
   os << " mbs=" << p.micro_batch << " m=" << p.num_microbatches << " " << ToString(p.schedule)
      << " rc=" << ToString(p.recompute) << (p.sequence_parallel ? " sp" : "")

@@ -1,4 +1,6 @@
-// PlanSpec: one way to split a model over a cluster (DP x TP x PP x CP),
+// PlanSpec: one way to split a model over a cluster (DP x TP x PP x CP,
+// and for mixture-of-experts models EP: experts sharded over ep consecutive
+// DP replicas, see rank_grid.h),
 // plus the microbatching, schedule, recompute, sequence-parallel and ZeRO
 // choices. ClusterSpec: how many nodes and devices per node.
 //
@@ -35,6 +37,11 @@ struct ClusterSpec {
 
 struct PlanSpec {
   int dp = 1, tp = 1, pp = 1, cp = 1;
+  // Expert parallelism (MoE only): each group of ep DP replicas (same tp, cp,
+  // pp coordinates, dp coordinates d with the same d / ep) splits the experts
+  // of every layer ep ways; not a factor of world(). Expert tensor
+  // parallelism equals tp (Megatron's default).
+  int ep = 1;
   int vpp = 1;                 // model chunks per pipeline rank (interleaved only)
   int micro_batch = 1;         // sequences per microbatch
   int num_microbatches = 1;    // per DP replica per step
@@ -60,6 +67,8 @@ struct PlanSpec {
   std::string order = "tp-cp-dp-pp";  // rank grid, innermost first
 
   int world() const { return dp * tp * pp * cp; }
+  // Replicas of one expert's weights: the expert-data-parallel group (dp*cp/ep).
+  int expert_dp() const { return dp * cp / ep; }
   int num_chunks() const { return pp * vpp; }
   int64_t global_batch() const { return static_cast<int64_t>(dp) * micro_batch * num_microbatches; }
   int64_t tokens_per_step() const { return global_batch() * seq_length; }

@@ -80,4 +80,16 @@ std::vector<int> RankGrid::Group(int rank, Dim d) const {
   return out;
 }
 
+std::vector<int> RankGrid::ExpertGroup(int rank, int ep) const {
+  DT_CHECK(ep >= 1 && size(Dim::kDp) % ep == 0) << "ep " << ep << " must divide dp " << size(Dim::kDp);
+  Coord c = CoordOf(rank);
+  const int first = c.dp / ep * ep;
+  std::vector<int> out;
+  for (int i = 0; i < ep; ++i) {
+    c.dp = first + i;
+    out.push_back(RankOf(c));
+  }
+  return out;
+}
+
 }  // namespace dt

@@ -4,6 +4,12 @@
 // The order string lists dimensions innermost first; the default
 // "tp-cp-dp-pp" makes TP ranks consecutive (so a TP group of <= 8 stays in
 // one 8-GPU node) and PP outermost, as Megatron-LM's parallel_state does.
+// Expert parallelism (MoE) is not a grid dimension: an EP group is ep
+// consecutive DP coordinates (d / ep equal) with the same tp, cp and pp
+// coordinates, so ep divides dp (a stricter rule than Megatron-LM's
+// "tp-cp-ep-dp-pp", which folds EP over cp*dp; here EP never mixes with CP).
+// With the default order the EP group's stride is tp*cp, the expert
+// gradient group is the dp / ep members with equal d % ep, times cp.
 // Immutable after construction; thread-safe to share.
 #pragma once
 
@@ -36,6 +42,9 @@ class RankGrid {
   // Ranks that share every coordinate with `rank` except `d`, ordered by
   // their coordinate along `d`. Includes `rank` itself.
   std::vector<int> Group(int rank, Dim d) const;
+  // The expert-parallel group of `rank` (see the header comment), ordered by
+  // dp coordinate; aborts unless ep >= 1 divides the dp size.
+  std::vector<int> ExpertGroup(int rank, int ep) const;
   // Distance in ranks between neighbours along d (1 for the innermost dim).
   int Stride(Dim d) const { return stride_[static_cast<int>(d)]; }
 

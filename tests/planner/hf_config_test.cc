@@ -85,14 +85,13 @@ TEST(HfConfig, FieldByFieldMapping) {
 
 Status LoadJson(const json& j) { return ModelFromJson(j, "config.json").status(); }
 
-TEST(HfConfig, MixtureOfExpertsIsRefusedNotShrunk) {
-  for (const char* f : {"mixtral-8x7b.json", "deepseek-v3.json"}) {
-    auto m = LoadModel(Fixture(f));
-    ASSERT_FALSE(m.ok()) << f << " loaded as a dense model of " << m->TotalParams() << " parameters";
-    EXPECT_NE(m.status().message().find("mixture-of-experts"), std::string::npos) << m.status().message();
-    EXPECT_NE(m.status().message().find("llama"), std::string::npos) << "lists supported types";
-  }
-  // Expert keys on a dense model_type are refused too.
+TEST(HfConfig, ExpertKeysOnDenseTypesAreRefusedNotShrunk) {
+  // MoE types are mapped (tests/planner/moe_test.cc); DeepSeek's latent
+  // attention is refused by name.
+  auto ds = LoadModel(Fixture("deepseek-v3.json"));
+  ASSERT_FALSE(ds.ok());
+  EXPECT_NE(ds.status().message().find("MLA not modeled yet"), std::string::npos) << ds.status().message();
+  // Expert keys on a dense model_type are refused.
   json j = ReadJsonFile(Fixture("mistral-7b.json")).value();
   j["num_local_experts"] = 8;
   Status s = LoadJson(j);

@@ -44,8 +44,11 @@ Bounds BoundsOf(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p, con
   b.compute = StepFlops(m, p, /*with_recompute=*/true) / p.world() / hw.device.peak_flops;
   const GroupTopology grad = GradGroupTopology(p, c.gpus_per_node);
   const int shard = p.dp * p.cp;
-  int64_t max_params = 0;
+  int64_t max_params = 0, max_dense = 0;
   for (int s = 0; s < p.pp; ++s) {
+    // MoE: routed-expert gradients reduce over the smaller expert-DP group;
+    // the NIC bound below counts only the parameters reduced over dp*cp.
+    max_dense = std::max<int64_t>(max_dense, StageParamsPerRank(m, p, s) - StageExpertParamsPerRank(m, p, s));
     const double params = static_cast<double>(StageParamsPerRank(m, p, s));
     max_params = std::max<int64_t>(max_params, StageParamsPerRank(m, p, s));
     b.model_states.push_back(params * (mp.weight_bytes / (p.zero_stage >= 3 ? shard : 1.0) +
@@ -68,8 +71,8 @@ Bounds BoundsOf(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p, con
     const double nodes = static_cast<double>(shard) / grad.per_node;
     const double groups_on_node = static_cast<double>(c.gpus_per_node) / grad.per_node;
     const double frac = (nodes - 1) / nodes;
-    const double g = static_cast<double>(max_params) * mp.grad_bytes;
-    const double w = static_cast<double>(max_params) * mp.weight_bytes;
+    const double g = static_cast<double>(max_dense) * mp.grad_bytes;
+    const double w = static_cast<double>(max_dense) * mp.weight_bytes;
     const double bytes = frac * (p.zero_stage == 0 ? 2 * g : p.zero_stage <= 2 ? g + w : g + 2 * w);
     const double node_bw = BestInterBusBw(hw, CollKind::kAllReduce);
     if (node_bw > 0) b.nic = groups_on_node * bytes / node_bw;
@@ -88,10 +91,24 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
   ModelSpec mid = testing_models::Gpt(5120, 40, 40);
   ModelSpec llama = testing_models::Llama8B();
   ModelSpec big = testing_models::Gpt(12288, 96, 96);
+  // MoE (issue 11): the compute bound counts active FLOPs (StepFlops is
+  // balanced routing; the load-imbalance allowance only adds time); model
+  // states divide every parameter by dp*cp, a lower bound for experts,
+  // whose states shard over dp*cp/ep.
+  ModelSpec moe = testing_models::Llama8B();
+  moe.num_layers = 16;
+  moe.hidden = 2048;
+  moe.heads = 16;
+  moe.kv_heads = 8;
+  moe.seq_length = 2048;
+  moe.num_experts = 8;
+  moe.moe_top_k = 2;
+  moe.moe_ffn_hidden = 5632;
   std::vector<Case> cases = {
       {small, {1, 8, "gpu"}, "A100-SXM4-80GB", 64},   {small, {4, 8, "gpu"}, "H100-SXM5-80GB", 256},
       {mid, {8, 8, "gpu"}, "A100-SXM4-80GB", 512},    {llama, {2, 8, "gpu"}, "H100-SXM5-80GB", 128},
       {llama, {16, 8, "gpu"}, "A100-SXM4-80GB", 1024}, {big, {32, 8, "gpu"}, "A100-SXM4-80GB", 1536},
+      {moe, {4, 8, "gpu"}, "H100-SXM5-80GB", 256},
   };
   std::mt19937_64 rng(20261123);
   int checked = 0, nic_bound_active = 0;

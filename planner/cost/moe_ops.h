@@ -1,0 +1,53 @@
+// MoeOps: the kernels and collectives of a mixture-of-experts MLP block on
+// one rank for one microbatch, in the form of planner/cost/layer_ops.h (the
+// transformer layer splices them in place of the dense MLP, between its
+// second norm and residual add).
+//
+// Layout priced (Megatron-LM's MoE layer with the all-to-all token
+// dispatcher, expert tensor parallelism = tp, sequence parallelism when
+// tp > 1): each rank routes its T_r = b*s/(cp*tp) tokens (router GEMM h x E,
+// softmax + top-k), permutes its T_r*k token copies into expert order,
+// all-to-alls them over the EP group, all-gathers them over TP, runs its
+// E/ep experts' MLPs (one grouped GEMM per matrix: batch E/ep of
+// T*k/(E/ep) rows each, every expert column- and row-split over tp; the
+// time model sees its total FLOPs and the bytes of all local experts'
+// weights) on T*k rows (balanced routing), reduce-scatters
+// over TP, all-to-alls back, and sums each token's k outputs weighted by
+// its router probabilities. Shared experts run as a dense MLP of width
+// shared_ffn_hidden on every token (all-gather / reduce-scatter over TP),
+// scaled by a sigmoid gate (h -> 1) when the model has one.
+//
+// Load imbalance: routing is never perfectly even, and the busiest rank
+// sets the pace. Every op whose size follows the tokens a rank's experts
+// receive (the all-to-alls and TP collectives of routed tokens, the expert
+// GEMMs and their elementwise ops) is priced at kExpertLoadImbalance x the
+// balanced share (Op::imbalance for kernels, bytes for collectives). FLOP
+// counts stay the balanced (= active-parameter) ones, so MFU is from active
+// FLOPs. The allowance also sizes the expert activations (memory).
+//
+// Pure functions of validated (model, plan) with m.moe(); no failure modes.
+// Formulas: docs/simulator.md and docs/flops.md, "Mixture of experts".
+#pragma once
+
+#include <vector>
+
+#include "planner/cost/layer_ops.h"
+
+namespace dt {
+
+// The busiest EP rank's routed tokens over the balanced share: 1.25, the
+// capacity factor Fedus et al. ("Switch Transformers", JMLR 2022, Sec. 2.2
+// and Table 1) train with; Megatron-LM's --moe-expert-capacity-factor, when
+// set, drops tokens beyond such a bound instead (its default is dropless).
+constexpr double kExpertLoadImbalance = 1.25;
+
+// MLP-block ops of an MoE layer (forward / backward), to splice into a
+// layer's op lists; recompute follows the layer's (full: the forward again).
+std::vector<Op> MoeMlpForward(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
+std::vector<Op> MoeMlpBackward(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
+
+// Rows of expert GEMMs on one rank per microbatch, balanced: T * top_k
+// (T = micro_batch * seq / cp tokens, after the TP all-gather).
+double ExpertRowsPerRank(const ModelSpec& m, const PlanSpec& p);
+
+}  // namespace dt
