@@ -143,7 +143,9 @@ TEST(ZeroCollectives, RuntimeIssuesWhatThePlannerModels) {
         const StageMemory mem = EstimateStageMemory(m, p, MemoryParams::Fp32(1e12), s, 1);
         EXPECT_DOUBLE_EQ(mem.gradients, 4.0 * rec[s].shard_numel) << "stage " << s;
         EXPECT_DOUBLE_EQ(mem.optimizer, 8.0 * rec[s].shard_numel) << "stage " << s;
-        if (zero == 3) EXPECT_DOUBLE_EQ(mem.weights, 4.0 * rec[s].shard_numel) << "stage " << s;
+        if (zero == 3) {
+          EXPECT_DOUBLE_EQ(mem.weights, 4.0 * rec[s].shard_numel) << "stage " << s;
+        }
       }
     }
   }
