@@ -1,14 +1,14 @@
-// CpuBackend: Eigen GEMMs over row-major maps, OpenMP loops elsewhere.
-// Reductions run in a fixed order so results do not depend on thread count
-// (recompute and parity tests compare bitwise). Eigen's own threading picks
-// its blocking from the thread count it gets (which varies under load), so
-// it is disabled; a GEMM is split instead into one block of C's rows per
-// OpenMP thread, each a single-threaded Eigen product. Block boundaries are
-// multiples of 64 rows and every block has >= 64 rows (or is all of C):
-// single-threaded Eigen's k-blocking depends on k only and each element of
-// C is accumulated in the same order whatever rows its block has (as long as
-// the block is not a single row, which Eigen would run as a GEMV), so the
-// result is bitwise independent of the thread count. One block per thread
+// CpuBackend: GEMMs from the selected library (cpu_gemm.h: a BLAS or Eigen),
+// OpenMP loops elsewhere. Reductions run in a fixed order so results do not
+// depend on thread count (recompute and parity tests compare bitwise). The
+// GEMM libraries' own threading picks its blocking from the thread count it
+// gets (which varies under load), so it is disabled; a GEMM is split instead
+// into one block of C's rows per OpenMP thread, each a single-threaded
+// library call, so results are reproducible for a given thread count. Block
+// boundaries are multiples of 64 rows and every block has >= 64 rows (or is
+// all of C): Eigen accumulates each element of C in an order that depends on
+// k only, so with Eigen the result does not depend on the thread count at all
+// (with OpenBLAS it does, in the last bits: cpu_gemm.h). One block per thread
 // (not many small ones) matters for speed: every product repacks all of B.
 #define EIGEN_DONT_PARALLELIZE
 #include <Eigen/Core>
@@ -21,20 +21,19 @@
 
 #include "base/check.h"
 #include "runtime/backend/backend.h"
+#include "runtime/backend/cpu_gemm.h"
 #include "runtime/backend/gelu_math.h"
 #include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
 namespace {
 
-using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using CMap = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
-using MMap = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
 constexpr int64_t kParallelMin = 1 << 14;  // elements below which threads cost more than they save
 constexpr int64_t kGeluChunk = 1024;        // elements per vectorised GeLU chunk
 
 class CpuBackend final : public Backend {
  public:
+  explicit CpuBackend(GemmLibrary gemm) : gemm_(gemm) {}
   const char* name() const override { return "cpu"; }
 
   float* Alloc(size_t n) override { return AllocFloats(n); }
@@ -53,23 +52,21 @@ class CpuBackend final : public Backend {
             int64_t ldc) override {
     DT_CHECK(c != nullptr && m >= 0 && n >= 0 && k >= 0) << "gemm m=" << m << " n=" << n;
     if (m == 0 || n == 0) return;
-    MMap C(c, m, n, Eigen::OuterStride<>(ldc));
-    if (beta == 0.0f) {
-      C.setZero();
-    } else if (beta != 1.0f) {
-      C *= beta;
+    if (k == 0) {  // C = beta * C
+      for (int64_t r = 0; r < m; ++r) {
+        float* cr = c + r * ldc;
+        for (int64_t j = 0; j < n; ++j) cr[j] = beta == 0.0f ? 0.0f : beta * cr[j];
+      }
+      return;
     }
-    if (k == 0) return;
     DT_CHECK(a != nullptr && b != nullptr) << "gemm null input";
-    const bool tra = ta == Trans::kYes, trb = tb == Trans::kYes;
-    CMap B(b, trb ? n : k, trb ? k : n, Eigen::OuterStride<>(ldb));
     // Block b of `blocks` covers 64-row units [units*b/blocks, units*(b+1)/blocks);
     // the last block also takes the m % 64 leftover rows.
     constexpr int64_t kRowUnit = 64;
     const int64_t units = std::max<int64_t>(1, m / kRowUnit);
     int64_t blocks = 1;
 #ifdef _OPENMP
-    if (m * n * k > (1 << 18) && !omp_in_parallel())
+    if (m * n * k > (1 << 18) && !omp_in_parallel() && GemmLibraryReentrant(gemm_))
       blocks = std::min<int64_t>(units, omp_get_max_threads());
 #endif
     auto block_start = [&](int64_t blk) {
@@ -78,16 +75,9 @@ class CpuBackend final : public Backend {
 #pragma omp parallel for schedule(static) if (blocks > 1)
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t r0 = block_start(blk), rows = block_start(blk + 1) - r0;
-      MMap Cb(c + r0 * ldc, rows, n, Eigen::OuterStride<>(ldc));
-      if (!tra) {
-        CMap A(a + r0 * lda, rows, k, Eigen::OuterStride<>(lda));
-        if (trb) Cb.noalias() += alpha * A * B.transpose();
-        else Cb.noalias() += alpha * A * B;
-      } else {  // op(A) rows r0.. are stored columns r0..
-        CMap A(a + r0, k, rows, Eigen::OuterStride<>(lda));
-        if (trb) Cb.noalias() += alpha * A.transpose() * B.transpose();
-        else Cb.noalias() += alpha * A.transpose() * B;
-      }
+      // op(A) rows r0.. are A's rows r0.. (no transpose) or its columns r0.. (transpose).
+      const float* ab = ta == Trans::kNo ? a + r0 * lda : a + r0;
+      CpuGemmSerial(gemm_, ta, tb, rows, n, k, alpha, ab, lda, b, ldb, beta, c + r0 * ldc, ldc);
     }
   }
 
@@ -233,10 +223,24 @@ class CpuBackend final : public Backend {
       for (int64_t c = 0; c < cols; ++c) dxr[c] = scale * yr[c] * (dyr[c] - d);
     }
   }
+
+ private:
+  const GemmLibrary gemm_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeCpuBackend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> MakeCpuBackend(GemmLibrary lib) {
+#ifndef DT_HAVE_BLAS
+  DT_CHECK(lib == GemmLibrary::kEigen) << "this build has no BLAS (DT_BLAS=none at configure time)";
+#endif
+  return std::make_unique<CpuBackend>(lib);
+}
+
+std::unique_ptr<Backend> MakeCpuBackend() {
+  StatusOr<GemmLibrary> lib = GemmLibraryFromEnv();
+  DT_CHECK(lib.ok()) << lib.status().message();
+  return MakeCpuBackend(*lib);
+}
 
 }  // namespace dt::rt

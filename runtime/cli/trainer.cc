@@ -14,6 +14,7 @@
 #include "planner/spec/plan_spec.h"
 #include "planner/spec/rank_grid.h"
 #include "runtime/backend/backend.h"
+#include "runtime/backend/cpu_gemm.h"
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/cli/report.h"
 #include "runtime/comm/watchdog.h"
@@ -124,7 +125,9 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
 
   // ---- model, optimizer ----
   const int64_t bytes_before_model = CurrentBytes();
-  std::unique_ptr<Backend> backend = MakeCpuBackend();
+  StatusOr<GemmLibrary> gemm = GemmLibraryFromEnv();
+  if (!gemm.ok()) return BadInput(world, gemm.status().message());
+  std::unique_ptr<Backend> backend = MakeCpuBackend(*gemm);
   std::vector<std::unique_ptr<ModelChunk>> chunks;
   std::vector<ModelChunk*> chunk_ptrs;
   std::vector<ParamStore*> stores;
@@ -223,9 +226,9 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
   const double flops_per_step = ModelFlopsPerStep(model, plan);
   std::ofstream metrics;
   if (root) {
-    std::printf("dtrun: %d ranks | plan %s | model %s (%lld params) | %s backend\n", world.size(),
-                Describe(plan).c_str(), model.name.c_str(), static_cast<long long>(model.TotalParams()),
-                backend->name());
+    std::printf("dtrun: %d ranks | plan %s | model %s (%lld params) | %s backend (GEMM: %s)\n",
+                world.size(), Describe(plan).c_str(), model.name.c_str(),
+                static_cast<long long>(model.TotalParams()), backend->name(), GemmLibraryName(*gemm));
     std::printf("data: %s", (*source)->Describe().c_str());
     if (entropy >= 0) std::printf(" | entropy rate %.4f nats/token (the loss floor)", entropy);
     std::printf("\ntokens/step %.0f | model FLOPs/step %.4g | steps %lld..%lld of %lld\n", tokens_per_step,
