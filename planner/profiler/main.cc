@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   dt::ProfilerDevice dev;
   dev.be = be.get();
   dev.kind = "cpu";
-  dev.gemm_library = dt::rt::GemmLibraryName(*gemm);
+  dev.gemm_library = dt::rt::GemmLibraryDescription(*gemm);
   dev.make_comm = [](MPI_Comm group) { return std::make_unique<dt::rt::MpiComm>(group, /*owned=*/false); };
   return dt::RunProfiler(*opts, dev, world, command);
 }

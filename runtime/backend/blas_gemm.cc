@@ -6,9 +6,13 @@
 // AMD's AVX-512 cores (Zen 4/5): they fall back to AVX2 (OpenBLAS: Haswell,
 // slower than Eigen here) or generic C kernels (BLIS). Their override is an
 // environment variable read when the library initialises (OpenBLAS: at load
-// time), so it must be set before loading: on an AMD CPU with AVX-512 and no
-// user setting we ask for the Skylake-X kernels (measured ~1.5x Eigen,
-// docs/runtime.md "Speed"). Intel CPUs are detected correctly and left alone.
+// time), so it is set here before loading: DT_BLAS_CORETYPE if given (copied
+// to OPENBLAS_CORETYPE / BLIS_ARCH_TYPE), else, on an AMD CPU with AVX-512,
+// the Skylake-X kernels (measured ~1.5-2x Eigen, docs/runtime.md "Speed").
+// That replaces an inherited OPENBLAS_CORETYPE (this project's VMs export
+// OPENBLAS_CORETYPE=Haswell machine-wide); the kernels in use are named by
+// GemmLibraryDescription(). Elsewhere (Intel CPUs, which the libraries
+// detect correctly) the libraries' own choice or the user's variable stands.
 // The CBLAS entry point is called with its standard ABI (row-major = 101,
 // no-trans = 111, trans = 112).
 #ifdef DT_HAVE_BLAS
@@ -16,7 +20,7 @@
 
 #include <climits>
 #include <cstdlib>
-#include <mutex>
+#include <string>
 
 #include "base/check.h"
 #include "runtime/backend/gemm_kernels.h"
@@ -32,6 +36,7 @@ using SgemmFn = void (*)(int order, int trans_a, int trans_b, int m, int n, int 
 struct Blas {
   SgemmFn sgemm = nullptr;
   Status status;
+  std::string description;
 };
 
 bool AmdWithAvx512() {
@@ -45,15 +50,35 @@ bool AmdWithAvx512() {
 #endif
 }
 
-// Asks the library for its AVX-512 kernels where it would not pick them itself
-// (a variable the user set wins: setenv does not overwrite).
+// Chooses the library's kernels (see the top of this file).
 void ChooseKernels() {
-  if (!AmdWithAvx512()) return;
 #if defined(DT_BLAS_OPENBLAS)
-  setenv("OPENBLAS_CORETYPE", "SkylakeX", /*overwrite=*/0);
+  const char* library_variable = "OPENBLAS_CORETYPE";
+  const char* avx512_kernels = "SkylakeX";
 #elif defined(DT_BLAS_BLIS)
-  setenv("BLIS_ARCH_TYPE", "skx", /*overwrite=*/0);
+  const char* library_variable = "BLIS_ARCH_TYPE";
+  const char* avx512_kernels = "skx";
 #endif
+  const char* ours = std::getenv("DT_BLAS_CORETYPE");
+  if (ours != nullptr && *ours != '\0') setenv(library_variable, ours, /*overwrite=*/1);
+  else if (AmdWithAvx512()) setenv(library_variable, avx512_kernels, /*overwrite=*/1);
+}
+
+// "OpenBLAS 0.3.21, SkylakeX kernels" from the library's own report.
+std::string Describe(void* lib) {
+  std::string d = DT_BLAS_NAME;
+#if defined(DT_BLAS_OPENBLAS)
+  if (auto config = reinterpret_cast<char* (*)()>(dlsym(lib, "openblas_get_config"))) {
+    const std::string c = config();  // "OpenBLAS 0.3.21 DYNAMIC_ARCH ..."
+    const size_t v = c.find(' '), e = c.find(' ', v + 1);
+    if (v != std::string::npos) d += " " + c.substr(v + 1, e == std::string::npos ? e : e - v - 1);
+  }
+  if (auto core = reinterpret_cast<char* (*)()>(dlsym(lib, "openblas_get_corename")))
+    d += std::string(", ") + core() + " kernels";
+#elif defined(DT_BLAS_BLIS)
+  if (const char* arch = std::getenv("BLIS_ARCH_TYPE")) d += std::string(", ") + arch + " kernels";
+#endif
+  return d;
 }
 
 // The backend parallelises over blocks of C itself (one call per OpenMP
@@ -84,6 +109,7 @@ Blas Load() {
     return b;
   }
   PinThreads(lib);
+  b.description = Describe(lib);
   return b;
 }
 
@@ -99,6 +125,7 @@ int AsInt(int64_t v, const char* what) {
 }  // namespace
 
 Status LoadBlas() { return TheBlas().status; }
+const std::string& BlasDescription() { return TheBlas().description; }
 
 void BlasGemmSerial(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta,

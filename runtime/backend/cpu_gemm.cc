@@ -23,6 +23,13 @@ const char* GemmLibraryName(GemmLibrary lib) {
   return lib == GemmLibrary::kEigen ? "Eigen" : "none";
 }
 
+std::string GemmLibraryDescription(GemmLibrary lib) {
+#ifdef DT_HAVE_BLAS
+  if (lib == GemmLibrary::kBlas && LoadBlas().ok()) return BlasDescription();
+#endif
+  return GemmLibraryName(lib);
+}
+
 std::vector<std::string> AvailableGemmLibraries() {
   std::vector<std::string> names = {"eigen"};
 #ifdef DT_HAVE_BLAS

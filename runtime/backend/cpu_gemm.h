@@ -7,7 +7,7 @@
 //
 // The library is picked per process: the environment variable DT_GEMM
 // (`eigen`, or the linked BLAS's name: `openblas` / `blis`) overrides the
-// default. Each kernel call is single-threaded (the BLAS's own threads are
+// default; DT_BLAS_CORETYPE picks the BLAS's kernels (blas_gemm.cc). Each kernel call is single-threaded (the BLAS's own threads are
 // pinned to 1 at first use) and deterministic: the same call gives the same
 // bits. Eigen accumulates an element of C in an order that depends on k only,
 // not on how many rows of C the call covers; OpenBLAS's edge kernels round
@@ -35,6 +35,9 @@ enum class GemmLibrary { kEigen, kBlas };
 
 // "Eigen" or the linked BLAS ("OpenBLAS", "BLIS"): the name profiles record.
 const char* GemmLibraryName(GemmLibrary lib);
+// The name plus version and kernels where the library says
+// ("OpenBLAS 0.3.21, SkylakeX kernels"), for logs and profiles.
+std::string GemmLibraryDescription(GemmLibrary lib);
 // The lower-case names DT_GEMM accepts in this build, Eigen first.
 std::vector<std::string> AvailableGemmLibraries();
 // False for a BLAS build that must not be called from two threads at once

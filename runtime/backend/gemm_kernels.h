@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "base/status.h"
 #include "runtime/backend/backend.h"
@@ -17,6 +18,7 @@ void EigenGemmSerial(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float 
 
 #ifdef DT_HAVE_BLAS
 Status LoadBlas();
+const std::string& BlasDescription();  // empty unless loaded
 void BlasGemmSerial(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                     float* c, int64_t ldc);

@@ -117,7 +117,7 @@ void ComputeReport(const Options& o, int threads) {
   const double step_fb = flops / t_fb * 1e-9, step_all = flops / t_all * 1e-9;
 
   std::printf("\n[1 rank, %d thread%s, GEMM: %s]\n", threads, threads == 1 ? "" : "s",
-              GemmLibraryName(*lib));
+              GemmLibraryDescription(*lib).c_str());
   std::printf("  GEMM FLOPs per step (fwd+bwd): %.2f GFLOP (LM head %.2f), %zu distinct shapes\n",
               flops * 1e-9, o.cfg.head_flops() * 1e-9, prof.gemms().size());
   std::printf("  step fwd+bwd          median %8.4f s  -> %7.2f GFLOP/s\n", t_fb, step_fb);

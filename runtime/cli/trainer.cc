@@ -228,7 +228,8 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world) {
   if (root) {
     std::printf("dtrun: %d ranks | plan %s | model %s (%lld params) | %s backend (GEMM: %s)\n",
                 world.size(), Describe(plan).c_str(), model.name.c_str(),
-                static_cast<long long>(model.TotalParams()), backend->name(), GemmLibraryName(*gemm));
+                static_cast<long long>(model.TotalParams()), backend->name(),
+                GemmLibraryDescription(*gemm).c_str());
     std::printf("data: %s", (*source)->Describe().c_str());
     if (entropy >= 0) std::printf(" | entropy rate %.4f nats/token (the loss floor)", entropy);
     std::printf("\ntokens/step %.0f | model FLOPs/step %.4g | steps %lld..%lld of %lld\n", tokens_per_step,
