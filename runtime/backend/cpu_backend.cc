@@ -30,6 +30,23 @@ namespace {
 
 constexpr int64_t kParallelMin = 1 << 14;  // elements below which threads cost more than they save
 constexpr int64_t kGeluChunk = 1024;        // elements per vectorised GeLU chunk
+constexpr int64_t kLanes = 16;              // partial sums per reduction (one AVX-512 register)
+
+// Sum of f(i) for i in [0, n) in a fixed order that vectorises: kLanes
+// interleaved partial sums in double, combined in lane order. The order
+// depends on n only, so results are reproducible (and independent of the
+// thread count: every row is summed by one thread).
+template <typename F>
+double LaneSum(int64_t n, F f) {
+  double lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) lane[j] += f(i + j);
+  for (int64_t j = 0; i + j < n; ++j) lane[j] += f(i + j);
+  double s = 0;
+  for (int64_t j = 0; j < kLanes; ++j) s += lane[j];
+  return s;
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -145,11 +162,12 @@ class CpuBackend final : public Backend {
 #pragma omp parallel for if (rows * cols > kParallelMin)
     for (int64_t r = 0; r < rows; ++r) {
       const float* xr = x + r * cols;
-      double s = 0;
-      for (int64_t c = 0; c < cols; ++c) s += xr[c];
+      const double s = LaneSum(cols, [&](int64_t c) { return double(xr[c]); });
       const float mu = static_cast<float>(s / cols);
-      double v = 0;
-      for (int64_t c = 0; c < cols; ++c) v += double(xr[c] - mu) * double(xr[c] - mu);
+      const double v = LaneSum(cols, [&](int64_t c) {
+        const double d = double(xr[c] - mu);
+        return d * d;
+      });
       const float rs = static_cast<float>(1.0 / std::sqrt(v / cols + eps));
       mean[r] = mu;
       rstd[r] = rs;
@@ -166,12 +184,11 @@ class CpuBackend final : public Backend {
       const float* xr = x + r * cols;
       const float* dyr = dy + r * cols;
       const float mu = mean[r], rs = rstd[r];
-      double sum_g = 0, sum_gx = 0;  // sums of g = dy*gamma and g*xhat
-      for (int64_t c = 0; c < cols; ++c) {
-        const float g = dyr[c] * gamma[c];
-        sum_g += g;
-        sum_gx += double(g) * double((xr[c] - mu) * rs);
-      }
+      // sums of g = dy*gamma and g*xhat
+      const double sum_g = LaneSum(cols, [&](int64_t c) { return double(dyr[c] * gamma[c]); });
+      const double sum_gx = LaneSum(cols, [&](int64_t c) {
+        return double(dyr[c] * gamma[c]) * double((xr[c] - mu) * rs);
+      });
       const float mg = static_cast<float>(sum_g / cols), mgx = static_cast<float>(sum_gx / cols);
       float* dxr = dx + r * cols;
       for (int64_t c = 0; c < cols; ++c) {
@@ -199,11 +216,18 @@ class CpuBackend final : public Backend {
       const int64_t valid = causal_period > 0 ? std::min(cols, r % causal_period + 1) : cols;
       float mx = -INFINITY;
       for (int64_t c = 0; c < valid; ++c) mx = std::max(mx, scale * xr[c]);
-      double sum = 0;
-      for (int64_t c = 0; c < valid; ++c) {
-        yr[c] = std::exp(scale * xr[c] - mx);
-        sum += yr[c];
+      // exp with Eigen's vectorised kernel, through an aligned buffer so each
+      // element's rounding depends on its column only (libm's scalar expf made
+      // the softmax a tenth of the attention time). y may alias x.
+      for (int64_t c0 = 0; c0 < valid; c0 += kGeluChunk) {
+        const int64_t len = std::min(kGeluChunk, valid - c0);
+        alignas(64) float tbuf[kGeluChunk];
+        Eigen::Map<const Eigen::ArrayXf> X(xr + c0, len);
+        Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64> T(tbuf, len);
+        T = (X * scale - mx).exp();
+        std::memcpy(yr + c0, tbuf, static_cast<size_t>(len) * sizeof(float));
       }
+      const double sum = LaneSum(valid, [&](int64_t c) { return double(yr[c]); });
       const float inv = static_cast<float>(1.0 / sum);
       for (int64_t c = 0; c < valid; ++c) yr[c] *= inv;
       for (int64_t c = valid; c < cols; ++c) yr[c] = 0.0f;
@@ -217,9 +241,8 @@ class CpuBackend final : public Backend {
       const float* yr = y + r * cols;
       const float* dyr = dy + r * cols;
       float* dxr = dx + r * cols;
-      double dot = 0;
-      for (int64_t c = 0; c < cols; ++c) dot += double(dyr[c]) * yr[c];
-      const float d = static_cast<float>(dot);
+      const float d =
+          static_cast<float>(LaneSum(cols, [&](int64_t c) { return double(dyr[c]) * yr[c]; }));
       for (int64_t c = 0; c < cols; ++c) dxr[c] = scale * yr[c] * (dyr[c] - d);
     }
   }
