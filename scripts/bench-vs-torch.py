@@ -11,12 +11,14 @@ global-norm clipping, microbatch per rank and tokens per step; the step-time med
 first 2 steps of each run.
 
 Needs python3-torch (Debian: apt-get install python3-torch; not part of install-deps.sh) and a
-Release build (build/runtime/dtrun). PyTorch's BLAS is Debian's OpenBLAS (libblas.so.3);
---torch-coretype sets OPENBLAS_CORETYPE for the PyTorch processes only (dtrun picks its own
-OpenBLAS kernels, runtime/backend/blas_gemm.cc), e.g. SkylakeX to give PyTorch the same GEMM
-kernels dtrun uses on AMD AVX-512 CPUs.
+Release build (build/runtime/dtrun). PyTorch's BLAS is Debian's OpenBLAS (libblas.so.3), whose
+kernels follow OPENBLAS_CORETYPE. --torch-coretypes lists the PyTorch variants to run, each
+interleaved with dtrun in every round: `inherit` (the environment as it is: PyTorch as installed)
+and/or an OPENBLAS_CORETYPE value such as SkylakeX (the kernels dtrun picks on AMD AVX-512 CPUs,
+runtime/backend/blas_gemm.cc: the same GEMM on both sides).
 
   scripts/bench-vs-torch.py [--runs 3] [--steps 8] [--shapes A,B] [--ranks 1,2]
+                            [--torch-coretypes inherit,SkylakeX]
 """
 import argparse
 import json
@@ -78,13 +80,13 @@ def run_dtrun(a, shape, ranks, work):
     return tokens / statistics.median(times)
 
 
-def run_torch(a, shape, ranks):
+def run_torch(a, shape, ranks, coretype):
     s = SHAPES[shape]
     cmd = [a.python, os.path.join(ROOT, "scripts/torch_gpt_matched.py"),
            "--steps", str(a.steps), "--skip", str(SKIP)]
     for k, v in s.items():
         cmd += ["--" + k, str(v)]
-    extra = {"OPENBLAS_CORETYPE": a.torch_coretype} if a.torch_coretype else {}
+    extra = {} if coretype == "inherit" else {"OPENBLAS_CORETYPE": coretype}
     if ranks == 1:
         procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                   env=env_1thread(extra))]
@@ -111,25 +113,34 @@ def main():
     ap.add_argument("--dtrun", default=os.path.join(ROOT, "build/runtime/dtrun"))
     ap.add_argument("--mpirun", default="mpirun")
     ap.add_argument("--python", default="/usr/bin/python3", help="a Python with torch")
-    ap.add_argument("--torch-coretype", default="", help="OPENBLAS_CORETYPE for PyTorch only")
+    ap.add_argument("--torch-coretypes", default="inherit",
+                    help="comma list: inherit and/or OPENBLAS_CORETYPE values for PyTorch")
     a = ap.parse_args()
     if a.steps <= SKIP:
         sys.exit("--steps must exceed %d" % SKIP)
+    variants = a.torch_coretypes.split(",")
+    print("PyTorch variants: %s (inherit = OPENBLAS_CORETYPE=%s from the environment)"
+          % (", ".join(variants), os.environ.get("OPENBLAS_CORETYPE", "unset: OpenBLAS detects")),
+          flush=True)
     rows = []
     with tempfile.TemporaryDirectory() as work:
         for shape in a.shapes.split(","):
             for ranks in [int(r) for r in a.ranks.split(",")]:
-                dt, pt = [], []
-                for i in range(a.runs):  # interleaved: both sides see the same machine load
+                dt, pt = [], {v: [] for v in variants}
+                for i in range(a.runs):  # interleaved: every side sees the same machine load
                     dt.append(run_dtrun(a, shape, ranks, work))
-                    pt.append(run_torch(a, shape, ranks))
-                    print("  shape %s, %d rank(s), run %d: dtrun %.0f tok/s, PyTorch %.0f tok/s"
-                          % (shape, ranks, i + 1, dt[-1], pt[-1]), flush=True)
-                rows.append((shape, ranks, statistics.median(dt), statistics.median(pt)))
-    print("\nshape ranks  dtrun tok/s  PyTorch tok/s  dtrun/PyTorch   (medians of %d runs, %d steps each)"
-          % (a.runs, a.steps))
-    for shape, ranks, d, p in rows:
-        print("%-5s %5d  %11.0f  %13.0f  %13.2f" % (shape, ranks, d, p, d / p))
+                    for v in variants:
+                        pt[v].append(run_torch(a, shape, ranks, v))
+                    print("  shape %s, %d rank(s), run %d: dtrun %.0f tok/s, %s" % (
+                        shape, ranks, i + 1, dt[-1],
+                        ", ".join("PyTorch[%s] %.0f tok/s" % (v, pt[v][-1]) for v in variants)),
+                        flush=True)
+                for v in variants:
+                    rows.append((shape, ranks, v, statistics.median(dt), statistics.median(pt[v])))
+    print("\nshape ranks  PyTorch BLAS kernels  dtrun tok/s  PyTorch tok/s  dtrun/PyTorch"
+          "   (medians of %d runs, %d steps each)" % (a.runs, a.steps))
+    for shape, ranks, v, d, p in rows:
+        print("%-5s %5d  %-20s %11.0f  %13.0f  %13.2f" % (shape, ranks, v, d, p, d / p))
 
 
 if __name__ == "__main__":
