@@ -55,10 +55,13 @@ StatusOr<GemmLibrary> ParseGemmLibrary(const std::string& name) {
     return GemmLibrary::kBlas;
   }
 #endif
+  const std::vector<std::string> libs = AvailableGemmLibraries();
   std::string list;
-  for (const auto& a : AvailableGemmLibraries()) list += (list.empty() ? "" : ", ") + a;
+  for (const auto& a : libs) list += (list.empty() ? "" : ", ") + a;
   return InvalidArgument("DT_GEMM=" + name + ": this build has the GEMM libraries " + list +
-                         " (install libopenblas-pthread-dev and rebuild for openblas)");
+                         (libs.size() == 1 ? " (for OpenBLAS: apt-get install libopenblas-pthread-dev,"
+                                             " then rebuild)"
+                                           : ""));
 }
 
 StatusOr<GemmLibrary> GemmLibraryFromEnv() {
