@@ -3,7 +3,9 @@
 # when not root. Safe to run repeatedly.
 set -euo pipefail
 # chromium: headless screenshot test of dtplan --report (tests/cli/report_test.sh).
-pkgs=(cmake g++ make libeigen3-dev libcli11-dev nlohmann-json3-dev libgtest-dev openmpi-bin libopenmpi-dev chromium)
+# libopenblas-pthread-dev: the CPU backend's GEMM (runtime/backend/blas.cmake; Eigen without it).
+pkgs=(cmake g++ make libeigen3-dev libcli11-dev nlohmann-json3-dev libgtest-dev openmpi-bin libopenmpi-dev chromium
+      libopenblas-pthread-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -104,7 +104,9 @@ struct MachineSpec {
   std::string cpu_model;     // /proc/cpuinfo "model name"
   int cores = 0;             // logical CPUs of the measured machine
   int ranks_per_node = 0;    // MPI ranks measured concurrently
-  std::string gemm_library;  // the runtime backend's GEMM ("Eigen", ...)
+  // The runtime backend's GEMM as measured: "OpenBLAS 0.3.21, SkylakeX kernels",
+  // "Eigen", "cuBLAS".
+  std::string gemm_library;
 };
 
 struct HardwareProfile {

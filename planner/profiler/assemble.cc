@@ -68,7 +68,8 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
   p.machine.cpu_model = m.device_kind == "cpu" ? mi.cpu_model : m.device_name;
   p.machine.cores = mi.cores;
   p.machine.ranks_per_node = m.ranks_per_node;
-  p.machine.gemm_library = m.device_kind == "cpu" ? "Eigen" : "cuBLAS";
+  p.machine.gemm_library =
+      !m.gemm_library.empty() ? m.gemm_library : m.device_kind == "cpu" ? "Eigen" : "cuBLAS";
   p.description = "MEASURED by `dtplan profile` on " + mi.datetime + " on host '" + mi.hostname + "': " +
                   m.device_name + ", " + std::to_string(mi.cores) + " logical CPUs, " +
                   Num(mi.mem_total_bytes / 1073741824.0, 3) + " GiB RAM. " +

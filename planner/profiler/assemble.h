@@ -30,6 +30,7 @@ struct Measurements {
   std::string name;                    // profile name
   std::string device_kind = "cpu";     // cpu | gpu
   std::string device_name;             // CPU model or GPU name
+  std::string gemm_library;            // the backend's GEMM; empty: "Eigen" (cpu) / "cuBLAS" (gpu)
   MachineInfo machine;
   int ranks_per_node = 1;
   int threads_per_rank = 1;

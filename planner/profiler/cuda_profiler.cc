@@ -149,6 +149,7 @@ int RunCudaProfiler(const ProfilerOptions& o, rt::MpiComm& world, const std::str
   dev.be = be->get();
   dev.kind = "gpu";
   dev.name = std::string(prop.name) + " (fp32 SGEMM via cuBLAS)";
+  dev.gemm_library = "cuBLAS";
   dev.memory_bytes = static_cast<int64_t>(total_b);
   dev.host_optimizer = false;  // the runtime's AdamW is a host op
   dev.make_comm = [](MPI_Comm group) { return std::make_unique<NcclProfComm>(group); };

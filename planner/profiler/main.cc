@@ -8,6 +8,7 @@
 
 #include "planner/profiler/profiler_options.h"
 #include "planner/profiler/run_profiler.h"
+#include "runtime/backend/cpu_gemm.h"
 #include "runtime/comm/mpi_comm.h"
 
 int main(int argc, char** argv) {
@@ -28,10 +29,16 @@ int main(int argc, char** argv) {
   dt::rt::MpiWorld mpi(&argc, &argv);
   dt::rt::MpiComm world(MPI_COMM_WORLD, /*owned=*/false);
   if (opts->device == "cuda") return dt::RunCudaProfiler(*opts, world, command);
-  std::unique_ptr<dt::rt::Backend> be = dt::rt::MakeCpuBackend();
+  dt::StatusOr<dt::rt::GemmLibrary> gemm = dt::rt::GemmLibraryFromEnv();
+  if (!gemm.ok()) {
+    if (world.rank() == 0) std::cerr << "dtplan: error: " << gemm.status().message() << "\n";
+    return 2;
+  }
+  std::unique_ptr<dt::rt::Backend> be = dt::rt::MakeCpuBackend(*gemm);
   dt::ProfilerDevice dev;
   dev.be = be.get();
   dev.kind = "cpu";
+  dev.gemm_library = dt::rt::GemmLibraryDescription(*gemm);
   dev.make_comm = [](MPI_Comm group) { return std::make_unique<dt::rt::MpiComm>(group, /*owned=*/false); };
   return dt::RunProfiler(*opts, dev, world, command);
 }

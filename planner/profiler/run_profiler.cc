@@ -47,6 +47,7 @@ int RunProfiler(const ProfilerOptions& o, const ProfilerDevice& dev, rt::MpiComm
   ms.name = o.name;
   ms.command = command;
   ms.device_kind = dev.kind;
+  ms.gemm_library = dev.gemm_library;
   ms.device_name = dev.name.empty() ? ms.machine.cpu_model : dev.name;
 
   // Ranks per node: the ranks sharing this node's memory.

@@ -24,6 +24,7 @@ struct ProfilerDevice {
   rt::Backend* be = nullptr;
   std::string kind = "cpu";        // profile device.kind: cpu | gpu
   std::string name;                // CPU model / GPU name for the description
+  std::string gemm_library;        // the backend's GEMM ("OpenBLAS", "Eigen", "cuBLAS")
   int64_t memory_bytes = 0;        // per rank; 0 = MemTotal / ranks per node
   bool host_optimizer = true;      // measure the (host) AdamW step
   // Communicator measured over the MPI group `group` (collective call).

@@ -1,14 +1,14 @@
-// CpuBackend: Eigen GEMMs over row-major maps, OpenMP loops elsewhere.
-// Reductions run in a fixed order so results do not depend on thread count
-// (recompute and parity tests compare bitwise). Eigen's own threading picks
-// its blocking from the thread count it gets (which varies under load), so
-// it is disabled; a GEMM is split instead into one block of C's rows per
-// OpenMP thread, each a single-threaded Eigen product. Block boundaries are
-// multiples of 64 rows and every block has >= 64 rows (or is all of C):
-// single-threaded Eigen's k-blocking depends on k only and each element of
-// C is accumulated in the same order whatever rows its block has (as long as
-// the block is not a single row, which Eigen would run as a GEMV), so the
-// result is bitwise independent of the thread count. One block per thread
+// CpuBackend: GEMMs from the selected library (cpu_gemm.h: a BLAS or Eigen),
+// OpenMP loops elsewhere. Reductions run in a fixed order so results do not
+// depend on thread count (recompute and parity tests compare bitwise). The
+// GEMM libraries' own threading picks its blocking from the thread count it
+// gets (which varies under load), so it is disabled; a GEMM is split instead
+// into one block of C's rows per OpenMP thread, each a single-threaded
+// library call, so results are reproducible for a given thread count. Block
+// boundaries are multiples of 64 rows and every block has >= 64 rows (or is
+// all of C): Eigen accumulates each element of C in an order that depends on
+// k only, so with Eigen the result does not depend on the thread count at all
+// (with OpenBLAS it does, in the last bits: cpu_gemm.h). One block per thread
 // (not many small ones) matters for speed: every product repacks all of B.
 #define EIGEN_DONT_PARALLELIZE
 #include <Eigen/Core>
@@ -21,20 +21,36 @@
 
 #include "base/check.h"
 #include "runtime/backend/backend.h"
+#include "runtime/backend/cpu_gemm.h"
 #include "runtime/backend/gelu_math.h"
 #include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
 namespace {
 
-using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using CMap = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
-using MMap = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
 constexpr int64_t kParallelMin = 1 << 14;  // elements below which threads cost more than they save
 constexpr int64_t kGeluChunk = 1024;        // elements per vectorised GeLU chunk
+constexpr int64_t kLanes = 16;              // partial sums per reduction (one AVX-512 register)
+
+// Sum of f(i) for i in [0, n) in a fixed order that vectorises: kLanes
+// interleaved partial sums in double, combined in lane order. The order
+// depends on n only, so results are reproducible (and independent of the
+// thread count: every row is summed by one thread).
+template <typename F>
+double LaneSum(int64_t n, F f) {
+  double lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) lane[j] += f(i + j);
+  for (int64_t j = 0; i + j < n; ++j) lane[j] += f(i + j);
+  double s = 0;
+  for (int64_t j = 0; j < kLanes; ++j) s += lane[j];
+  return s;
+}
 
 class CpuBackend final : public Backend {
  public:
+  explicit CpuBackend(GemmLibrary gemm) : gemm_(gemm) {}
   const char* name() const override { return "cpu"; }
 
   float* Alloc(size_t n) override { return AllocFloats(n); }
@@ -53,23 +69,21 @@ class CpuBackend final : public Backend {
             int64_t ldc) override {
     DT_CHECK(c != nullptr && m >= 0 && n >= 0 && k >= 0) << "gemm m=" << m << " n=" << n;
     if (m == 0 || n == 0) return;
-    MMap C(c, m, n, Eigen::OuterStride<>(ldc));
-    if (beta == 0.0f) {
-      C.setZero();
-    } else if (beta != 1.0f) {
-      C *= beta;
+    if (k == 0) {  // C = beta * C
+      for (int64_t r = 0; r < m; ++r) {
+        float* cr = c + r * ldc;
+        for (int64_t j = 0; j < n; ++j) cr[j] = beta == 0.0f ? 0.0f : beta * cr[j];
+      }
+      return;
     }
-    if (k == 0) return;
     DT_CHECK(a != nullptr && b != nullptr) << "gemm null input";
-    const bool tra = ta == Trans::kYes, trb = tb == Trans::kYes;
-    CMap B(b, trb ? n : k, trb ? k : n, Eigen::OuterStride<>(ldb));
     // Block b of `blocks` covers 64-row units [units*b/blocks, units*(b+1)/blocks);
     // the last block also takes the m % 64 leftover rows.
     constexpr int64_t kRowUnit = 64;
     const int64_t units = std::max<int64_t>(1, m / kRowUnit);
     int64_t blocks = 1;
 #ifdef _OPENMP
-    if (m * n * k > (1 << 18) && !omp_in_parallel())
+    if (m * n * k > (1 << 18) && !omp_in_parallel() && GemmLibraryReentrant(gemm_))
       blocks = std::min<int64_t>(units, omp_get_max_threads());
 #endif
     auto block_start = [&](int64_t blk) {
@@ -78,16 +92,9 @@ class CpuBackend final : public Backend {
 #pragma omp parallel for schedule(static) if (blocks > 1)
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t r0 = block_start(blk), rows = block_start(blk + 1) - r0;
-      MMap Cb(c + r0 * ldc, rows, n, Eigen::OuterStride<>(ldc));
-      if (!tra) {
-        CMap A(a + r0 * lda, rows, k, Eigen::OuterStride<>(lda));
-        if (trb) Cb.noalias() += alpha * A * B.transpose();
-        else Cb.noalias() += alpha * A * B;
-      } else {  // op(A) rows r0.. are stored columns r0..
-        CMap A(a + r0, k, rows, Eigen::OuterStride<>(lda));
-        if (trb) Cb.noalias() += alpha * A.transpose() * B.transpose();
-        else Cb.noalias() += alpha * A.transpose() * B;
-      }
+      // op(A) rows r0.. are A's rows r0.. (no transpose) or its columns r0.. (transpose).
+      const float* ab = ta == Trans::kNo ? a + r0 * lda : a + r0;
+      CpuGemmSerial(gemm_, ta, tb, rows, n, k, alpha, ab, lda, b, ldb, beta, c + r0 * ldc, ldc);
     }
   }
 
@@ -155,11 +162,12 @@ class CpuBackend final : public Backend {
 #pragma omp parallel for if (rows * cols > kParallelMin)
     for (int64_t r = 0; r < rows; ++r) {
       const float* xr = x + r * cols;
-      double s = 0;
-      for (int64_t c = 0; c < cols; ++c) s += xr[c];
+      const double s = LaneSum(cols, [&](int64_t c) { return double(xr[c]); });
       const float mu = static_cast<float>(s / cols);
-      double v = 0;
-      for (int64_t c = 0; c < cols; ++c) v += double(xr[c] - mu) * double(xr[c] - mu);
+      const double v = LaneSum(cols, [&](int64_t c) {
+        const double d = double(xr[c] - mu);
+        return d * d;
+      });
       const float rs = static_cast<float>(1.0 / std::sqrt(v / cols + eps));
       mean[r] = mu;
       rstd[r] = rs;
@@ -176,12 +184,11 @@ class CpuBackend final : public Backend {
       const float* xr = x + r * cols;
       const float* dyr = dy + r * cols;
       const float mu = mean[r], rs = rstd[r];
-      double sum_g = 0, sum_gx = 0;  // sums of g = dy*gamma and g*xhat
-      for (int64_t c = 0; c < cols; ++c) {
-        const float g = dyr[c] * gamma[c];
-        sum_g += g;
-        sum_gx += double(g) * double((xr[c] - mu) * rs);
-      }
+      // sums of g = dy*gamma and g*xhat
+      const double sum_g = LaneSum(cols, [&](int64_t c) { return double(dyr[c] * gamma[c]); });
+      const double sum_gx = LaneSum(cols, [&](int64_t c) {
+        return double(dyr[c] * gamma[c]) * double((xr[c] - mu) * rs);
+      });
       const float mg = static_cast<float>(sum_g / cols), mgx = static_cast<float>(sum_gx / cols);
       float* dxr = dx + r * cols;
       for (int64_t c = 0; c < cols; ++c) {
@@ -209,11 +216,18 @@ class CpuBackend final : public Backend {
       const int64_t valid = causal_period > 0 ? std::min(cols, r % causal_period + 1) : cols;
       float mx = -INFINITY;
       for (int64_t c = 0; c < valid; ++c) mx = std::max(mx, scale * xr[c]);
-      double sum = 0;
-      for (int64_t c = 0; c < valid; ++c) {
-        yr[c] = std::exp(scale * xr[c] - mx);
-        sum += yr[c];
+      // exp with Eigen's vectorised kernel, through an aligned buffer so each
+      // element's rounding depends on its column only (libm's scalar expf made
+      // the softmax a tenth of the attention time). y may alias x.
+      for (int64_t c0 = 0; c0 < valid; c0 += kGeluChunk) {
+        const int64_t len = std::min(kGeluChunk, valid - c0);
+        alignas(64) float tbuf[kGeluChunk];
+        Eigen::Map<const Eigen::ArrayXf> X(xr + c0, len);
+        Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64> T(tbuf, len);
+        T = (X * scale - mx).exp();
+        std::memcpy(yr + c0, tbuf, static_cast<size_t>(len) * sizeof(float));
       }
+      const double sum = LaneSum(valid, [&](int64_t c) { return double(yr[c]); });
       const float inv = static_cast<float>(1.0 / sum);
       for (int64_t c = 0; c < valid; ++c) yr[c] *= inv;
       for (int64_t c = valid; c < cols; ++c) yr[c] = 0.0f;
@@ -227,16 +241,29 @@ class CpuBackend final : public Backend {
       const float* yr = y + r * cols;
       const float* dyr = dy + r * cols;
       float* dxr = dx + r * cols;
-      double dot = 0;
-      for (int64_t c = 0; c < cols; ++c) dot += double(dyr[c]) * yr[c];
-      const float d = static_cast<float>(dot);
+      const float d =
+          static_cast<float>(LaneSum(cols, [&](int64_t c) { return double(dyr[c]) * yr[c]; }));
       for (int64_t c = 0; c < cols; ++c) dxr[c] = scale * yr[c] * (dyr[c] - d);
     }
   }
+
+ private:
+  const GemmLibrary gemm_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeCpuBackend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> MakeCpuBackend(GemmLibrary lib) {
+#ifndef DT_HAVE_BLAS
+  DT_CHECK(lib == GemmLibrary::kEigen) << "this build has no BLAS (DT_BLAS=none at configure time)";
+#endif
+  return std::make_unique<CpuBackend>(lib);
+}
+
+std::unique_ptr<Backend> MakeCpuBackend() {
+  StatusOr<GemmLibrary> lib = GemmLibraryFromEnv();
+  DT_CHECK(lib.ok()) << lib.status().message();
+  return MakeCpuBackend(*lib);
+}
 
 }  // namespace dt::rt

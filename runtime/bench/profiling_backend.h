@@ -4,7 +4,7 @@
 // every GEMM's exact shape (transposes, m, n, k, leading dimensions, beta)
 // with its call count. The benchmark derives the step's FLOPs from these
 // shapes (2mnk per call, exactly what was multiplied) and replays them as
-// bare Eigen GEMMs.
+// bare GEMMs (bare_gemm.h).
 //
 // Timing is host wall time around the call, so it is meaningful only for a
 // synchronous backend (the CPU backend). Not thread-safe, like Backend.

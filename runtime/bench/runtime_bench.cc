@@ -1,7 +1,8 @@
 // runtime_bench: how fast the bundled runtime trains on CPU.
 //
 //   runtime_bench [options]                  1 process: the step's GFLOP/s vs
-//       bare Eigen GEMMs of the same shapes, with 1 thread and with all cores.
+//       bare GEMMs of the same shapes (every GEMM library of the build; the
+//       step uses DT_GEMM or the default), with 1 thread and with all cores.
 //   mpirun -np 2 runtime_bench [options]     DP=2 scaling efficiency: 1 thread
 //       per rank; rank 0 alone first (1-rank baseline, 1 thread), then both
 //       ranks with the DP gradient all-reduce; efficiency =
@@ -25,6 +26,7 @@
 
 #include "base/check.h"
 #include "runtime/backend/backend.h"
+#include "runtime/backend/cpu_gemm.h"
 #include "runtime/bench/bare_gemm.h"
 #include "runtime/bench/profiling_backend.h"
 #include "runtime/bench/stats.h"
@@ -88,7 +90,9 @@ void PrintHeader(const Options& o, const char* mode) {
 // Step vs bare GEMM with `threads` OpenMP threads on this one process.
 void ComputeReport(const Options& o, int threads) {
   omp_set_num_threads(threads);
-  auto cpu = MakeCpuBackend();
+  const StatusOr<GemmLibrary> lib = GemmLibraryFromEnv();
+  DT_CHECK(lib.ok()) << lib.status().message();
+  auto cpu = MakeCpuBackend(*lib);
   ProfilingBackend prof(*cpu);
   const auto samples = RunSteps(o.cfg, prof, nullptr, o.warmup, o.steps, &prof);
   const double steps = static_cast<double>(o.steps);
@@ -97,13 +101,23 @@ void ComputeReport(const Options& o, int threads) {
                t_all = Median(samples, Total);
   const double gemm_in_step = prof.ops().count("gemm") ? prof.ops().at("gemm").seconds / steps : 0;
 
-  double bare_s = 0.0;  // per step: sum over shapes of calls x median time
-  for (const auto& [shape, calls] : prof.gemms())
-    bare_s += BareGemmSeconds(shape, threads, o.gemm_reps) * double(calls) / steps;
+  // Per library, per step: sum over shapes of calls x median time. The
+  // step's own library is the reference of the step/bare ratio.
+  double bare_s = 0.0;
+  std::vector<std::pair<std::string, double>> bare_by_lib;
+  for (const std::string& name : AvailableGemmLibraries()) {
+    const GemmLibrary l = *ParseGemmLibrary(name);
+    double s = 0.0;
+    for (const auto& [shape, calls] : prof.gemms())
+      s += BareGemmSeconds(shape, threads, o.gemm_reps, l) * double(calls) / steps;
+    bare_by_lib.emplace_back(GemmLibraryName(l), s);
+    if (l == *lib) bare_s = s;
+  }
   const double bare = flops / bare_s * 1e-9;
   const double step_fb = flops / t_fb * 1e-9, step_all = flops / t_all * 1e-9;
 
-  std::printf("\n[1 rank, %d thread%s]\n", threads, threads == 1 ? "" : "s");
+  std::printf("\n[1 rank, %d thread%s, GEMM: %s]\n", threads, threads == 1 ? "" : "s",
+              GemmLibraryDescription(*lib).c_str());
   std::printf("  GEMM FLOPs per step (fwd+bwd): %.2f GFLOP (LM head %.2f), %zu distinct shapes\n",
               flops * 1e-9, o.cfg.head_flops() * 1e-9, prof.gemms().size());
   std::printf("  step fwd+bwd          median %8.4f s  -> %7.2f GFLOP/s\n", t_fb, step_fb);
@@ -111,8 +125,10 @@ void ComputeReport(const Options& o, int threads) {
               t_all, step_all, t_opt);
   std::printf("  GEMMs inside the step        %8.4f s  -> %7.2f GFLOP/s\n", gemm_in_step,
               gemm_in_step > 0 ? flops / gemm_in_step * 1e-9 : 0.0);
-  std::printf("  bare Eigen GEMM, same shapes %8.4f s  -> %7.2f GFLOP/s  (median of %d reps)\n",
-              bare_s, bare, o.gemm_reps);
+  for (const auto& [name, s] : bare_by_lib)
+    std::printf("  bare %-8s GEMM, same shapes %8.4f s  -> %7.2f GFLOP/s  (median of %d reps)%s\n",
+                name.c_str(), s, flops / s * 1e-9, o.gemm_reps,
+                name == GemmLibraryName(*lib) ? "  <- the step's" : "");
   std::printf("  ratio step/bare: fwd+bwd %.3f, fwd+bwd+AdamW %.3f  (target >= 0.60)\n",
               step_fb / bare, step_all / bare);
   if (o.breakdown || threads == 1) {
@@ -143,7 +159,7 @@ void IdleBarrier() {
 void DpReport(const Options& o, const MpiWorld& world) {
   DT_CHECK_EQ(world.size(), 2) << "DP scaling mode runs on exactly 2 ranks: mpirun -np 2";
   omp_set_num_threads(1);
-  auto cpu = MakeCpuBackend();
+  auto cpu = MakeCpuBackend();  // DT_GEMM or the build's default
   MpiComm comm(MPI_COMM_WORLD, /*owned=*/false);
   // Phase 1: rank 0 alone, 1 thread (the other rank sleeps: no core contention).
   std::vector<StepSample> one;

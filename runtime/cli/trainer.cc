@@ -15,6 +15,7 @@
 #include "planner/spec/rank_grid.h"
 #include "runtime/backend/backend.h"
 #include "base/checked_write.h"
+#include "runtime/backend/cpu_gemm.h"
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/ckpt_format.h"
 #include "runtime/cli/fault_drill.h"
@@ -132,7 +133,9 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
 
   // ---- model, optimizer ----
   const int64_t bytes_before_model = CurrentBytes();
-  std::unique_ptr<Backend> backend = MakeCpuBackend();
+  StatusOr<GemmLibrary> gemm = GemmLibraryFromEnv();
+  if (!gemm.ok()) return BadInput(world, gemm.status().message());
+  std::unique_ptr<Backend> backend = MakeCpuBackend(*gemm);
   std::vector<std::unique_ptr<ModelChunk>> chunks;
   std::vector<ModelChunk*> chunk_ptrs;
   std::vector<ParamStore*> stores;
@@ -237,9 +240,10 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
   OutputFile metrics;
   int metrics_code = 0;
   if (root) {
-    std::printf("dtrun: %d ranks | plan %s | model %s (%lld params) | %s backend\n", world.size(),
-                Describe(plan).c_str(), model.name.c_str(), static_cast<long long>(model.TotalParams()),
-                backend->name());
+    std::printf("dtrun: %d ranks | plan %s | model %s (%lld params) | %s backend (GEMM: %s)\n",
+                world.size(), Describe(plan).c_str(), model.name.c_str(),
+                static_cast<long long>(model.TotalParams()), backend->name(),
+                GemmLibraryDescription(*gemm).c_str());
     std::printf("data: %s", (*source)->Describe().c_str());
     if (entropy >= 0) std::printf(" | entropy rate %.4f nats/token (the loss floor)", entropy);
     std::printf("\ntokens/step %.0f | model FLOPs/step %.4g | steps %lld..%lld of %lld\n", tokens_per_step,

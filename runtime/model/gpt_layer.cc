@@ -65,64 +65,71 @@ Tensor GptLayer::Forward(Tensor x, Recompute mode, LayerStash* s) {
   return out;
 }
 
+namespace {
+// Buffers below that the next op overwrites entirely (LayerNorm, GEMMs with
+// beta 0, GeLU, softmax, residual adds, one attention head block each) skip
+// the zero-fill; anything accumulated into stays Tensor(shape) (zeroed).
+Tensor U(Shape shape) { return Tensor::Uninitialized(std::move(shape)); }
+}  // namespace
+
 void GptLayer::ForwardInto(LayerStash* s, bool keep_probs, Tensor* out) {
   Backend& be = *ctx_->be;
   const int64_t rl = ctx_->local_rows, rows = ctx_->rows, h = ctx_->hidden;
   const int64_t hl = ctx_->heads_local * ctx_->head_dim, fl = ctx_->ffn_local;
   const AttentionDims ad{ctx_->seq, ctx_->batch, ctx_->heads_local, ctx_->head_dim};
 
-  s->mean1 = Tensor({rl});
-  s->rstd1 = Tensor({rl});
-  s->ln1 = Tensor({rl, h});
+  s->mean1 = U({rl});
+  s->rstd1 = U({rl});
+  s->ln1 = U({rl, h});
   LayerNormForward(be, s->x.data(), ctx_->W(ln1_w_), ctx_->W(ln1_b_), rl, h, s->ln1.data(),
                    s->mean1.data(), s->rstd1.data());
   {
     Tensor ln1_full = GatherSeq(ctx_, s->ln1);
-    s->qkv = Tensor({rows, 3 * hl});
+    s->qkv = U({rows, 3 * hl});
     LinearForward(be, ln1_full.data(), rows, h, ctx_->W(qkv_w_), ctx_->W(qkv_b_), 3 * hl, s->qkv.data());
   }
-  s->attn = Tensor({rows, hl});
+  s->attn = ctx_->cp_size > 1 ? Tensor({rows, hl}) : U({rows, hl});
   if (ctx_->cp_size > 1) {
     if (keep_probs) s->probs = Tensor({ctx_->cp_size, ad.batch, ad.heads, ad.seq, ad.seq});
     s->lse = Tensor({ad.batch, ad.heads, ad.seq});
     RingAttentionForward(be, ctx_->cp, ad, s->qkv.data(), keep_probs ? s->probs.data() : nullptr, s->lse.data(),
                          s->attn.data());
   } else {
-    Tensor probs({ad.batch, ad.heads, ad.seq, ad.seq});
+    Tensor probs = U({ad.batch, ad.heads, ad.seq, ad.seq});
     AttentionForward(be, ad, s->qkv.data(), probs.data(), s->attn.data());
     if (keep_probs) s->probs = std::move(probs);
   }
   Tensor proj;
   {
-    Tensor partial({rows, h});
+    Tensor partial = U({rows, h});
     LinearForward(be, s->attn.data(), rows, hl, ctx_->W(proj_w_), nullptr, h, partial.data());
     proj = ReduceSeq(ctx_, &partial);
   }
   be.AddBias(proj.data(), ctx_->W(proj_b_), rl, h);
-  s->x2 = Tensor({rl, h});
+  s->x2 = U({rl, h});
   ResidualAddForward(be, s->x.data(), proj.data(), rl * h, s->x2.data());
   proj = Tensor();
 
-  s->mean2 = Tensor({rl});
-  s->rstd2 = Tensor({rl});
-  s->ln2 = Tensor({rl, h});
+  s->mean2 = U({rl});
+  s->rstd2 = U({rl});
+  s->ln2 = U({rl, h});
   LayerNormForward(be, s->x2.data(), ctx_->W(ln2_w_), ctx_->W(ln2_b_), rl, h, s->ln2.data(),
                    s->mean2.data(), s->rstd2.data());
   {
     Tensor ln2_full = GatherSeq(ctx_, s->ln2);
-    s->fc1 = Tensor({rows, fl});
+    s->fc1 = U({rows, fl});
     LinearForward(be, ln2_full.data(), rows, h, ctx_->W(fc1_w_), ctx_->W(fc1_b_), fl, s->fc1.data());
   }
-  s->act = Tensor({rows, fl});
+  s->act = U({rows, fl});
   GeluForward(be, s->fc1.data(), rows * fl, s->act.data());
   Tensor mlp;
   {
-    Tensor partial({rows, h});
+    Tensor partial = U({rows, h});
     LinearForward(be, s->act.data(), rows, fl, ctx_->W(fc2_w_), nullptr, h, partial.data());
     mlp = ReduceSeq(ctx_, &partial);
   }
   be.AddBias(mlp.data(), ctx_->W(fc2_b_), rl, h);
-  *out = Tensor({rl, h});
+  *out = U({rl, h});
   ResidualAddForward(be, s->x2.data(), mlp.data(), rl * h, out->data());
   s->complete = true;
 }
@@ -138,17 +145,17 @@ Tensor GptLayer::Backward(const Tensor& dout, LayerStash* s) {
     ForwardInto(s, true, &discard);
   }
   if (s->probs.empty() && ctx_->cp_size == 1) {  // selective recompute: only the attention probabilities
-    s->probs = Tensor({ad.batch, ad.heads, ad.seq, ad.seq});
+    s->probs = U({ad.batch, ad.heads, ad.seq, ad.seq});
     AttentionProbs(be, ad, s->qkv.data(), s->probs.data());
   }
 
   // ---- MLP block: out = x2 + fc2(gelu(fc1(LN2(x2)))) + b2 ----
   Tensor dx2 = dout.Clone();
   be.BiasGrad(dout.data(), ctx_->G(fc2_b_), rl, h);
-  Tensor dln2_full({rows, h});
+  Tensor dln2_full = U({rows, h});
   {
     Tensor dmlp_full = GatherSeq(ctx_, dout);
-    Tensor dact({rows, fl});
+    Tensor dact = U({rows, fl});
     LinearBackward(be, s->act.data(), rows, fl, ctx_->W(fc2_w_), h, dmlp_full.data(), dact.data(),
                    ctx_->G(fc2_w_), nullptr);
     GeluBackward(be, s->fc1.data(), dact.data(), rows * fl, dact.data());
@@ -160,7 +167,7 @@ Tensor GptLayer::Backward(const Tensor& dout, LayerStash* s) {
   s->fc1 = Tensor();
   {
     Tensor dln2 = ReduceSeq(ctx_, &dln2_full);
-    Tensor dtmp({rl, h});
+    Tensor dtmp = U({rl, h});
     LayerNormBackward(be, s->x2.data(), ctx_->W(ln2_w_), s->mean2.data(), s->rstd2.data(), dln2.data(),
                       rl, h, dtmp.data(), ctx_->G(ln2_w_), ctx_->G(ln2_b_));
     be.Axpy(1.0f, dtmp.data(), dx2.data(), rl * h);
@@ -169,18 +176,18 @@ Tensor GptLayer::Backward(const Tensor& dout, LayerStash* s) {
   // ---- attention block: x2 = x + proj(attn(QKV(LN1(x)))) + bp ----
   Tensor dx = dx2.Clone();
   be.BiasGrad(dx2.data(), ctx_->G(proj_b_), rl, h);
-  Tensor dln1_full({rows, h});
+  Tensor dln1_full = U({rows, h});
   {
     Tensor dproj_full = GatherSeq(ctx_, dx2);
-    Tensor dattn({rows, hl});
+    Tensor dattn = U({rows, hl});
     LinearBackward(be, s->attn.data(), rows, hl, ctx_->W(proj_w_), h, dproj_full.data(), dattn.data(),
                    ctx_->G(proj_w_), nullptr);
-    Tensor dqkv({rows, 3 * hl});
+    Tensor dqkv = ctx_->cp_size > 1 ? Tensor({rows, 3 * hl}) : U({rows, 3 * hl});
     if (ctx_->cp_size > 1) {
       RingAttentionBackward(be, ctx_->cp, ad, s->qkv.data(), s->probs.empty() ? nullptr : s->probs.data(),
                             s->lse.data(), s->attn.data(), dattn.data(), dqkv.data());
     } else {
-      Tensor scratch({ad.seq, ad.seq});
+      Tensor scratch = U({ad.seq, ad.seq});
       AttentionBackward(be, ad, s->qkv.data(), s->probs.data(), dattn.data(), dqkv.data(), scratch.data());
     }
     s->probs = Tensor();
@@ -190,7 +197,7 @@ Tensor GptLayer::Backward(const Tensor& dout, LayerStash* s) {
   }
   {
     Tensor dln1 = ReduceSeq(ctx_, &dln1_full);
-    Tensor dtmp({rl, h});
+    Tensor dtmp = U({rl, h});
     LayerNormBackward(be, s->x.data(), ctx_->W(ln1_w_), s->mean1.data(), s->rstd1.data(), dln1.data(),
                       rl, h, dtmp.data(), ctx_->G(ln1_w_), ctx_->G(ln1_b_));
     be.Axpy(1.0f, dtmp.data(), dx.data(), rl * h);

@@ -53,15 +53,20 @@ void ConfigureHeapOnce() {
 }
 }  // namespace
 
-float* AllocFloats(size_t n) {
+float* AllocFloatsUninitialized(size_t n) {
   if (n == 0) return nullptr;
   ConfigureHeapOnce();
   size_t bytes = (n * sizeof(float) + 63) / 64 * 64;  // aligned_alloc needs a multiple
   void* p = std::aligned_alloc(64, bytes);
   DT_CHECK(p != nullptr) << "out of host memory allocating " << n * sizeof(float) << " bytes";
-  std::memset(p, 0, bytes);
   TrackAlloc(static_cast<int64_t>(n * sizeof(float)));
   return static_cast<float*>(p);
+}
+
+float* AllocFloats(size_t n) {
+  float* p = AllocFloatsUninitialized(n);
+  if (p != nullptr) std::memset(p, 0, n * sizeof(float));
+  return p;
 }
 
 void FreeFloats(float* p, size_t n) {

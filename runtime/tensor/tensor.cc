@@ -22,6 +22,15 @@ Tensor::Tensor(Shape shape) : shape_(std::move(shape)), numel_(NumelOf(shape_)),
   data_ = AllocFloats(static_cast<size_t>(numel_));
 }
 
+Tensor Tensor::Uninitialized(Shape shape) {
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.numel_ = NumelOf(t.shape_);
+  t.owning_ = true;
+  t.data_ = AllocFloatsUninitialized(static_cast<size_t>(t.numel_));
+  return t;
+}
+
 Tensor::~Tensor() { Release(); }
 
 void Tensor::Release() {
@@ -79,7 +88,7 @@ Tensor Tensor::Reshaped(Shape shape) const {
 }
 
 Tensor Tensor::Clone() const {
-  Tensor t(shape_);
+  Tensor t = Uninitialized(shape_);
   if (numel_ > 0) std::memcpy(t.data_, data_, static_cast<size_t>(bytes()));
   return t;
 }

@@ -28,6 +28,9 @@ class Tensor {
   Tensor& operator=(const Tensor&) = delete;
 
   static Tensor Zeros(Shape shape) { return Tensor(std::move(shape)); }
+  // Owning, contents unspecified: only for outputs an op overwrites entirely
+  // before anything reads them (no zero-fill pass over the memory).
+  static Tensor Uninitialized(Shape shape);
   // Non-owning view of data[0 .. prod(shape)).
   static Tensor View(float* data, Shape shape);
   // View of rows [begin, end) of the first dimension.
