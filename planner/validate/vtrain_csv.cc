@@ -106,7 +106,9 @@ StatusOr<std::vector<ValidationCase>> ReadVtrainCsv(const std::string& path) {
     v.id = v.group + "-g" + std::to_string(int(gpus)) + "-gb" + std::to_string(int(gb)) + "-mb" +
            std::to_string(int(mbs)) + "-t" + std::to_string(int(tp)) + "d" + std::to_string(int(dp)) +
            "p" + std::to_string(int(pp));
-    if (int(gpus) != int(tp * dp * pp))
+    // In doubles: each count is <= 2^24, so the product is exact but may not fit an int
+    // (found by tests/fuzz/vtrain_csv_fuzz.cc; corpus/vtrain_csv/product_overflows_int.csv).
+    if (gpus != tp * dp * pp)
       return InvalidArgument(where + ": # GPUs (" + std::to_string(int(gpus)) + ") != tp*dp*pp");
     if (gpus <= 8) {
       v.cluster.nodes = 1;
