@@ -37,6 +37,26 @@ const char* ToString(GroupKind g) {
   return "?";
 }
 
+Op MemoryOp(const char* name, double bytes, double imbalance) {
+  Op op;
+  op.kind = OpKind::kMemoryBound;
+  op.name = name;
+  op.bytes = bytes;
+  op.imbalance = imbalance;
+  return op;
+}
+
+Op CollectiveOp(const char* name, CollKind c, GroupKind g, int size, double bytes) {
+  Op op;
+  op.kind = OpKind::kCollective;
+  op.name = name;
+  op.coll = c;
+  op.group = g;
+  op.group_size = size;
+  op.bytes = bytes;
+  return op;
+}
+
 double SumFlops(const std::vector<Op>& ops) {
   double f = 0;
   for (const Op& op : ops) f += op.flops;
@@ -118,25 +138,6 @@ Op Gemm(const char* name, int64_t m, int64_t n, int64_t k) {
   return op;
 }
 
-Op Mem(const char* name, double bytes) {
-  Op op;
-  op.kind = OpKind::kMemoryBound;
-  op.name = name;
-  op.bytes = bytes;
-  return op;
-}
-
-Op Coll(const char* name, CollKind c, GroupKind g, int size, double bytes) {
-  Op op;
-  op.kind = OpKind::kCollective;
-  op.name = name;
-  op.coll = c;
-  op.group = g;
-  op.group_size = size;
-  op.bytes = bytes;
-  return op;
-}
-
 // Attention core softmax(QK^T)V of the local heads: queries = local
 // sequence, keys = full sequence (under CP every query block meets every
 // key block over the ring). Causal masking is NOT discounted: the flops are
@@ -172,25 +173,25 @@ void CpRing(const Dims& d, std::vector<Op>* ops, bool backward) {
   if (d.cp <= 1) return;
   const double kv_bytes = d.e * 2.0 * d.T * (d.flash ? d.kv_local : d.a_local) * d.d;
   for (int step = 0; step + 1 < d.cp; ++step)
-    ops->push_back(Coll(backward ? "cp_kv_dkv_ring" : "cp_kv_ring", CollKind::kSendRecv,
+    ops->push_back(CollectiveOp(backward ? "cp_kv_dkv_ring" : "cp_kv_ring", CollKind::kSendRecv,
                         GroupKind::kCp, d.cp, backward ? 2 * kv_bytes : kv_bytes));
 }
 
 // Entry of a column-parallel block: all-gather the sequence shards (SP).
 void TpEnterForward(const Dims& d, const char* name, std::vector<Op>* ops) {
-  if (d.sp) ops->push_back(Coll(name, CollKind::kAllGather, GroupKind::kTp, d.tp, d.e * d.T * d.h));
+  if (d.sp) ops->push_back(CollectiveOp(name, CollKind::kAllGather, GroupKind::kTp, d.tp, d.e * d.T * d.h));
 }
 // Exit of a row-parallel block: all-reduce, or reduce-scatter under SP.
 void TpExitForward(const Dims& d, const char* name, std::vector<Op>* ops) {
   if (d.tp <= 1) return;
-  ops->push_back(Coll(name, d.sp ? CollKind::kReduceScatter : CollKind::kAllReduce, GroupKind::kTp,
+  ops->push_back(CollectiveOp(name, d.sp ? CollKind::kReduceScatter : CollKind::kAllReduce, GroupKind::kTp,
                       d.tp, d.e * d.T * d.h));
 }
 // Backward conjugates: the exit's backward is identity (or all-gather of the
 // gradient under SP); the entry's backward all-reduces (or reduce-scatters)
 // the input gradient.
 void TpExitBackward(const Dims& d, const char* name, std::vector<Op>* ops) {
-  if (d.sp) ops->push_back(Coll(name, CollKind::kAllGather, GroupKind::kTp, d.tp, d.e * d.T * d.h));
+  if (d.sp) ops->push_back(CollectiveOp(name, CollKind::kAllGather, GroupKind::kTp, d.tp, d.e * d.T * d.h));
 }
 void TpEnterBackward(const Dims& d, const char* name, std::vector<Op>* ops) {
   TpExitForward(d, name, ops);
@@ -201,23 +202,23 @@ std::vector<Op> LayerForward(const Dims& d) {
   const double e = d.e;
   const int64_t n_qkv = (d.a_local + 2 * d.kv_local) * d.d;
   // Attention block.
-  f.push_back(Mem(d.ln ? "ln1" : "rmsnorm1", 2 * e * d.T_r * d.h));
+  f.push_back(MemoryOp(d.ln ? "ln1" : "rmsnorm1", 2 * e * d.T_r * d.h));
   TpEnterForward(d, "sp_allgather_attn", &f);
   f.push_back(Gemm("qkv", d.T, n_qkv, d.h));
-  if (d.bias || d.qkv_bias) f.push_back(Mem("qkv_bias", 2 * e * d.T * n_qkv));
-  if (d.qk_norm) f.push_back(Mem("qk_rmsnorm", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
-  if (d.rope) f.push_back(Mem("rope", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
+  if (d.bias || d.qkv_bias) f.push_back(MemoryOp("qkv_bias", 2 * e * d.T * n_qkv));
+  if (d.qk_norm) f.push_back(MemoryOp("qk_rmsnorm", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
+  if (d.rope) f.push_back(MemoryOp("rope", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
   CpRing(d, &f, /*backward=*/false);
   f.push_back(AttentionCore(d, "attn_core", 1.0));
   f.push_back(Gemm("proj", d.T, d.h, d.a_local * d.d));
   TpExitForward(d, d.sp ? "sp_reducescatter_attn" : "tp_allreduce_attn", &f);
-  if (d.norms == 4) f.push_back(Mem("post_attn_rmsnorm", 2 * e * d.T_r * d.h));
+  if (d.norms == 4) f.push_back(MemoryOp("post_attn_rmsnorm", 2 * e * d.T_r * d.h));
   if (d.bias)
-    f.push_back(Mem("bias_dropout_add_attn", (3 * e + 1) * d.T_r * d.h));
+    f.push_back(MemoryOp("bias_dropout_add_attn", (3 * e + 1) * d.T_r * d.h));
   else
-    f.push_back(Mem("residual_add_attn", 3 * e * d.T_r * d.h));
+    f.push_back(MemoryOp("residual_add_attn", 3 * e * d.T_r * d.h));
   // MLP block (a parallel block, norms == 1, reads norm 1's output).
-  if (d.norms >= 2) f.push_back(Mem(d.ln ? "ln2" : "rmsnorm2", 2 * e * d.T_r * d.h));
+  if (d.norms >= 2) f.push_back(MemoryOp(d.ln ? "ln2" : "rmsnorm2", 2 * e * d.T_r * d.h));
   if (d.moe) {
     const std::vector<Op> moe = MoeMlpForward(*d.model, *d.plan, static_cast<int>(d.e));
     f.insert(f.end(), moe.begin(), moe.end());
@@ -225,20 +226,20 @@ std::vector<Op> LayerForward(const Dims& d) {
     TpEnterForward(d, "sp_allgather_mlp", &f);
     if (!d.gated) {
       f.push_back(Gemm("fc1", d.T, d.f_local, d.h));
-      f.push_back(Mem("bias_gelu", 2 * e * d.T * d.f_local));
+      f.push_back(MemoryOp("bias_gelu", 2 * e * d.T * d.f_local));
     } else {
       f.push_back(Gemm("fc1_gate", d.T, d.f_local, d.h));
       f.push_back(Gemm("fc1_up", d.T, d.f_local, d.h));
-      f.push_back(Mem("swiglu", 3 * e * d.T * d.f_local));
+      f.push_back(MemoryOp("swiglu", 3 * e * d.T * d.f_local));
     }
     f.push_back(Gemm("fc2", d.T, d.h, d.f_local));
     TpExitForward(d, d.sp ? "sp_reducescatter_mlp" : "tp_allreduce_mlp", &f);
   }
-  if (d.norms == 4) f.push_back(Mem("post_mlp_rmsnorm", 2 * e * d.T_r * d.h));
+  if (d.norms == 4) f.push_back(MemoryOp("post_mlp_rmsnorm", 2 * e * d.T_r * d.h));
   if (d.bias)
-    f.push_back(Mem("bias_dropout_add_mlp", (3 * e + 1) * d.T_r * d.h));
+    f.push_back(MemoryOp("bias_dropout_add_mlp", (3 * e + 1) * d.T_r * d.h));
   else
-    f.push_back(Mem("residual_add_mlp", 3 * e * d.T_r * d.h));
+    f.push_back(MemoryOp("residual_add_mlp", 3 * e * d.T_r * d.h));
   return f;
 }
 
@@ -253,10 +254,10 @@ std::vector<Op> LayerBackward(const Dims& d) {
   const int64_t n_qkv = (d.a_local + 2 * d.kv_local) * d.d;
   // MLP block, in reverse.
   if (d.bias)
-    g.push_back(Mem("bias_dropout_add_mlp_bwd", (2 * e + 1) * d.T_r * d.h));
+    g.push_back(MemoryOp("bias_dropout_add_mlp_bwd", (2 * e + 1) * d.T_r * d.h));
   else
-    g.push_back(Mem("residual_add_mlp_bwd", 3 * e * d.T_r * d.h));
-  if (d.norms == 4) g.push_back(Mem("post_mlp_rmsnorm_bwd", 3 * e * d.T_r * d.h));
+    g.push_back(MemoryOp("residual_add_mlp_bwd", 3 * e * d.T_r * d.h));
+  if (d.norms == 4) g.push_back(MemoryOp("post_mlp_rmsnorm_bwd", 3 * e * d.T_r * d.h));
   if (d.moe) {
     const std::vector<Op> moe = MoeMlpBackward(*d.model, *d.plan, static_cast<int>(d.e));
     g.insert(g.end(), moe.begin(), moe.end());
@@ -264,9 +265,9 @@ std::vector<Op> LayerBackward(const Dims& d) {
     TpExitBackward(d, "sp_allgather_mlp_grad", &g);
     GemmBackward(Gemm("fc2", d.T, d.h, d.f_local), "fc2_dgrad", "fc2_wgrad", &g);
     if (!d.gated) {
-      g.push_back(Mem("bias_gelu_bwd", 3 * e * d.T * d.f_local));
+      g.push_back(MemoryOp("bias_gelu_bwd", 3 * e * d.T * d.f_local));
     } else {
-      g.push_back(Mem("swiglu_bwd", 5 * e * d.T * d.f_local));
+      g.push_back(MemoryOp("swiglu_bwd", 5 * e * d.T * d.f_local));
     }
     // Under SP only the sequence shard of the fc1 input is stored; Megatron
     // all-gathers it again for the weight gradient.
@@ -279,30 +280,30 @@ std::vector<Op> LayerBackward(const Dims& d) {
     }
     TpEnterBackward(d, d.sp ? "sp_reducescatter_mlp_grad" : "tp_allreduce_mlp_grad", &g);
   }
-  if (d.norms >= 2) g.push_back(Mem(d.ln ? "ln2_bwd" : "rmsnorm2_bwd", 3 * e * d.T_r * d.h));
+  if (d.norms >= 2) g.push_back(MemoryOp(d.ln ? "ln2_bwd" : "rmsnorm2_bwd", 3 * e * d.T_r * d.h));
   // Attention block, in reverse.
   if (d.bias)
-    g.push_back(Mem("bias_dropout_add_attn_bwd", (2 * e + 1) * d.T_r * d.h));
+    g.push_back(MemoryOp("bias_dropout_add_attn_bwd", (2 * e + 1) * d.T_r * d.h));
   else
-    g.push_back(Mem("residual_add_attn_bwd", 3 * e * d.T_r * d.h));
-  if (d.norms == 4) g.push_back(Mem("post_attn_rmsnorm_bwd", 3 * e * d.T_r * d.h));
+    g.push_back(MemoryOp("residual_add_attn_bwd", 3 * e * d.T_r * d.h));
+  if (d.norms == 4) g.push_back(MemoryOp("post_attn_rmsnorm_bwd", 3 * e * d.T_r * d.h));
   TpExitBackward(d, "sp_allgather_attn_grad", &g);
   GemmBackward(Gemm("proj", d.T, d.h, d.a_local * d.d), "proj_dgrad", "proj_wgrad", &g);
   CpRing(d, &g, /*backward=*/true);
   g.push_back(AttentionCore(d, "attn_core_bwd", 2.0));
-  if (d.bias || d.qkv_bias) g.push_back(Mem("qkv_bias_bwd", e * d.T * n_qkv));
-  if (d.rope) g.push_back(Mem("rope_bwd", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
-  if (d.qk_norm) g.push_back(Mem("qk_rmsnorm_bwd", 3 * e * d.T * (d.a_local + d.kv_local) * d.d));
+  if (d.bias || d.qkv_bias) g.push_back(MemoryOp("qkv_bias_bwd", e * d.T * n_qkv));
+  if (d.rope) g.push_back(MemoryOp("rope_bwd", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
+  if (d.qk_norm) g.push_back(MemoryOp("qk_rmsnorm_bwd", 3 * e * d.T * (d.a_local + d.kv_local) * d.d));
   TpEnterForward(d, "sp_allgather_attn_input", &g);
   GemmBackward(Gemm("qkv", d.T, n_qkv, d.h), "qkv_dgrad", "qkv_wgrad", &g);
   // tp > kv_heads: each KV head's K/V weights live on tp / kv_heads ranks;
   // the runtime (LlamaLayer) sums their fp32 weight grads over TP in every
   // backward, as one all-reduce of the full K and V weight grads.
   if (d.tp > d.kv_heads)
-    g.push_back(Coll("tp_allreduce_kv_replica_grads", CollKind::kAllReduce, GroupKind::kTp, d.tp,
+    g.push_back(CollectiveOp("tp_allreduce_kv_replica_grads", CollKind::kAllReduce, GroupKind::kTp, d.tp,
                      4.0 * 2 * d.kv_heads * d.d * d.h));
   TpEnterBackward(d, d.sp ? "sp_reducescatter_attn_grad" : "tp_allreduce_attn_grad", &g);
-  g.push_back(Mem(d.ln ? "ln1_bwd" : "rmsnorm1_bwd", 3 * e * d.T_r * d.h));
+  g.push_back(MemoryOp(d.ln ? "ln1_bwd" : "rmsnorm1_bwd", 3 * e * d.T_r * d.h));
   return g;
 }
 
@@ -331,16 +332,16 @@ LayerOps EmbeddingOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_eleme
   LayerOps ops;
   // Vocab-parallel lookup: each TP rank writes its rows (zeros elsewhere);
   // GPT adds the learned position embedding.
-  ops.forward.push_back(Mem("embedding_lookup", (d.rope ? 2 : 4) * e * d.T * d.h));
+  ops.forward.push_back(MemoryOp("embedding_lookup", (d.rope ? 2 : 4) * e * d.T * d.h));
   if (d.tp > 1)
-    ops.forward.push_back(Coll(d.sp ? "embedding_reducescatter" : "embedding_allreduce",
+    ops.forward.push_back(CollectiveOp(d.sp ? "embedding_reducescatter" : "embedding_allreduce",
                                d.sp ? CollKind::kReduceScatter : CollKind::kAllReduce, GroupKind::kTp,
                                d.tp, e * d.T * d.h));
-  if (d.gpt && m.uses_dropout()) ops.forward.push_back(Mem("embedding_dropout", (2 * e + 1) * d.T_r * d.h));
+  if (d.gpt && m.uses_dropout()) ops.forward.push_back(MemoryOp("embedding_dropout", (2 * e + 1) * d.T_r * d.h));
 
-  if (d.gpt && m.uses_dropout()) ops.backward.push_back(Mem("embedding_dropout_bwd", (2 * e + 1) * d.T_r * d.h));
+  if (d.gpt && m.uses_dropout()) ops.backward.push_back(MemoryOp("embedding_dropout_bwd", (2 * e + 1) * d.T_r * d.h));
   TpExitBackward(d, "embedding_grad_allgather", &ops.backward);
-  ops.backward.push_back(Mem("embedding_grad_scatter_add", (d.rope ? 3 : 5) * e * d.T * d.h));
+  ops.backward.push_back(MemoryOp("embedding_grad_scatter_add", (d.rope ? 3 : 5) * e * d.T * d.h));
   return ops;
 }
 
@@ -349,25 +350,25 @@ LayerOps HeadOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   const double e = d.e;
   LayerOps ops;
   auto& f = ops.forward;
-  f.push_back(Mem(d.ln ? "final_ln" : "final_rmsnorm", 2 * e * d.T_r * d.h));
+  f.push_back(MemoryOp(d.ln ? "final_ln" : "final_rmsnorm", 2 * e * d.T_r * d.h));
   TpEnterForward(d, "sp_allgather_head", &f);
   const Op head = Gemm("lm_head", d.T, d.v_local, d.h);
   f.push_back(head);
   // Vocab-parallel cross-entropy (Megatron): fp32 logits, a max, the target
   // logit and the sum of exponentials, each all-reduced over TP ([b,s] fp32).
-  f.push_back(Mem("cross_entropy", d.T * d.v_local * (e + 2 * 4.0)));
+  f.push_back(MemoryOp("cross_entropy", d.T * d.v_local * (e + 2 * 4.0)));
   if (d.tp > 1) {
     for (const char* name : {"ce_max_allreduce", "ce_target_allreduce", "ce_sumexp_allreduce"})
-      f.push_back(Coll(name, CollKind::kAllReduce, GroupKind::kTp, d.tp, 4.0 * d.T));
+      f.push_back(CollectiveOp(name, CollKind::kAllReduce, GroupKind::kTp, d.tp, 4.0 * d.T));
   }
   // CP: the microbatch loss is the mean of the CP ranks' local means (one
   // fp32 scalar all-reduced; the gradient needs no communication).
-  if (d.cp > 1) f.push_back(Coll("cp_loss_allreduce", CollKind::kAllReduce, GroupKind::kCp, d.cp, 4.0));
+  if (d.cp > 1) f.push_back(CollectiveOp("cp_loss_allreduce", CollKind::kAllReduce, GroupKind::kCp, d.cp, 4.0));
   auto& g = ops.backward;
-  g.push_back(Mem("cross_entropy_bwd", d.T * d.v_local * (4.0 + e)));
+  g.push_back(MemoryOp("cross_entropy_bwd", d.T * d.v_local * (4.0 + e)));
   GemmBackward(head, "lm_head_dgrad", "lm_head_wgrad", &g);
   TpEnterBackward(d, d.sp ? "sp_reducescatter_head_grad" : "tp_allreduce_head_grad", &g);
-  g.push_back(Mem(d.ln ? "final_ln_bwd" : "final_rmsnorm_bwd", 3 * e * d.T_r * d.h));
+  g.push_back(MemoryOp(d.ln ? "final_ln_bwd" : "final_rmsnorm_bwd", 3 * e * d.T_r * d.h));
   return ops;
 }
 

@@ -61,6 +61,10 @@ struct LayerOps {
   std::vector<Op> recompute;  // what backward re-runs first under the plan's recompute mode
 };
 
+// Builders shared by the op lists (layer_ops.cc, moe_ops.cc).
+Op MemoryOp(const char* name, double bytes, double imbalance = 1.0);
+Op CollectiveOp(const char* name, CollKind c, GroupKind g, int size, double bytes);
+
 // Ops of one transformer layer for one microbatch (an MoE layer's MLP block
 // is planner/cost/moe_ops.h's).
 LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);

@@ -66,25 +66,9 @@ Op ExpertWgrad(const char* name, const MoeDims& d, int64_t k, int64_t n) {
   return Gemm(name, k, n, d.rows / d.local_experts, d.cf, d.local_experts);
 }
 
-Op Mem(const char* name, double bytes, double imbalance = 1.0) {
-  Op op;
-  op.kind = OpKind::kMemoryBound;
-  op.name = name;
-  op.bytes = bytes;
-  op.imbalance = imbalance;
-  return op;
-}
-
+// A collective only when its group has more than one rank.
 void Coll(const char* name, CollKind c, GroupKind g, int size, double bytes, std::vector<Op>* ops) {
-  if (size <= 1) return;
-  Op op;
-  op.kind = OpKind::kCollective;
-  op.name = name;
-  op.coll = c;
-  op.group = g;
-  op.group_size = size;
-  op.bytes = bytes;
-  ops->push_back(op);
+  if (size > 1) ops->push_back(CollectiveOp(name, c, g, size, bytes));
 }
 
 // Bytes of the routed token copies one rank sends into the EP all-to-all
@@ -99,32 +83,32 @@ void SharedForward(const MoeDims& d, std::vector<Op>* f) {
   if (d.gated) {
     f->push_back(Gemm("shared_fc1_gate", d.T, d.fs_local, d.h));
     f->push_back(Gemm("shared_fc1_up", d.T, d.fs_local, d.h));
-    f->push_back(Mem("shared_swiglu", 3 * d.e * d.T * d.fs_local));
+    f->push_back(MemoryOp("shared_swiglu", 3 * d.e * d.T * d.fs_local));
   } else {
     f->push_back(Gemm("shared_fc1", d.T, d.fs_local, d.h));
-    f->push_back(Mem("shared_gelu", 2 * d.e * d.T * d.fs_local));
+    f->push_back(MemoryOp("shared_gelu", 2 * d.e * d.T * d.fs_local));
   }
   f->push_back(Gemm("shared_fc2", d.T, d.h, d.fs_local));
   Coll("shared_sp_reducescatter", CollKind::kReduceScatter, GroupKind::kTp, d.tp, d.e * d.T * d.h, f);
   if (d.shared_gate) {
     f->push_back(Gemm("shared_gate", d.T_r, 1, d.h));
-    f->push_back(Mem("shared_gate_scale_add", 3 * d.e * d.T_r * d.h));
+    f->push_back(MemoryOp("shared_gate_scale_add", 3 * d.e * d.T_r * d.h));
   } else {
-    f->push_back(Mem("shared_add", 3 * d.e * d.T_r * d.h));
+    f->push_back(MemoryOp("shared_add", 3 * d.e * d.T_r * d.h));
   }
 }
 
 void SharedBackward(const MoeDims& d, std::vector<Op>* g) {
   if (d.fs_local <= 0) return;
   if (d.shared_gate) {
-    g->push_back(Mem("shared_gate_scale_bwd", 4 * d.e * d.T_r * d.h));
+    g->push_back(MemoryOp("shared_gate_scale_bwd", 4 * d.e * d.T_r * d.h));
     g->push_back(Gemm("shared_gate_dgrad", d.T_r, d.h, 1));
     g->push_back(Gemm("shared_gate_wgrad", d.h, 1, d.T_r));
   }
   Coll("shared_sp_allgather_grad", CollKind::kAllGather, GroupKind::kTp, d.tp, d.e * d.T * d.h, g);
   g->push_back(Gemm("shared_fc2_dgrad", d.T, d.fs_local, d.h));
   g->push_back(Gemm("shared_fc2_wgrad", d.fs_local, d.h, d.T));
-  g->push_back(Mem(d.gated ? "shared_swiglu_bwd" : "shared_gelu_bwd", (d.gated ? 5 : 3) * d.e * d.T * d.fs_local));
+  g->push_back(MemoryOp(d.gated ? "shared_swiglu_bwd" : "shared_gelu_bwd", (d.gated ? 5 : 3) * d.e * d.T * d.fs_local));
   Coll("shared_sp_allgather_input", CollKind::kAllGather, GroupKind::kTp, d.tp, d.e * d.T * d.h, g);
   for (int i = 0; i < (d.gated ? 2 : 1); ++i) {
     g->push_back(Gemm("shared_fc1_dgrad", d.T, d.h, d.fs_local));
@@ -144,25 +128,25 @@ std::vector<Op> MoeMlpForward(const ModelSpec& m, const PlanSpec& p, int bytes_p
   std::vector<Op> f;
   // Router: logits h -> E, fp32 softmax and top-k over E per token.
   f.push_back(Gemm("router", d.T_r, d.E, d.h));
-  f.push_back(Mem("router_softmax_topk", 3 * 4.0 * d.T_r * d.E));
+  f.push_back(MemoryOp("router_softmax_topk", 3 * 4.0 * d.T_r * d.E));
   // Dispatch: permute the T_r * k copies, all-to-all over EP, gather over TP.
-  f.push_back(Mem("moe_permute", 2 * d.e * d.T_r * d.k * d.h));
+  f.push_back(MemoryOp("moe_permute", 2 * d.e * d.T_r * d.k * d.h));
   Coll("moe_dispatch_alltoall", CollKind::kAllToAll, GroupKind::kEp, d.ep, DispatchBytes(d), &f);
   Coll("moe_dispatch_allgather", CollKind::kAllGather, GroupKind::kTp, d.tp, GatheredBytes(d), &f);
   // Experts: grouped GEMMs over all routed rows (E/ep experts, f/tp columns).
   if (d.gated) {
     f.push_back(ExpertGemm("expert_fc1_gate", d, d.f_local, d.h));
     f.push_back(ExpertGemm("expert_fc1_up", d, d.f_local, d.h));
-    f.push_back(Mem("expert_swiglu", 3 * d.e * d.rows * d.f_local, d.cf));
+    f.push_back(MemoryOp("expert_swiglu", 3 * d.e * d.rows * d.f_local, d.cf));
   } else {
     f.push_back(ExpertGemm("expert_fc1", d, d.f_local, d.h));
-    f.push_back(Mem("expert_gelu", 2 * d.e * d.rows * d.f_local, d.cf));
+    f.push_back(MemoryOp("expert_gelu", 2 * d.e * d.rows * d.f_local, d.cf));
   }
   f.push_back(ExpertGemm("expert_fc2", d, d.h, d.f_local));
   // Combine: reduce-scatter over TP, all-to-all back, weighted sum of k.
   Coll("moe_combine_reducescatter", CollKind::kReduceScatter, GroupKind::kTp, d.tp, GatheredBytes(d), &f);
   Coll("moe_combine_alltoall", CollKind::kAllToAll, GroupKind::kEp, d.ep, DispatchBytes(d), &f);
-  f.push_back(Mem("moe_unpermute_weighted_sum", (d.k + 1) * d.e * d.T_r * d.h));
+  f.push_back(MemoryOp("moe_unpermute_weighted_sum", (d.k + 1) * d.e * d.T_r * d.h));
   SharedForward(d, &f);
   return f;
 }
@@ -172,13 +156,13 @@ std::vector<Op> MoeMlpBackward(const ModelSpec& m, const PlanSpec& p, int bytes_
   std::vector<Op> g;
   SharedBackward(d, &g);
   // Combine backward: gradients of the k outputs and of the probabilities.
-  g.push_back(Mem("moe_unpermute_bwd", (2 * d.k + 1) * d.e * d.T_r * d.h));
+  g.push_back(MemoryOp("moe_unpermute_bwd", (2 * d.k + 1) * d.e * d.T_r * d.h));
   Coll("moe_combine_alltoall_bwd", CollKind::kAllToAll, GroupKind::kEp, d.ep, DispatchBytes(d), &g);
   Coll("moe_combine_allgather_bwd", CollKind::kAllGather, GroupKind::kTp, d.tp, GatheredBytes(d), &g);
   // Experts backward: dgrad and wgrad of each GEMM.
   g.push_back(ExpertGemm("expert_fc2_dgrad", d, d.f_local, d.h));
   g.push_back(ExpertWgrad("expert_fc2_wgrad", d, d.f_local, d.h));
-  g.push_back(Mem(d.gated ? "expert_swiglu_bwd" : "expert_gelu_bwd",
+  g.push_back(MemoryOp(d.gated ? "expert_swiglu_bwd" : "expert_gelu_bwd",
                   (d.gated ? 5 : 3) * d.e * d.rows * d.f_local, d.cf));
   for (int i = 0; i < (d.gated ? 2 : 1); ++i) {
     g.push_back(ExpertGemm("expert_fc1_dgrad", d, d.h, d.f_local));
@@ -186,9 +170,9 @@ std::vector<Op> MoeMlpBackward(const ModelSpec& m, const PlanSpec& p, int bytes_
   }
   Coll("moe_dispatch_reducescatter_bwd", CollKind::kReduceScatter, GroupKind::kTp, d.tp, GatheredBytes(d), &g);
   Coll("moe_dispatch_alltoall_bwd", CollKind::kAllToAll, GroupKind::kEp, d.ep, DispatchBytes(d), &g);
-  g.push_back(Mem("moe_permute_bwd", 2 * d.e * d.T_r * d.k * d.h));
+  g.push_back(MemoryOp("moe_permute_bwd", 2 * d.e * d.T_r * d.k * d.h));
   // Router backward.
-  g.push_back(Mem("router_softmax_bwd", 3 * 4.0 * d.T_r * d.E));
+  g.push_back(MemoryOp("router_softmax_bwd", 3 * 4.0 * d.T_r * d.E));
   g.push_back(Gemm("router_dgrad", d.T_r, d.h, d.E));
   g.push_back(Gemm("router_wgrad", d.h, d.E, d.T_r));
   return g;

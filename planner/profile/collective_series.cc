@@ -3,18 +3,13 @@
 #include <algorithm>
 #include <sstream>
 
+#include "base/format.h"
 #include "planner/cost/comm_cost.h"
 #include "sim/collective_model.h"
 
 namespace dt {
 namespace {
 
-std::string Num(double v) {
-  std::ostringstream os;
-  os.precision(4);
-  os << v;
-  return os.str();
-}
 
 }  // namespace
 
@@ -46,8 +41,8 @@ LinkEntry LinkEntryFromSeries(const CollSeries& s) {
   const int steps = CostLatencySteps(s.kind, s.group_size);
   e.busbw_Bps = *std::max_element(e.points.y.begin(), e.points.y.end());
   e.latency_s = first_t / steps;
-  e.note = "measured: " + std::to_string(e.points.size()) + " sizes " + Num(e.points.x.front()) + ".." +
-           Num(e.points.x.back()) + " B; latency_s = smallest-message time / " + std::to_string(steps) + " steps";
+  e.note = "measured: " + std::to_string(e.points.size()) + " sizes " + ShortNumber(e.points.x.front()) + ".." +
+           ShortNumber(e.points.x.back()) + " B; latency_s = smallest-message time / " + std::to_string(steps) + " steps";
   return e;
 }
 

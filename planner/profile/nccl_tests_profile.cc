@@ -6,17 +6,12 @@
 #include <sstream>
 #include <tuple>
 
+#include "base/format.h"
 #include "planner/profile/collective_series.h"
 
 namespace dt {
 namespace {
 
-std::string Num(double v, int prec = 4) {
-  std::ostringstream os;
-  os.precision(prec);
-  os << v;
-  return os.str();
-}
 
 bool ToKind(const std::string& test, CollKind* k) {
   if (test == "all_reduce")
@@ -75,7 +70,7 @@ StatusOr<NcclTestsImport> ProfileFromNcclTests(const HardwareProfile& base, cons
       double best = 0;
       for (const NcclTestsRow& row : r.rows) best = std::max(best, row.busbw_GBps);
       alltoall.push_back(std::to_string(r.ranks) + " ranks on " + std::to_string(r.hosts) + " host(s): busbw up to " +
-                         Num(best) + " GB/s");
+                         ShortNumber(best) + " GB/s");
       out.summary.push_back(where + ": alltoall, " + std::to_string(r.ranks) + " ranks on " + std::to_string(r.hosts) +
                             " host(s): noted only (no plan dtplan prices uses all-to-all)");
       continue;
@@ -118,8 +113,8 @@ StatusOr<NcclTestsImport> ProfileFromNcclTests(const HardwareProfile& base, cons
     logged.push_back(entry);
     out.summary.push_back(where + ": " + r.test + ", " + std::to_string(r.ranks) + " ranks on " +
                           std::to_string(r.hosts) + " host(s), " + std::to_string(r.rows.size()) + " sizes " +
-                          Num(static_cast<double>(r.rows.front().bytes)) + ".." +
-                          Num(static_cast<double>(r.rows.back().bytes)) + " B, busbw up to " + Num(e.busbw_Bps / 1e9) +
+                          ShortNumber(static_cast<double>(r.rows.front().bytes)) + ".." +
+                          ShortNumber(static_cast<double>(r.rows.back().bytes)) + " B, busbw up to " + ShortNumber(e.busbw_Bps / 1e9) +
                           " GB/s -> network.collectives." + entry);
   }
   if (logged.empty())

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "base/format.h"
+
 #ifndef DT_SOURCE_DIR
 #define DT_SOURCE_DIR "."
 #endif
@@ -21,11 +23,6 @@ std::string Lower(std::string s) {
 
 std::string ProfileDir() { return std::string(DT_SOURCE_DIR) + "/profiles/"; }
 
-std::string Num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
 
 Status CheckDevice(const DeviceProfile& d, const std::string& w) {
   if (d.kind != "gpu" && d.kind != "cpu")
@@ -36,19 +33,19 @@ Status CheckDevice(const DeviceProfile& d, const std::string& w) {
   if (d.reserved_bytes < 0 || d.reserved_bytes >= d.memory_bytes)
     return InvalidArgument(w + ".reserved_bytes must be in [0, memory_bytes)");
   if (!(d.fragmentation >= 0 && d.fragmentation < 1))
-    return InvalidArgument(w + ".fragmentation = " + Num(d.fragmentation) +
+    return InvalidArgument(w + ".fragmentation = " + ShortNumber(d.fragmentation, 6) +
                            ": use a fraction in [0, 1)");
   if (!(d.peak_flops > 0) || !std::isfinite(d.peak_flops))
-    return InvalidArgument(w + ".peak_flops = " + Num(d.peak_flops) + ": must be > 0");
+    return InvalidArgument(w + ".peak_flops = " + ShortNumber(d.peak_flops, 6) + ": must be > 0");
   if (!(d.memory_bandwidth_Bps > 0) || !std::isfinite(d.memory_bandwidth_Bps))
-    return InvalidArgument(w + ".memory_bandwidth_Bps = " + Num(d.memory_bandwidth_Bps) +
+    return InvalidArgument(w + ".memory_bandwidth_Bps = " + ShortNumber(d.memory_bandwidth_Bps, 6) +
                            ": must be > 0");
   return Status::Ok();
 }
 
 Status CheckFraction(double v, const std::string& what) {
   if (!(v > 0 && v <= 1))
-    return InvalidArgument(what + " = " + Num(v) + ": use a fraction in (0, 1]");
+    return InvalidArgument(what + " = " + ShortNumber(v, 6) + ": use a fraction in (0, 1]");
   return Status::Ok();
 }
 
@@ -100,9 +97,9 @@ Status CheckEntries(const std::vector<LinkEntry>& es, const std::string& w, cons
       return InvalidArgument(at + "." + key_name + ": entries must be sorted by " + key_name +
                              " without repeats");
     if (!(e.latency_s >= 0) || !std::isfinite(e.latency_s))
-      return InvalidArgument(at + ".latency_s = " + Num(e.latency_s) + ": must be >= 0");
+      return InvalidArgument(at + ".latency_s = " + ShortNumber(e.latency_s, 6) + ": must be >= 0");
     if (!(e.busbw_Bps > 0) || !std::isfinite(e.busbw_Bps))
-      return InvalidArgument(at + ".busbw_Bps = " + Num(e.busbw_Bps) +
+      return InvalidArgument(at + ".busbw_Bps = " + ShortNumber(e.busbw_Bps, 6) +
                              ": bandwidth must be > 0 (bytes/s)");
     if (!e.points.empty()) {
       DT_RETURN_IF_ERROR(ValidateCurve(e.points, at + ".points", true, true));

@@ -1,12 +1,13 @@
 #include "planner/profiler/assemble.h"
 
-#include <cstdio>
-#include "planner/cost/comm_cost.h"
-#include "planner/cost/compute_cost.h"
-
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
+
+#include "base/format.h"
+#include "planner/cost/comm_cost.h"
+#include "planner/cost/compute_cost.h"
 
 #include "sim/collective_model.h"
 
@@ -14,19 +15,11 @@ namespace dt {
 namespace {
 
 
-
-std::string Num(double v, int prec = 4) {
-  std::ostringstream os;
-  os.precision(prec);
-  os << v;
-  return os.str();
-}
-
 // Clamps a fitted fraction into (0, 1], noting when it had to.
 double Fraction(double v, const std::string& what, std::string* note) {
   if (std::isfinite(v) && v > 0 && v <= 1) return v;
   double c = std::isfinite(v) && v > 1 ? 1.0 : 0.01;
-  *note += " " + what + " fit " + Num(v) + " clamped to " + Num(c) + ".";
+  *note += " " + what + " fit " + ShortNumber(v) + " clamped to " + ShortNumber(c) + ".";
   return c;
 }
 
@@ -72,7 +65,7 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
       !m.gemm_library.empty() ? m.gemm_library : m.device_kind == "cpu" ? "Eigen" : "cuBLAS";
   p.description = "MEASURED by `dtplan profile` on " + mi.datetime + " on host '" + mi.hostname + "': " +
                   m.device_name + ", " + std::to_string(mi.cores) + " logical CPUs, " +
-                  Num(mi.mem_total_bytes / 1073741824.0, 3) + " GiB RAM. " +
+                  ShortNumber(mi.mem_total_bytes / 1073741824.0, 3) + " GiB RAM. " +
                   std::to_string(m.ranks_per_node) + " MPI ranks per node x " +
                   std::to_string(m.threads_per_rank) + " OpenMP thread(s) each, measured concurrently; "
                   "valid for plans with that many ranks per node.";
@@ -185,9 +178,9 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
       c.optimizer_bytes_per_param = std::max(0.0, m.optimizer_s - c.kernel_overhead_s) * m.copy_Bps *
                                     c.memory_bound_efficiency / m.optimizer_params;
     std::string fit = " memory_bound_efficiency refit on the runtime's whole-model training step "
-                      "(isolated layer kernels: " + Num(isolated, 3) + "); measured/predicted ms:";
+                      "(isolated layer kernels: " + ShortNumber(isolated, 3) + "); measured/predicted ms:";
     for (const ModelSample& s : m.model_steps)
-      fit += " " + s.what + " " + Num(s.seconds * 1e3, 3) + "/" + Num(predict(p, s) * 1e3, 3) + ";";
+      fit += " " + s.what + " " + ShortNumber(s.seconds * 1e3, 3) + "/" + ShortNumber(predict(p, s) * 1e3, 3) + ";";
     c.note += fit;
     DT_RETURN_IF_ERROR(PrepareProfile(&p, where));
   }

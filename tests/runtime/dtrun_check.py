@@ -486,8 +486,8 @@ def check_predicted():
             fail("summary lacks '%s'" % want)
 
 
-def main():
-    global A
+def parse_args():
+    """The command line shared with dtrun_faults.py: binaries, source and work dirs, the check."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--dtrun", required=True)
     ap.add_argument("--dtplan", default="dtplan")
@@ -496,7 +496,12 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("check")
     ap.add_argument("rest", nargs="*")
-    A = ap.parse_args()
+    return ap.parse_args()
+
+
+def main():
+    global A
+    A = parse_args()
     A.work = os.path.join(A.work, A.check + ("_" + A.rest[0] if A.rest else ""))
     os.makedirs(A.work, exist_ok=True)
     checks = {"resume_exact": check_resume_exact, "resume_replan": check_resume_replan, "resume_zero": check_resume_zero,

@@ -24,7 +24,6 @@ Checks
                      re-plans for 3 ranks (global batch kept), resumes from step 4 and finishes 12
                      steps with the 1-rank losses (rel 1e-4).
 """
-import argparse
 import json
 import os
 import random
@@ -351,15 +350,7 @@ def check_elastic():
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dtrun", required=True)
-    ap.add_argument("--dtplan", default="dtplan")
-    ap.add_argument("--mpirun", default="mpirun")
-    ap.add_argument("--source-dir", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("check")
-    ap.add_argument("rest", nargs="*")
-    dc.A = ap.parse_args()
+    dc.A = dc.parse_args()
     dc.A.work = os.path.join(dc.A.work, "faults_" + dc.A.check)
     os.makedirs(dc.A.work, exist_ok=True)
     checks = {"ckpt_integrity": check_ckpt_integrity, "keep_checkpoints": check_keep_checkpoints,
