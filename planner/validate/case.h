@@ -19,10 +19,12 @@
 // recompute forward). docs/validation.md has the formulas.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "planner/profile/profile.h"
 #include "planner/search/constraints.h"
 #include "planner/spec/plan_spec.h"
 
@@ -30,6 +32,10 @@ namespace dt {
 
 // Physical differences of the measured cluster from the profile's nodes.
 struct HardwareOverride {
+  // The measured cluster's own network tables (replacing the profile's
+  // network section before the line-rate override below applies); shared by
+  // the cases of one file. Null: the profile's network.
+  std::shared_ptr<const NetworkProfile> network;
   std::optional<double> inter_node_Bps_per_node;  // total NIC line rate per node
 };
 

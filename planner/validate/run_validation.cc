@@ -19,6 +19,7 @@ constexpr double kNicEfficiency = 0.92;
 
 HardwareProfile Apply(const HardwareProfile& base, const HardwareOverride& o) {
   HardwareProfile hw = base;
+  if (o.network) hw.network = *o.network;
   if (o.inter_node_Bps_per_node) {
     const double per_rank = kNicEfficiency * *o.inter_node_Bps_per_node / hw.network.gpus_per_node;
     for (auto& table : hw.network.collectives)

@@ -4,6 +4,10 @@
 // CSVs do not carry come from the vTrain README: A100, 8 GPUs per node,
 // 1F1B, full activation recompute, no gradient bucketing, 800 Gbit/s of
 // inter-node bandwidth per node, vocabulary 50257, FFN = 4h, mixed precision.
+// The intra-node all-reduce tables are the ones vTrain measured on that node
+// (bundled profile A100-SXM4-80GB-vTrain, built from its LUTs by
+// scripts/vtrain-allreduce-logs.py and `dtplan profile --from-nccl-tests`);
+// device and compute stay the A100 profile's.
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -13,6 +17,8 @@
 
 namespace dt {
 namespace {
+
+constexpr const char* kVtrainNetworkProfile = "A100-SXM4-80GB-vTrain";
 
 std::vector<std::string> SplitCsv(const std::string& line) {
   std::vector<std::string> out;
@@ -44,6 +50,13 @@ StatusOr<std::vector<ValidationCase>> ReadVtrainCsv(const std::string& path) {
     if (!col.count(r))
       return InvalidArgument("'" + path + "': missing column '" + r +
                              "' (expected vTrain's ground_truth CSV header)");
+  // The measured node's network: loaded once, shared by every row.
+  auto measured = LoadProfile(kVtrainNetworkProfile);
+  if (!measured.ok())
+    return InvalidArgument("'" + path + "': cannot load the bundled profile '" + kVtrainNetworkProfile +
+                           "' holding vTrain's measured all-reduce tables: " + measured.status().message() +
+                           " (regenerate it as docs/validation.md says)");
+  auto network = std::make_shared<const NetworkProfile>(measured->network);
   std::vector<ValidationCase> out;
   int lineno = 1;
   while (std::getline(in, line)) {
@@ -128,6 +141,7 @@ StatusOr<std::vector<ValidationCase>> ReadVtrainCsv(const std::string& path) {
     k.zero_stage = 0;
     k.flash_attention = false;  // Megatron-DeepSpeed of vTrain: unfused attention core
     v.dp_bucket_bytes = int64_t{1} << 60;  // no gradient bucketing: one reduction after backward
+    v.hardware.network = network;
     v.hardware.inter_node_Bps_per_node = 800e9 / 8;  // 800 Gbit/s per node
     v.measured_s = ms / 1000.0;
     v.source = "vTrain " + path.substr(path.find_last_of('/') + 1);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "planner/cost/comm_cost.h"
 #include "planner/validate/case.h"
 #include "planner/validate/cross_validation.h"
 #include "planner/validate/metrics.h"
@@ -56,6 +57,27 @@ TEST(VtrainCsv, ReadsRowsWithRunSettings) {
     EXPECT_NEAR(r.error, (r.predicted_s - r.measured_s) / r.measured_s, 1e-12);
   }
   EXPECT_EQ(report->spearman.size(), 1u);  // one model with 3 cases
+}
+
+// vTrain's rows price collectives with the all-reduce times vTrain measured
+// on its own node (profiles/sources/vtrain-a100, from its AR_GPU*_LUT files):
+// 8 GPUs, 2 MiB: 93.25 us there, where the generic A100 table's ring model
+// gives about 40 us.
+TEST(VtrainCsv, UsesTheMeasuredNodesAllReduceTables) {
+  auto cases = ReadVtrainCsv(WriteTemp("net.csv", kCsv));
+  ASSERT_TRUE(cases.ok()) << cases.status().message();
+  const HardwareOverride& o = (*cases)[0].hardware;
+  ASSERT_NE(o.network, nullptr);
+  auto a100 = LoadProfile("A100-SXM4-80GB");
+  ASSERT_TRUE(a100.ok());
+  HardwareProfile measured = *a100;
+  measured.network = *o.network;
+  const double mib2 = 2.0 * 1024 * 1024;
+  EXPECT_NEAR(CollectiveTime(CollKind::kAllReduce, mib2, 8, 8, false, measured), 93.25e-6, 2e-6);
+  EXPECT_NEAR(CollectiveTime(CollKind::kAllReduce, mib2, 2, 2, false, measured), 53.43e-6, 2e-6);
+  EXPECT_LT(CollectiveTime(CollKind::kAllReduce, mib2, 8, 8, false, *a100), 60e-6);
+  // Device and compute are not taken from it: the calibrated A100 ones stay.
+  EXPECT_EQ((*cases)[0].profile, "A100-SXM4-80GB");
 }
 
 // The invalid message of the only bad case (the last one), or "" if it is valid.
