@@ -1,28 +1,33 @@
 #include "planner/lower/group_topology.h"
 
 #include <algorithm>
-#include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dt {
 namespace {
 
-int SizeOf(const PlanSpec& p, const std::string& d) {
+int SizeOf(const PlanSpec& p, std::string_view d) {
   if (d == "tp") return p.tp;
   if (d == "cp") return p.cp;
   if (d == "dp") return p.dp;
   return p.pp;
 }
 
-// Stride of dimension `d` in the order string (innermost first).
-int StrideOf(const PlanSpec& p, const std::string& d) {
-  std::stringstream ss(p.order);
-  std::string tok;
+// Stride of dimension `d` in the order string (innermost first). Parsed in
+// place: this runs for every collective op of every plan the search prices.
+int StrideOf(const PlanSpec& p, std::string_view d) {
+  const std::string_view o = p.order;
   int stride = 1;
-  while (std::getline(ss, tok, '-')) {
+  size_t start = 0;
+  while (start <= o.size()) {
+    size_t end = o.find('-', start);
+    if (end == std::string_view::npos) end = o.size();
+    const std::string_view tok = o.substr(start, end - start);
     if (tok == d) return stride;
     stride *= SizeOf(p, tok);
+    start = end + 1;
   }
   return stride;
 }
