@@ -41,6 +41,7 @@ struct PlanOptions {
   int top = 5;
   DimensionOptions dims;
   std::string attention;  // flash | unfused; default flash on gpu, unfused on cpu
+  std::string precision = "bf16";  // bf16 | fp8 (Transformer-Engine FP8 GEMMs)
   std::string out = "plan.json";
   std::string trace;
   std::string report;         // self-contained HTML report of the search

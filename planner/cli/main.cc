@@ -64,6 +64,9 @@ static int Run(int argc, char** argv) {
   app.add_option("--attention", plan.attention,
                  "attention kernel: flash (fused, default on gpu) or unfused (default on cpu)")
       ->check(CLI::IsMember({"flash", "unfused"}));
+  app.add_option("--precision", plan.precision,
+                 "GEMM precision of the transformer layers: bf16 (default) or fp8 (Transformer-Engine FP8 "
+                 "on a profile with FP8 data, e.g. h100)");
   app.add_option("--out", plan.out, "where to write the best plan (JSON)");
   app.add_option("--trace", plan.trace, "write the best plan's simulated step as a Chrome trace");
   app.add_option("--report", plan.report,

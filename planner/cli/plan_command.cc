@@ -57,6 +57,11 @@ int RunPlan(const PlanOptions& o) {
   k.flash_attention = o.attention.empty() ? cluster.device != "cpu" : o.attention == "flash";
   k.dropout = cluster.device != "cpu";  // the bundled CPU runtime trains without dropout
   if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());
+  auto precision = ParsePrecision(o.precision);
+  if (!precision.ok()) return Fail("--precision: " + precision.status().message());
+  k.precision = *precision;
+  if (k.precision == Precision::kFp8 && cluster.device == "cpu")
+    return Fail("--precision fp8 needs GPUs with FP8 Tensor Cores; the CPU runtime trains in fp32");
   if (model.learned_positions() && k.seq_length > model.max_position)
     return Fail("--seq-length " + std::to_string(k.seq_length) + " exceeds the model's " +
                 std::to_string(model.max_position) + " learned positions; use --seq-length <= " +

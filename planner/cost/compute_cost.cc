@@ -12,9 +12,10 @@ double GemmFlops(const Op& op) {
 
 // Bytes a GEMM must at least move: read A and B, write C, once each.
 double GemmMinBytes(const Op& op, const HardwareProfile& p) {
-  double elems = static_cast<double>(op.m) * op.k + static_cast<double>(op.k) * op.n +
-                 static_cast<double>(op.m) * op.n;
-  return elems * op.batch * p.device.bytes_per_element();
+  const double in = static_cast<double>(op.m) * op.k + static_cast<double>(op.k) * op.n;
+  const double out = static_cast<double>(op.m) * op.n;
+  const int e = p.device.bytes_per_element();
+  return (in * (op.fp8 ? 1 : e) + out * e) * op.batch;
 }
 
 double MemoryTime(double bytes, const HardwareProfile& p) {
@@ -61,6 +62,13 @@ double DeviceTime(const Op& op, const HardwareProfile& p) {
     case OpKind::kGemm: {
       double flops = GemmFlops(op);
       if (flops <= 0) return 0;
+      if (op.fp8) {
+        const Fp8Compute& f = p.compute.fp8;
+        DT_CHECK(f.available()) << "FP8 GEMM '" << op.name << "' on profile '" << p.name
+                                << "' without compute.fp8 (CheckPrecision not called)";
+        const double eff = Interpolate(f.gemm_efficiency, std::max(flops, 1.0), Scale::kLog, Scale::kLog).value;
+        return std::max(flops / (f.peak_flops * eff), MemoryTime(GemmMinBytes(op, p), p)) + overhead;
+      }
       if (!p.compute.gemm_points.empty()) return MeasuredGemmTime(op, flops, p);
       double math = flops / (peak * GemmEfficiency(flops, p));
       return std::max(math, MemoryTime(GemmMinBytes(op, p), p)) + overhead;
@@ -80,6 +88,18 @@ double DeviceTime(const Op& op, const HardwareProfile& p) {
   return 0;
 }
 }  // namespace
+
+Status CheckPrecision(Precision precision, const ModelSpec& m, const HardwareProfile& p) {
+  if (precision != Precision::kFp8) return Status::Ok();
+  if (!p.compute.fp8.available())
+    return InvalidArgument("precision fp8: profile '" + p.name +
+                           "' has no FP8 GEMM data (compute.fp8); FP8 is modeled on H100-SXM5-80GB "
+                           "(--profile h100), or use --precision bf16");
+  if (m.moe())
+    return InvalidArgument("precision fp8 with a mixture-of-experts model is not modeled (FP8 grouped expert "
+                           "GEMMs); use --precision bf16");
+  return Status::Ok();
+}
 
 double ComputeTime(const std::vector<Op>& ops, const HardwareProfile& p) {
   double t = 0;

@@ -6,6 +6,8 @@
 //                 with measured compute.gemm_points: the measured time of an
 //                 identical shape, else the measured time curve interpolated
 //                 log-log over FLOPs per call (floored at the kernel overhead).
+//   FP8 GEMM (op.fp8): the same with compute.fp8's peak and efficiency curve,
+//                 A and B read as 1-byte elements, C written in bf16.
 //   attention:    max(flops / (peak * attention_efficiency), bytes / (bw * mem_eff)) + overhead
 //   memory-bound: bytes / (bw * memory_bound_efficiency) + overhead
 // Monotone: more FLOP/s or bandwidth never makes an op slower; more work
@@ -20,6 +22,11 @@
 namespace dt {
 
 double OpTime(const Op& op, const HardwareProfile& profile);
+
+// OK when `profile` can price a plan of this precision for this model:
+// FP8 needs compute.fp8 (a GPU with FP8 Tensor Cores) and a dense model
+// (FP8 expert GEMMs are not modeled). The error names the fix.
+Status CheckPrecision(Precision precision, const ModelSpec& m, const HardwareProfile& profile);
 
 // Achieved fraction of peak of a GEMM of `flops` FLOPs per call from
 // compute.gemm_efficiency; `*clamped` (optional) reports extrapolation.

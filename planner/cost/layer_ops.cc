@@ -1,5 +1,8 @@
 #include "planner/cost/layer_ops.h"
 
+#include <algorithm>
+#include <string>
+
 #include "base/check.h"
 #include "planner/cost/moe_ops.h"
 
@@ -85,6 +88,8 @@ struct Dims {
   const PlanSpec* plan;
   bool moe;
   bool qk_norm;
+  bool fp8;              // the layer's linear GEMMs in FP8 (Transformer Engine)
+  int num_microbatches;  // FP8 weight casts happen once per step
 };
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -124,6 +129,8 @@ Dims MakeDims(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   d.plan = &p;
   d.moe = m.moe();
   d.qk_norm = m.qk_norm;
+  d.fp8 = p.precision == Precision::kFp8;
+  d.num_microbatches = std::max(1, p.num_microbatches);
   return d;
 }
 
@@ -136,6 +143,22 @@ Op Gemm(const char* name, int64_t m, int64_t n, int64_t k) {
   op.k = k;
   op.flops = 2.0 * m * n * k;
   return op;
+}
+
+// A linear layer's GEMM: FP8 under an FP8 plan (Transformer Engine's
+// Linear / LayerNormLinear / LayerNormMLP; docs/fp8.md).
+Op Linear(const Dims& d, const char* name, int64_t m, int64_t n, int64_t k) {
+  Op op = Gemm(name, m, n, k);
+  op.fp8 = d.fp8;
+  return op;
+}
+
+// FP8 plans: Transformer Engine's fused cast-transpose of a GEMM operand of
+// `elements` bf16 values into FP8 (the amax for delayed scaling is taken in
+// the same pass): read e bytes, write the FP8 copy and its FP8 transpose
+// (the other GEMM of the pair needs the transposed layout on Hopper).
+void Fp8Cast(const Dims& d, const char* name, double elements, std::vector<Op>* ops) {
+  if (d.fp8) ops->push_back(MemoryOp(name, (d.e + 2.0) * elements));
 }
 
 // Attention core softmax(QK^T)V of the local heads: queries = local
@@ -202,15 +225,24 @@ std::vector<Op> LayerForward(const Dims& d) {
   const double e = d.e;
   const int64_t n_qkv = (d.a_local + 2 * d.kv_local) * d.d;
   // Attention block.
+  if (d.fp8) {
+    // The FP8 copies of the layer's weights and their transposes, cast once
+    // per step (first microbatch) and cached: spread over the microbatches.
+    const double weights = static_cast<double>(d.h) * n_qkv + static_cast<double>(d.a_local) * d.d * d.h +
+                           (d.moe ? 0.0 : (d.gated ? 3.0 : 2.0) * d.h * d.f_local);
+    f.push_back(MemoryOp("fp8_cast_weights", (d.e + 2.0) * weights / d.num_microbatches));
+  }
   f.push_back(MemoryOp(d.ln ? "ln1" : "rmsnorm1", 2 * e * d.T_r * d.h));
   TpEnterForward(d, "sp_allgather_attn", &f);
-  f.push_back(Gemm("qkv", d.T, n_qkv, d.h));
+  Fp8Cast(d, "fp8_cast_qkv_input", static_cast<double>(d.T) * d.h, &f);
+  f.push_back(Linear(d, "qkv", d.T, n_qkv, d.h));
   if (d.bias || d.qkv_bias) f.push_back(MemoryOp("qkv_bias", 2 * e * d.T * n_qkv));
   if (d.qk_norm) f.push_back(MemoryOp("qk_rmsnorm", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
   if (d.rope) f.push_back(MemoryOp("rope", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
   CpRing(d, &f, /*backward=*/false);
   f.push_back(AttentionCore(d, "attn_core", 1.0));
-  f.push_back(Gemm("proj", d.T, d.h, d.a_local * d.d));
+  Fp8Cast(d, "fp8_cast_proj_input", static_cast<double>(d.T) * d.a_local * d.d, &f);
+  f.push_back(Linear(d, "proj", d.T, d.h, d.a_local * d.d));
   TpExitForward(d, d.sp ? "sp_reducescatter_attn" : "tp_allreduce_attn", &f);
   if (d.norms == 4) f.push_back(MemoryOp("post_attn_rmsnorm", 2 * e * d.T_r * d.h));
   if (d.bias)
@@ -224,15 +256,17 @@ std::vector<Op> LayerForward(const Dims& d) {
     f.insert(f.end(), moe.begin(), moe.end());
   } else {
     TpEnterForward(d, "sp_allgather_mlp", &f);
+    Fp8Cast(d, "fp8_cast_fc1_input", static_cast<double>(d.T) * d.h, &f);
     if (!d.gated) {
-      f.push_back(Gemm("fc1", d.T, d.f_local, d.h));
+      f.push_back(Linear(d, "fc1", d.T, d.f_local, d.h));
       f.push_back(MemoryOp("bias_gelu", 2 * e * d.T * d.f_local));
     } else {
-      f.push_back(Gemm("fc1_gate", d.T, d.f_local, d.h));
-      f.push_back(Gemm("fc1_up", d.T, d.f_local, d.h));
+      f.push_back(Linear(d, "fc1_gate", d.T, d.f_local, d.h));
+      f.push_back(Linear(d, "fc1_up", d.T, d.f_local, d.h));
       f.push_back(MemoryOp("swiglu", 3 * e * d.T * d.f_local));
     }
-    f.push_back(Gemm("fc2", d.T, d.h, d.f_local));
+    Fp8Cast(d, "fp8_cast_fc2_input", static_cast<double>(d.T) * d.f_local, &f);
+    f.push_back(Linear(d, "fc2", d.T, d.h, d.f_local));
     TpExitForward(d, d.sp ? "sp_reducescatter_mlp" : "tp_allreduce_mlp", &f);
   }
   if (d.norms == 4) f.push_back(MemoryOp("post_mlp_rmsnorm", 2 * e * d.T_r * d.h));
@@ -245,7 +279,9 @@ std::vector<Op> LayerForward(const Dims& d) {
 
 void GemmBackward(const Op& fwd, const char* dgrad, const char* wgrad, std::vector<Op>* ops) {
   ops->push_back(Gemm(dgrad, fwd.m, fwd.k, fwd.n));
+  ops->back().fp8 = fwd.fp8;
   ops->push_back(Gemm(wgrad, fwd.k, fwd.n, fwd.m));
+  ops->back().fp8 = fwd.fp8;
 }
 
 std::vector<Op> LayerBackward(const Dims& d) {
@@ -263,7 +299,8 @@ std::vector<Op> LayerBackward(const Dims& d) {
     g.insert(g.end(), moe.begin(), moe.end());
   } else {
     TpExitBackward(d, "sp_allgather_mlp_grad", &g);
-    GemmBackward(Gemm("fc2", d.T, d.h, d.f_local), "fc2_dgrad", "fc2_wgrad", &g);
+    Fp8Cast(d, "fp8_cast_fc2_grad", static_cast<double>(d.T) * d.h, &g);
+    GemmBackward(Linear(d, "fc2", d.T, d.h, d.f_local), "fc2_dgrad", "fc2_wgrad", &g);
     if (!d.gated) {
       g.push_back(MemoryOp("bias_gelu_bwd", 3 * e * d.T * d.f_local));
     } else {
@@ -272,11 +309,12 @@ std::vector<Op> LayerBackward(const Dims& d) {
     // Under SP only the sequence shard of the fc1 input is stored; Megatron
     // all-gathers it again for the weight gradient.
     TpEnterForward(d, "sp_allgather_mlp_input", &g);
+    Fp8Cast(d, "fp8_cast_fc1_grad", (d.gated ? 2.0 : 1.0) * d.T * d.f_local, &g);
     if (!d.gated) {
-      GemmBackward(Gemm("fc1", d.T, d.f_local, d.h), "fc1_dgrad", "fc1_wgrad", &g);
+      GemmBackward(Linear(d, "fc1", d.T, d.f_local, d.h), "fc1_dgrad", "fc1_wgrad", &g);
     } else {
-      GemmBackward(Gemm("fc1_up", d.T, d.f_local, d.h), "fc1_up_dgrad", "fc1_up_wgrad", &g);
-      GemmBackward(Gemm("fc1_gate", d.T, d.f_local, d.h), "fc1_gate_dgrad", "fc1_gate_wgrad", &g);
+      GemmBackward(Linear(d, "fc1_up", d.T, d.f_local, d.h), "fc1_up_dgrad", "fc1_up_wgrad", &g);
+      GemmBackward(Linear(d, "fc1_gate", d.T, d.f_local, d.h), "fc1_gate_dgrad", "fc1_gate_wgrad", &g);
     }
     TpEnterBackward(d, d.sp ? "sp_reducescatter_mlp_grad" : "tp_allreduce_mlp_grad", &g);
   }
@@ -288,14 +326,16 @@ std::vector<Op> LayerBackward(const Dims& d) {
     g.push_back(MemoryOp("residual_add_attn_bwd", 3 * e * d.T_r * d.h));
   if (d.norms == 4) g.push_back(MemoryOp("post_attn_rmsnorm_bwd", 3 * e * d.T_r * d.h));
   TpExitBackward(d, "sp_allgather_attn_grad", &g);
-  GemmBackward(Gemm("proj", d.T, d.h, d.a_local * d.d), "proj_dgrad", "proj_wgrad", &g);
+  Fp8Cast(d, "fp8_cast_proj_grad", static_cast<double>(d.T) * d.h, &g);
+  GemmBackward(Linear(d, "proj", d.T, d.h, d.a_local * d.d), "proj_dgrad", "proj_wgrad", &g);
   CpRing(d, &g, /*backward=*/true);
   g.push_back(AttentionCore(d, "attn_core_bwd", 2.0));
   if (d.bias || d.qkv_bias) g.push_back(MemoryOp("qkv_bias_bwd", e * d.T * n_qkv));
   if (d.rope) g.push_back(MemoryOp("rope_bwd", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
   if (d.qk_norm) g.push_back(MemoryOp("qk_rmsnorm_bwd", 3 * e * d.T * (d.a_local + d.kv_local) * d.d));
   TpEnterForward(d, "sp_allgather_attn_input", &g);
-  GemmBackward(Gemm("qkv", d.T, n_qkv, d.h), "qkv_dgrad", "qkv_wgrad", &g);
+  Fp8Cast(d, "fp8_cast_qkv_grad", static_cast<double>(d.T) * n_qkv, &g);
+  GemmBackward(Linear(d, "qkv", d.T, n_qkv, d.h), "qkv_dgrad", "qkv_wgrad", &g);
   // tp > kv_heads: each KV head's K/V weights live on tp / kv_heads ranks;
   // the runtime (LlamaLayer) sums their fp32 weight grads over TP in every
   // backward, as one all-reduce of the full K and V weight grads.
@@ -315,7 +355,9 @@ LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_pe
   ops.forward = LayerForward(d);
   ops.backward = LayerBackward(d);
   if (p.recompute == Recompute::kFull) {
-    ops.recompute = ops.forward;
+    // The FP8 weight copies are cached: the recompute forward does not recast them.
+    for (const Op& op : ops.forward)
+      if (std::string(op.name) != "fp8_cast_weights") ops.recompute.push_back(op);
   } else if (p.recompute == Recompute::kSelective) {
     // Korthikanti et al. 2022: recompute only the attention core (QK^T,
     // softmax, dropout, AV). Under CP there is no extra ring: each block's

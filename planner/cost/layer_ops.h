@@ -53,6 +53,9 @@ struct Op {
   // MoE load-imbalance allowance, planner/cost/moe_ops.h). OpTime multiplies
   // by it; FLOP counts (flops, SumFlops) are the balanced ones.
   double imbalance = 1.0;
+  // kGemm: inputs in FP8 (Transformer Engine style; compute_cost.h prices it
+  // with the profile's FP8 curve). FLOP counts are unchanged.
+  bool fp8 = false;
 };
 
 struct LayerOps {

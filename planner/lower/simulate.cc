@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "planner/cost/comm_cost.h"
+#include "planner/cost/compute_cost.h"
 #include "planner/cost/flops.h"
 #include "planner/lower/lowering.h"
 #include "planner/lower/memory_params_for.h"
@@ -78,6 +79,7 @@ StatusOr<Prediction> SimulatePlan(const ModelSpec& m, const ClusterSpec& c, cons
                            " devices but the cluster has " + std::to_string(c.world()) +
                            "; change --nodes/--gpus or the plan");
   DT_RETURN_IF_ERROR(CheckClusterFitsProfile(c, hw));
+  DT_RETURN_IF_ERROR(CheckPrecision(p.precision, m, hw));
   PlanCosts costs = ComputePlanCosts(m, c, p, hw);
   if (opt.free_communication) {
     costs.p2p = 0;

@@ -86,6 +86,13 @@ double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int byt
     bytes += e * rows * l.h + (l.gated ? 3 : 2) * e * rows * f_exp + e * rows / (p.tp > 1 ? p.tp : 1) * l.h;
     bytes += (l.gated ? 3 : 2) * e * l.T * f_sh;
   }
+  // FP8 (Transformer Engine on Hopper): a linear layer keeps only the FP8
+  // transpose of its input for the weight gradient, 1 byte per element
+  // instead of e (TE issue 1764; docs/fp8.md): the QKV and fc1 inputs (one
+  // shared input in a parallel block), the projection input and the fc2
+  // input. Dense models only (FP8 MoE plans are refused).
+  if (p.precision == Precision::kFp8 && !m.moe())
+    bytes -= (e - 1) * ((l.norms == 1 ? 1 : 2) * l.T_r * l.h + l.T * l.a * l.d + l.T * l.f);
   if (!p.flash_attention) {
     if (mode == Recompute::kNone) bytes += ScoreBytes(l);
     // Ring attention (cp > 1, runtime/ops/ring_attention.h) also keeps the

@@ -35,6 +35,19 @@ int64_t LayerParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
   return params;
 }
 
+int64_t LinearWeightParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
+  const int64_t h = m.hidden, d = m.head_dim(), t = p.tp;
+  const int64_t a = m.heads / t;
+  const int64_t kv = m.kv_heads >= t ? m.kv_heads / t : 1;
+  const int64_t mats = m.gated_mlp() ? 3 : 2;
+  int64_t params = h * (a + 2 * kv) * d + a * d * h;
+  if (m.moe())
+    params += ExpertLayerParamsPerRank(m, p) + mats * h * CeilDiv(m.shared_ffn_hidden, t);
+  else
+    params += mats * h * CeilDiv(m.ffn_hidden, t);
+  return params;
+}
+
 int64_t ExpertLayerParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
   if (!m.moe()) return 0;
   const int64_t mats = m.gated_mlp() ? 3 : 2;

@@ -26,5 +26,8 @@ int64_t StageParamsPerRank(const ModelSpec& m, const PlanSpec& p, int pipeline_r
 // instead of the dp*cp group, so ZeRO shards them ep times less.
 int64_t ExpertLayerParamsPerRank(const ModelSpec& m, const PlanSpec& p);
 int64_t StageExpertParamsPerRank(const ModelSpec& m, const PlanSpec& p, int pipeline_rank);
+// The weights of one layer's linear GEMMs on a rank (QKV, output projection,
+// MLP; no biases, norms or router): what an FP8 plan also keeps as FP8 copies.
+int64_t LinearWeightParamsPerRank(const ModelSpec& m, const PlanSpec& p);
 
 }  // namespace dt

@@ -44,6 +44,14 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   s.weights = params * mp.weight_bytes / (p.zero_stage >= 3 ? shard : 1.0);
   s.gradients = params * mp.grad_bytes / (p.zero_stage >= 2 ? shard : 1.0);
   s.optimizer = params * mp.optimizer_bytes / (p.zero_stage >= 1 ? shard : 1.0);
+  // FP8 plans: Transformer Engine keeps an FP8 copy of every linear weight
+  // and its FP8 transpose, cached from the first microbatch of a step to the
+  // last (1 + 1 byte per weight; docs/fp8.md), next to the bf16 weights.
+  // (Added after the ZeRO sharding below: the copies are never sharded.)
+  const double fp8_copies =
+      p.precision == Precision::kFp8
+          ? 2.0 * p.StageLayers(pipeline_rank) * static_cast<double>(LinearWeightParamsPerRank(m, p))
+          : 0.0;
   // MoE: routed-expert parameters are replicated over dp*cp/ep ranks only,
   // so the distributed optimizer shards their states over that group
   // (ZeRO-2/3 with experts is refused by Validate).
@@ -77,6 +85,7 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
     s.gradients = kept * mp.grad_bytes;
     s.optimizer = kept * mp.optimizer_bytes;
   }
+  s.weights += fp8_copies;
 
   // Activations. in_flight counts chunk-microbatches; a chunk holds
   // StageLayers/vpp layers on average. What stays stored between a

@@ -81,6 +81,19 @@ Status CheckCompute(const ComputeProfile& c, const std::string& w) {
   if (!(c.step_overhead_s >= 0)) return InvalidArgument(w + ".step_overhead_s must be >= 0");
   if (!(c.optimizer_bytes_per_param >= 0))
     return InvalidArgument(w + ".optimizer_bytes_per_param must be >= 0");
+  if (c.fp8.peak_flops != 0) {
+    if (!(c.fp8.peak_flops > 0) || !std::isfinite(c.fp8.peak_flops))
+      return InvalidArgument(w + ".fp8.peak_flops = " + ShortNumber(c.fp8.peak_flops, 6) + ": must be > 0");
+    const std::string fe = w + ".fp8.gemm_efficiency";
+    DT_RETURN_IF_ERROR(ValidateCurve(c.fp8.gemm_efficiency, fe, true, true));
+    const Curve& f = c.fp8.gemm_efficiency;
+    for (size_t i = 0; i < f.size(); ++i) {
+      DT_RETURN_IF_ERROR(CheckFraction(f.y[i], fe + "[" + std::to_string(i) + "] efficiency"));
+      if (i > 0 && (f.y[i] < f.y[i - 1] || f.x[i] / f.y[i] < f.x[i - 1] / f.y[i - 1] * (1.0 - 1e-9)))
+        return InvalidArgument(fe + "[" + std::to_string(i) +
+                               "]: efficiency must not decrease with size, nor grow faster than it");
+    }
+  }
   return Status::Ok();
 }
 
@@ -210,7 +223,7 @@ bool operator==(const HardwareProfile& a, const HardwareProfile& b) {
          ca.kernel_overhead_s == cb.kernel_overhead_s &&
          ca.optimizer_bytes_per_param == cb.optimizer_bytes_per_param &&
          ca.host_overhead_s == cb.host_overhead_s && ca.step_overhead_s == cb.step_overhead_s &&
-         ca.note == cb.note;
+         ca.fp8 == cb.fp8 && ca.note == cb.note;
 }
 
 }  // namespace dt

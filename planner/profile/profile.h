@@ -45,6 +45,19 @@ struct GemmPoint {
   }
 };
 
+// FP8 GEMMs (Transformer-Engine style: E4M3/E5M2 inputs with per-tensor
+// scales, fp32 accumulation, bf16 output). Optional: peak_flops 0 means the
+// device has no FP8 data and FP8 plans are refused on it.
+struct Fp8Compute {
+  double peak_flops = 0;  // dense FP8 Tensor Core peak, FLOP/s
+  Curve gemm_efficiency;  // x = FLOPs per call, y = fraction of peak_flops (log-log)
+  std::string note;
+  bool available() const { return peak_flops > 0; }
+  bool operator==(const Fp8Compute& o) const {
+    return peak_flops == o.peak_flops && gemm_efficiency == o.gemm_efficiency && note == o.note;
+  }
+};
+
 struct ComputeProfile {
   Curve gemm_efficiency;                // x = FLOPs per call, y = fraction of peak (log-log)
   std::string gemm_efficiency_note;
@@ -60,6 +73,7 @@ struct ComputeProfile {
   // Host time per training step outside the kernels (optimizer bookkeeping,
   // loss/grad-norm synchronisation, data loading, logging). Optional.
   double step_overhead_s = 0;
+  Fp8Compute fp8;  // optional (GPUs with FP8 Tensor Cores)
   std::string note;
   // Derived by PrepareProfile from gemm_points (not serialized): x = FLOPs
   // per call, y = seconds, made non-decreasing (running maximum).

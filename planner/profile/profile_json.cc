@@ -82,6 +82,16 @@ Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) 
   const json* pts = Child(*ge, "points", true, what + ".gemm_efficiency", &st);
   DT_RETURN_IF_ERROR(st);
   DT_RETURN_IF_ERROR(ParseCurve(*pts, what + ".gemm_efficiency.points", &c->gemm_efficiency));
+  if (j.contains("fp8") && !j.at("fp8").is_null()) {
+    const json& f = j.at("fp8");
+    FieldReader fr(f, what + ".fp8");
+    c->fp8.peak_flops = fr.Num("peak_flops");
+    c->fp8.note = fr.StrOr("note", "");
+    DT_RETURN_IF_ERROR(fr.status());
+    const json* fpts = Child(f, "gemm_efficiency", true, what + ".fp8", &st);
+    DT_RETURN_IF_ERROR(st);
+    DT_RETURN_IF_ERROR(ParseCurve(*fpts, what + ".fp8.gemm_efficiency", &c->fp8.gemm_efficiency));
+  }
   if (j.contains("gemm_points") && !j.at("gemm_points").is_null()) {
     const json* gp = Child(j, "gemm_points", true, what, &st);
     DT_RETURN_IF_ERROR(st);
@@ -240,6 +250,10 @@ json ToJson(const HardwareProfile& p) {
     for (const GemmPoint& g : c.gemm_points)
       a.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"batch", g.batch}, {"seconds", g.seconds}});
     j["compute"]["gemm_points"] = a;
+  }
+  if (c.fp8.available()) {
+    j["compute"]["fp8"] = {{"peak_flops", c.fp8.peak_flops}, {"gemm_efficiency", CurveToJson(c.fp8.gemm_efficiency)}};
+    if (!c.fp8.note.empty()) j["compute"]["fp8"]["note"] = c.fp8.note;
   }
   if (!c.note.empty()) j["compute"]["note"] = c.note;
   const NetworkProfile& n = p.network;

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "planner/cost/comm_cost.h"
+#include "planner/cost/compute_cost.h"
 #include "planner/lower/simulate.h"
 #include "planner/search/enumerate.h"
 
@@ -53,6 +54,7 @@ StatusOr<SearchResult> SearchPlans(const ModelSpec& m, const ClusterSpec& c,
                                    const SearchOptions& opt) {
   auto t0 = std::chrono::steady_clock::now();
   DT_RETURN_IF_ERROR(CheckClusterFitsProfile(c, hw));
+  DT_RETURN_IF_ERROR(CheckPrecision(k.precision, m, hw));
   DT_ASSIGN_OR_RETURN(Enumeration e, EnumeratePlans(m, c, k));
   SearchResult r;
   r.grids_considered = e.grids_considered;

@@ -23,6 +23,20 @@ const char* ToString(Recompute r) {
   return "?";
 }
 
+const char* ToString(Precision p) {
+  switch (p) {
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp8: return "fp8";
+  }
+  return "?";
+}
+
+StatusOr<Precision> ParsePrecision(const std::string& s) {
+  if (s == "bf16" || s == "fp16" || s == "mixed") return Precision::kBf16;  // same bytes and rate
+  if (s == "fp8") return Precision::kFp8;
+  return InvalidArgument("precision '" + s + "' is unknown; use bf16 or fp8");
+}
+
 StatusOr<Schedule> ParseSchedule(const std::string& s) {
   if (s == "gpipe") return Schedule::kGpipe;
   if (s == "1f1b") return Schedule::k1F1B;
@@ -142,6 +156,7 @@ json ToJson(const PlanSpec& p) {
               {"layers_per_chunk", p.layers_per_chunk},
               {"order", p.order}};
   if (p.ep != 1) j["ep"] = p.ep;  // written only for expert-parallel plans (absent: 1)
+  if (p.precision != Precision::kBf16) j["precision"] = ToString(p.precision);  // absent: bf16
   return j;
 }
 
@@ -176,6 +191,9 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   p.flash_attention = r.BoolOr("flash_attention", true);
   p.dropout = r.BoolOr("dropout", true);
   p.zero_stage = static_cast<int>(r.IntOr("zero_stage", 0));
+  auto prec = ParsePrecision(r.StrOr("precision", "bf16"));
+  if (!prec.ok()) r.Fail(prec.status().message());
+  else p.precision = *prec;
   p.grad_bytes = static_cast<int>(r.IntOr("grad_bytes", 0));
   if (r.ok() && p.grad_bytes != 0 && p.grad_bytes != 2 && p.grad_bytes != 4)
     r.Fail("'grad_bytes' must be 0 (the profile's), 2 or 4");
@@ -252,7 +270,7 @@ std::string Describe(const PlanSpec& p) {
   os << " mbs=" << p.micro_batch << " m=" << p.num_microbatches << " " << ToString(p.schedule)
      << " rc=" << ToString(p.recompute) << (p.sequence_parallel ? " sp" : "")
      << (p.flash_attention ? "" : " unfused") << " zero"
-     << p.zero_stage;
+     << p.zero_stage << (p.precision == Precision::kFp8 ? " fp8" : "");
   return os.str();
 }
 

@@ -23,8 +23,15 @@ namespace dt {
 
 enum class Schedule { kGpipe, k1F1B, kInterleaved };
 enum class Recompute { kNone, kSelective, kFull };
+// Math precision of the transformer layers' linear GEMMs. kFp8: Transformer
+// Engine style (E4M3 forward, E5M2 gradients, per-tensor delayed scaling,
+// fp32 accumulation); attention core, norms, embedding and LM head stay
+// bf16 and so do weights, gradients and optimizer states (docs/fp8.md).
+enum class Precision { kBf16, kFp8 };
 const char* ToString(Schedule s);
 const char* ToString(Recompute r);
+const char* ToString(Precision p);
+StatusOr<Precision> ParsePrecision(const std::string& s);  // bf16 | fp8
 StatusOr<Schedule> ParseSchedule(const std::string& s);    // gpipe | 1f1b | interleaved
 StatusOr<Recompute> ParseRecompute(const std::string& s);  // none | selective | full
 
@@ -58,6 +65,7 @@ struct PlanSpec {
   // runtime trains without dropout (false); Llama never uses it.
   bool dropout = true;
   int zero_stage = 0;          // 0..3; 1 = distributed optimizer
+  Precision precision = Precision::kBf16;  // a software choice, never searched
   // Bytes per stored and reduced gradient element; 0: the profile's dtype
   // (2 for bf16, 4 for fp32). 4 on a bf16 profile: fp32 main gradients, as
   // Megatron-LM keeps them by default (planner/frameworks, docs/frameworks.md).

@@ -10,7 +10,8 @@
 // header) is an error; a bad case is not: it is returned with `invalid` set
 // (the message names the file, the line or case id and the field) so one bad
 // case never stops the others being scored. A case whose setting dtplan does
-// not model (FP8 today) comes back with `not_modeled` set: listed, not scored.
+// not model comes back with `not_modeled` set: listed, not scored. A case's
+// `precision` ("bf16", "fp16", "mixed" or "fp8") becomes constraints.precision.
 //
 // The measurement is an iteration time, or a throughput converted to one:
 // tokens/s per GPU at read time (t = global batch x seq / (tokens/s x GPUs)),

@@ -111,12 +111,11 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   if (!meas.ok()) return meas.status();
   if (v.measured_kind == MeasuredKind::kHardwareTflopsPerGpu && !k.recompute)
     return InvalidArgument(where + ": hardware TFLOP/s need the plan's 'recompute' to convert to a time");
-  // Precision: the profiles price bf16 (or fp16) GEMMs; FP8 is not modeled yet.
-  const std::string precision = top.StrOr("precision", "bf16");
-  if (precision == "fp8")
-    v.not_modeled = "precision fp8 (FP8 GEMMs are not modeled yet; pricing them as bf16 would be wrong)";
-  else if (precision != "bf16" && precision != "fp16" && precision != "mixed")
-    return InvalidArgument(where + ": precision '" + precision + "' is unknown; use bf16, fp16 or fp8");
+  // Precision: bf16 (fp16, "mixed": same bytes and Tensor Core rate) or fp8
+  // (Transformer-Engine FP8 GEMMs; the profile must have compute.fp8).
+  auto precision = ParsePrecision(top.StrOr("precision", "bf16"));
+  if (!precision.ok()) return InvalidArgument(where + ": " + precision.status().message());
+  k.precision = *precision;
   v.note = top.StrOr("notes", "");
   return v;
 }

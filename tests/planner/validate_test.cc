@@ -193,26 +193,31 @@ TEST(JsonCases, ThroughputsBecomeIterationTimes) {
   EXPECT_FALSE(report->cases[1].measured_from.empty());
 }
 
-// FP8 is listed, not priced as bf16; a plan predicted not to fit is scored
-// anyway (fixed plan: its own time; searched: the plan closest to fitting).
-TEST(JsonCases, UnmodeledAndNonFittingCasesAreListedNotDropped) {
+// FP8 cases are priced with the profile's FP8 GEMMs (faster than their
+// bf16 twin), never as bf16; a plan predicted not to fit is scored anyway
+// (fixed plan: its own time; searched: the plan closest to fitting).
+TEST(JsonCases, Fp8AndNonFittingCasesAreScored) {
   const std::string fixed = R"({"tp": 1, "pp": 1, "dp": 8, "global_batch_size": 64, "microbatch_size": 8,
       "recompute": "none", "zero_stage": 0, "schedule": "1f1b", "sequence_parallel": false})";
   const std::string searched =
       R"({"tp": 1, "pp": 1, "dp": 8, "global_batch_size": 64, "recompute": "none", "zero_stage": 0})";
   const std::string j = "{\"cases\": [" + Case("fp8", fixed, R"({"iteration_time_s": 3})", R"(, "precision": "fp8")") +
                         "," + Case("fixed-oom", fixed, R"({"iteration_time_s": 3})") + "," +
-                        Case("searched-oom", searched, R"({"iteration_time_s": 3})") + "]}";
+                        Case("searched-oom", searched, R"({"iteration_time_s": 3})") + "," +
+                        Case("fp4", fixed, R"({"iteration_time_s": 3})", R"(, "precision": "fp4")") + "]}";
   auto cases = ReadJsonCases(WriteTemp("nf.json", j));
   ASSERT_TRUE(cases.ok()) << cases.status().message();
-  EXPECT_NE((*cases)[0].not_modeled.find("fp8"), std::string::npos);
+  EXPECT_TRUE((*cases)[0].not_modeled.empty()) << (*cases)[0].not_modeled;
+  EXPECT_EQ((*cases)[0].constraints.precision, Precision::kFp8);
+  EXPECT_NE((*cases)[3].invalid.find("fp4"), std::string::npos) << (*cases)[3].invalid;
   auto report = RunValidation(*cases, {});
   ASSERT_TRUE(report.ok()) << report.status().message();
-  EXPECT_EQ(report->not_modeled, 1);
-  EXPECT_EQ(report->invalid, 0);
-  EXPECT_EQ(report->scored, 2);
-  EXPECT_FALSE(report->cases[0].skipped.empty());
-  for (int i : {1, 2}) {
+  EXPECT_EQ(report->not_modeled, 0);
+  EXPECT_EQ(report->invalid, 1);
+  EXPECT_EQ(report->scored, 3);
+  EXPECT_EQ(report->cases[0].plan.precision, Precision::kFp8);
+  EXPECT_LT(report->cases[0].predicted_s, report->cases[1].predicted_s);  // same plan in bf16
+  for (int i : {0, 1, 2}) {
     EXPECT_FALSE(report->cases[i].fits) << report->cases[i].id;  // 7B, full Adam on one GPU, no recompute
     EXPECT_GT(report->cases[i].predicted_s, 0) << report->cases[i].id;
   }

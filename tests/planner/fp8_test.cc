@@ -1,0 +1,178 @@
+// FP8 (Transformer-Engine style) plans: which GEMMs run in FP8, the cast
+// overheads, the FP8 weight copies in memory, the profile's FP8 curve, and
+// the refusals (no FP8 data in the profile, MoE, CPU).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "planner/cost/compute_cost.h"
+#include "planner/cost/flops.h"
+#include "planner/cost/layer_ops.h"
+#include "planner/lower/simulate.h"
+#include "planner/memory/param_count.h"
+#include "planner/memory/stage_memory.h"
+#include "tests/planner/test_models.h"
+
+namespace dt {
+namespace {
+
+const HardwareProfile& H100() {
+  static const HardwareProfile p = LoadProfile("h100").value();
+  return p;
+}
+
+PlanSpec Plan(const ModelSpec& m, Precision precision, int tp = 1) {
+  PlanSpec p;
+  p.tp = tp;
+  p.micro_batch = 1;
+  p.num_microbatches = 8;
+  p.seq_length = m.seq_length;
+  p.sequence_parallel = tp > 1;
+  p.precision = precision;
+  p.layers_per_chunk = EvenSplit(m.num_layers, 1);
+  return p;
+}
+
+bool HasOp(const std::vector<Op>& ops, const std::string& name) {
+  for (const Op& op : ops)
+    if (name == op.name) return true;
+  return false;
+}
+
+TEST(Fp8, LinearGemmsAreFp8AttentionAndHeadStayBf16) {
+  const ModelSpec m = testing_models::Llama8B();
+  const PlanSpec p = Plan(m, Precision::kFp8, 2);
+  const LayerOps layer = TransformerLayerOps(m, p, 2);
+  int fp8_gemms = 0, gemms = 0;
+  for (const auto* list : {&layer.forward, &layer.backward})
+    for (const Op& op : *list) {
+      if (op.kind == OpKind::kGemm) {
+        ++gemms;
+        fp8_gemms += op.fp8;
+      }
+      if (op.kind == OpKind::kAttention) EXPECT_FALSE(op.fp8);
+    }
+  EXPECT_EQ(gemms, 15);  // qkv, proj, gate, up, down: forward, dgrad, wgrad
+  EXPECT_EQ(fp8_gemms, gemms);
+  const LayerOps head = HeadOps(m, p, 2);
+  for (const auto* list : {&head.forward, &head.backward})
+    for (const Op& op : *list) EXPECT_FALSE(op.fp8) << op.name;
+  // Casts: one per GEMM input in forward (gate and up share theirs), one
+  // per output gradient in backward, the cached weights once per step.
+  for (const char* name : {"fp8_cast_qkv_input", "fp8_cast_proj_input", "fp8_cast_fc1_input", "fp8_cast_fc2_input",
+                           "fp8_cast_weights"})
+    EXPECT_TRUE(HasOp(layer.forward, name)) << name;
+  for (const char* name : {"fp8_cast_qkv_grad", "fp8_cast_proj_grad", "fp8_cast_fc1_grad", "fp8_cast_fc2_grad"})
+    EXPECT_TRUE(HasOp(layer.backward, name)) << name;
+  // A bf16 plan has none of them, and the FLOP count does not change.
+  const PlanSpec b = Plan(m, Precision::kBf16, 2);
+  const LayerOps bl = TransformerLayerOps(m, b, 2);
+  EXPECT_FALSE(HasOp(bl.forward, "fp8_cast_qkv_input"));
+  EXPECT_DOUBLE_EQ(SumFlops(bl.forward), SumFlops(layer.forward));
+  EXPECT_DOUBLE_EQ(StepFlops(m, b, false), StepFlops(m, p, false));
+}
+
+TEST(Fp8, WeightCastsAreSpreadOverTheMicrobatchesAndNotRecomputed) {
+  const ModelSpec m = testing_models::Llama8B();
+  PlanSpec p = Plan(m, Precision::kFp8);
+  p.recompute = Recompute::kFull;
+  auto cast_bytes = [&](const PlanSpec& q) {
+    for (const Op& op : TransformerLayerOps(m, q, 2).forward)
+      if (std::string(op.name) == "fp8_cast_weights") return op.bytes;
+    return -1.0;
+  };
+  const double w = static_cast<double>(LinearWeightParamsPerRank(m, p));
+  EXPECT_DOUBLE_EQ(cast_bytes(p), 4.0 * w / p.num_microbatches);  // read bf16, write FP8 + transpose
+  PlanSpec q = p;
+  q.num_microbatches = 2 * p.num_microbatches;
+  EXPECT_DOUBLE_EQ(cast_bytes(q), cast_bytes(p) / 2);
+  EXPECT_FALSE(HasOp(TransformerLayerOps(m, p, 2).recompute, "fp8_cast_weights"));
+  EXPECT_TRUE(HasOp(TransformerLayerOps(m, p, 2).recompute, "fp8_cast_qkv_input"));
+}
+
+TEST(Fp8, GemmTimeUsesTheFp8Curve) {
+  Op g;
+  g.kind = OpKind::kGemm;
+  g.name = "g";
+  g.m = g.n = g.k = 8192;
+  g.flops = 2.0 * 8192 * 8192 * 8192;
+  const double bf16 = OpTime(g, H100());
+  g.fp8 = true;
+  const double fp8 = OpTime(g, H100());
+  const Fp8Compute& f = H100().compute.fp8;
+  ASSERT_TRUE(f.available());
+  EXPECT_DOUBLE_EQ(f.peak_flops, 1.979e15);  // H100 SXM datasheet, dense
+  // The FP8 rate: the curve's efficiency at 1.1 TFLOP of the FP8 peak.
+  const double eff = Interpolate(f.gemm_efficiency, g.flops, Scale::kLog, Scale::kLog).value;
+  EXPECT_NEAR(fp8, g.flops / (f.peak_flops * eff) + H100().compute.kernel_overhead_s, 1e-9);
+  EXPECT_LT(fp8, bf16);
+  EXPECT_GT(fp8, bf16 / 2.5);  // never more than the peak ratio (2x) plus the curves' difference
+  // Larger never faster.
+  Op big = g;
+  big.m *= 2;
+  big.flops *= 2;
+  EXPECT_GT(OpTime(big, H100()), fp8);
+}
+
+TEST(Fp8, MemoryHoldsTheFp8WeightCopies) {
+  const ModelSpec m = testing_models::Llama8B();
+  MemoryParams mp = MemoryParams::MixedPrecision(80e9);
+  const PlanSpec b = Plan(m, Precision::kBf16, 2), f = Plan(m, Precision::kFp8, 2);
+  const StageMemory sb = EstimateStageMemory(m, b, mp, 0, 1), sf = EstimateStageMemory(m, f, mp, 0, 1);
+  const double copies = 2.0 * m.num_layers * static_cast<double>(LinearWeightParamsPerRank(m, f));
+  EXPECT_DOUBLE_EQ(sf.weights - sb.weights, copies);
+  EXPECT_DOUBLE_EQ(sf.optimizer, sb.optimizer);
+  EXPECT_DOUBLE_EQ(sf.gradients, sb.gradients);
+  // Stored activations: the four linear inputs drop from 2 bytes to the
+  // 1-byte FP8 transpose (QKV and fc1 inputs at the SP shard).
+  const double T = static_cast<double>(f.micro_batch) * f.seq_length, tp = f.tp;
+  const double linear_inputs = 2 * (T / tp) * m.hidden + T * (m.hidden / tp) + T * (m.ffn_hidden / tp);
+  EXPECT_NEAR(sb.activations - sf.activations, m.num_layers * linear_inputs, 1.0);
+  // The linear weights are most of a Llama layer: QKV (GQA) + O + 3 MLP matrices.
+  const int64_t h = m.hidden, kv = m.kv_heads * m.head_dim(), ff = m.ffn_hidden;
+  EXPECT_EQ(LinearWeightParamsPerRank(m, f), (h * (h + 2 * kv) + h * h + 3 * h * ff) / 2);
+}
+
+TEST(Fp8, StepIsFasterThanBf16AndRefusedWithoutFp8Data) {
+  const ModelSpec m = testing_models::Llama8B();
+  ClusterSpec c;
+  c.nodes = 1;
+  c.gpus_per_node = 2;
+  PlanSpec b = Plan(m, Precision::kBf16, 2), f = Plan(m, Precision::kFp8, 2);
+  auto pb = SimulatePlan(m, c, b, H100());
+  auto pf = SimulatePlan(m, c, f, H100());
+  ASSERT_TRUE(pb.ok()) << pb.status().message();
+  ASSERT_TRUE(pf.ok()) << pf.status().message();
+  EXPECT_LT(pf->step_time_s, pb->step_time_s);
+  EXPECT_GT(pf->step_time_s, 0.5 * pb->step_time_s);  // attention, norms, head and comm stay bf16
+  auto a100 = LoadProfile("a100");
+  ASSERT_TRUE(a100.ok());
+  auto refused = SimulatePlan(m, c, f, *a100);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("compute.fp8"), std::string::npos) << refused.status().message();
+  ModelSpec moe = m;
+  moe.num_experts = 8;
+  moe.moe_top_k = 2;
+  moe.moe_ffn_hidden = m.ffn_hidden;
+  EXPECT_FALSE(CheckPrecision(Precision::kFp8, moe, H100()).ok());
+  EXPECT_TRUE(CheckPrecision(Precision::kBf16, moe, *a100).ok());
+}
+
+TEST(Fp8, PlanJsonRoundTripsThePrecision) {
+  const ModelSpec m = testing_models::Llama8B();
+  const PlanSpec f = Plan(m, Precision::kFp8);
+  const json j = ToJson(f);
+  EXPECT_EQ(j.at("precision"), "fp8");
+  auto back = PlanFromJson(j, m, "test");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->precision, Precision::kFp8);
+  EXPECT_FALSE(ToJson(Plan(m, Precision::kBf16)).contains("precision"));  // absent: bf16
+  json bad = j;
+  bad["precision"] = "fp4";
+  auto refused = PlanFromJson(bad, m, "test");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("fp4"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dt
