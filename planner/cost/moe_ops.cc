@@ -38,7 +38,7 @@ MoeDims MakeMoeDims(const ModelSpec& m, const PlanSpec& p, int bytes_per_element
   d.gated = m.gated_mlp();
   d.shared_gate = m.shared_expert_gate;
   d.e = bytes_per_element;
-  d.cf = kExpertLoadImbalance;
+  d.cf = ExpertLoadImbalance(p);
   return d;
 }
 

@@ -41,6 +41,12 @@ namespace dt {
 // set, drops tokens beyond such a bound instead (its default is dropless).
 constexpr double kExpertLoadImbalance = 1.25;
 
+// The allowance a plan is priced at: kExpertLoadImbalance, or 1 when the
+// plan forces balanced routing (PlanSpec::force_balanced_routing).
+inline double ExpertLoadImbalance(const PlanSpec& p) {
+  return p.force_balanced_routing ? 1.0 : kExpertLoadImbalance;
+}
+
 // MLP-block ops of an MoE layer (forward / backward), to splice into a
 // layer's op lists; recompute follows the layer's (full: the forward again).
 std::vector<Op> MoeMlpForward(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);

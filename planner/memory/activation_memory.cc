@@ -79,7 +79,7 @@ double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int byt
     // gate / up outputs and the fc2 input (or GeLU input and fc2 input) per
     // routed row, and the expert outputs the weighted sum reads back; the
     // shared experts as a dense MLP.
-    const double rows = kExpertLoadImbalance * ExpertRowsPerRank(m, p);
+    const double rows = ExpertLoadImbalance(p) * ExpertRowsPerRank(m, p);
     const double f_exp = (m.moe_ffn_hidden + p.tp - 1) / p.tp;
     const double f_sh = (m.shared_ffn_hidden + p.tp - 1) / p.tp;
     bytes += 4.0 * l.T_r * m.num_experts;

@@ -146,7 +146,7 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
     // MoE: the experts' backward over the busiest rank's routed rows (the
     // three gradients of the gated MLP and the gathered input and output
     // gradients), or the shared experts', whichever is larger.
-    const double rows = kExpertLoadImbalance * ExpertRowsPerRank(m, p);
+    const double rows = ExpertLoadImbalance(p) * ExpertRowsPerRank(m, p);
     const double fe = std::ceil(static_cast<double>(m.moe_ffn_hidden) / p.tp);
     const double fs = std::ceil(static_cast<double>(m.shared_ffn_hidden) / p.tp);
     mlp_bwd = std::max((m.gated_mlp() ? 3 : 1) * e * rows * fe + 2 * e * rows * h,

@@ -166,6 +166,7 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   p.schedule = sched; p.recompute = rc; p.sequence_parallel = sp; p.zero_stage = z;
                   p.flash_attention = k.flash_attention;
                   p.precision = k.precision;
+                  p.force_balanced_routing = k.force_balanced_routing;
                   p.dropout = k.dropout;
                   p.grad_bytes = k.grad_bytes;
                   p.layers_per_chunk = EvenSplit(m.num_layers, pp * vpp);

@@ -157,6 +157,7 @@ json ToJson(const PlanSpec& p) {
               {"order", p.order}};
   if (p.ep != 1) j["ep"] = p.ep;  // written only for expert-parallel plans (absent: 1)
   if (p.precision != Precision::kBf16) j["precision"] = ToString(p.precision);  // absent: bf16
+  if (p.force_balanced_routing) j["force_balanced_routing"] = true;              // absent: false
   return j;
 }
 
@@ -194,6 +195,7 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   auto prec = ParsePrecision(r.StrOr("precision", "bf16"));
   if (!prec.ok()) r.Fail(prec.status().message());
   else p.precision = *prec;
+  p.force_balanced_routing = r.BoolOr("force_balanced_routing", false);
   p.grad_bytes = static_cast<int>(r.IntOr("grad_bytes", 0));
   if (r.ok() && p.grad_bytes != 0 && p.grad_bytes != 2 && p.grad_bytes != 4)
     r.Fail("'grad_bytes' must be 0 (the profile's), 2 or 4");

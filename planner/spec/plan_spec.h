@@ -66,6 +66,11 @@ struct PlanSpec {
   bool dropout = true;
   int zero_stage = 0;          // 0..3; 1 = distributed optimizer
   Precision precision = Precision::kBf16;  // a software choice, never searched
+  // MoE: the router spreads tokens evenly over the experts (Megatron-LM's
+  // --moe-router-force-load-balancing, a benchmarking setting): expert work
+  // is priced at the balanced share instead of the load-imbalance allowance
+  // of planner/cost/moe_ops.h. Never searched; false for real training.
+  bool force_balanced_routing = false;
   // Bytes per stored and reduced gradient element; 0: the profile's dtype
   // (2 for bf16, 4 for fp32). 4 on a bf16 profile: fp32 main gradients, as
   // Megatron-LM keeps them by default (planner/frameworks, docs/frameworks.md).

@@ -46,10 +46,14 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   SetIf(p, "pp", &k.pp);
   SetIf(p, "dp", &k.dp);
   SetIf(p, "cp", &k.cp);
+  SetIf(p, "ep", &k.ep);
   SetIf(p, "microbatch_size", &k.micro_batch);
   SetIf(p, "virtual_stages", &k.vpp);
   k.global_batch = p.Int("global_batch_size");
-  k.seq_length = v.model.seq_length;
+  // A HuggingFace config's sequence length is its context limit, not the run's.
+  k.seq_length = p.Has("seq_length") ? static_cast<int>(p.Int("seq_length")) : v.model.seq_length;
+  if (p.ok() && (k.seq_length < 1 || k.seq_length > (1 << 24)))
+    p.Fail("'seq_length' must be 1 .. 16777216, is " + std::to_string(k.seq_length));
   if (p.Has("recompute")) {
     auto rc = ParseRecompute(p.Str("recompute"));
     if (!rc.ok()) p.Fail(rc.status().message());
@@ -116,6 +120,15 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   auto precision = ParsePrecision(top.StrOr("precision", "bf16"));
   if (!precision.ok()) return InvalidArgument(where + ": " + precision.status().message());
   k.precision = *precision;
+  // MoE: "force_balanced" when the run spread tokens evenly over the experts
+  // (Megatron's --moe-router-force-load-balancing, as NVIDIA's MoE benchmark
+  // tables state); absent or "learned": the load-imbalance allowance.
+  const std::string routing = top.StrOr("moe_routing", "learned");
+  if (routing != "learned" && routing != "force_balanced")
+    return InvalidArgument(where + ": 'moe_routing' = \"" + routing + "\": use \"learned\" or \"force_balanced\"");
+  if (routing == "force_balanced" && !v.model.moe())
+    return InvalidArgument(where + ": 'moe_routing' is set but the model has no experts");
+  k.force_balanced_routing = routing == "force_balanced";
   v.note = top.StrOr("notes", "");
   return v;
 }

@@ -53,6 +53,8 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     p.sequence_parallel = *k.sequence_parallel; p.zero_stage = *k.zero_stage;
     p.flash_attention = k.flash_attention;
     p.precision = k.precision;
+    p.ep = k.ep.value_or(1);
+    p.force_balanced_routing = k.force_balanced_routing;
     if (c.dp_bucket_bytes > 0) p.dp_bucket_bytes = c.dp_bucket_bytes;
     p.layers_per_chunk = EvenSplit(m.num_layers, p.pp * p.vpp);
     DT_RETURN_IF_ERROR(Validate(p, m, "case '" + c.id + "'"));

@@ -172,6 +172,42 @@ std::string Case(const std::string& id, const std::string& plan, const std::stri
 // published Llama-2 7B FP8 row (8 GPUs, GBS 128, seq 4096) gives both
 // 16847 tokens/s and 776 model TFLOP/s per GPU and derives 3.89 s from the
 // former: the TFLOP/s conversion must land on the same time.
+// MoE cases: expert parallelism, the run's sequence length (a HuggingFace
+// config's is its context limit), and force-balanced routing, which prices
+// expert work at the balanced share (a lower time than the allowance gives).
+TEST(JsonCases, MoeCasesCarryEpSequenceAndRouting) {
+  auto text = [](const std::string& routing) {
+    return std::string(R"({"cases": [{
+      "id": "moe", "source": "test",
+      "hardware": {"gpu": "H100-SXM5-80GB", "gpus_per_node": 8},
+      "model": {"family": "llama", "num_layers": 4, "hidden_size": 1024, "num_attention_heads": 16,
+                "num_kv_heads": 4, "ffn_hidden_size": 2816, "vocab_size": 32000, "seq_length": 32768,
+                "num_experts": 8, "moe_top_k": 2, "moe_ffn_hidden_size": 1408},
+      "plan": {"tp": 1, "pp": 1, "dp": 8, "ep": 4, "seq_length": 2048, "global_batch_size": 64,
+               "microbatch_size": 2, "recompute": "none", "zero_stage": 1, "schedule": "1f1b",
+               "sequence_parallel": false},
+      )") + routing + R"("measured": {"iteration_time_s": 1.0}}]})";
+  };
+  auto learned = ReadJsonCases(WriteTemp("moe1.json", text("")));
+  auto balanced = ReadJsonCases(WriteTemp("moe2.json", text(R"("moe_routing": "force_balanced",)")));
+  ASSERT_TRUE(learned.ok() && balanced.ok());
+  const ValidationCase& c = (*balanced)[0];
+  ASSERT_TRUE(c.invalid.empty()) << c.invalid;
+  EXPECT_EQ(*c.constraints.ep, 4);
+  EXPECT_EQ(c.constraints.seq_length, 2048);
+  EXPECT_TRUE(c.constraints.force_balanced_routing);
+  EXPECT_FALSE((*learned)[0].constraints.force_balanced_routing);
+  auto rl = RunValidation(*learned, {}), rb = RunValidation(*balanced, {});
+  ASSERT_TRUE(rl.ok() && rb.ok());
+  ASSERT_TRUE(rl->cases[0].skipped.empty() && rb->cases[0].skipped.empty());
+  EXPECT_EQ(rb->cases[0].plan.ep, 4);
+  EXPECT_TRUE(rb->cases[0].plan.force_balanced_routing);
+  EXPECT_LT(rb->cases[0].predicted_s, rl->cases[0].predicted_s);
+
+  auto bad = ReadJsonCases(WriteTemp("moe3.json", text(R"("moe_routing": "random",)")));
+  EXPECT_NE(LastInvalid(bad).find("moe_routing"), std::string::npos) << LastInvalid(bad);
+}
+
 TEST(JsonCases, ThroughputsBecomeIterationTimes) {
   const std::string plan = R"({"tp": 1, "pp": 1, "dp": 8, "global_batch_size": 128, "microbatch_size": 1,
       "recompute": "none", "zero_stage": 1, "schedule": "1f1b", "sequence_parallel": false})";
