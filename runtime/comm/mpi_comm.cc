@@ -1,6 +1,7 @@
 #include "runtime/comm/mpi_comm.h"
 
 #include <climits>
+#include <vector>
 
 #include "base/check.h"
 
@@ -102,6 +103,20 @@ std::unique_ptr<Request> MpiComm::IRecv(float* buf, size_t n, int peer, int tag)
 }
 
 void MpiComm::Barrier() { DT_MPI_CHECK(MPI_Barrier(comm_)); }
+
+void MpiComm::AllToAllV(const float* in, const size_t* send_counts, float* out, const size_t* recv_counts) {
+  std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
+  size_t s_off = 0, r_off = 0;
+  for (int p = 0; p < size_; ++p) {
+    sc[p] = Count(send_counts[p]);
+    rc[p] = Count(recv_counts[p]);
+    sd[p] = Count(s_off);
+    rd[p] = Count(r_off);
+    s_off += send_counts[p];
+    r_off += recv_counts[p];
+  }
+  DT_MPI_CHECK(MPI_Alltoallv(in, sc.data(), sd.data(), MPI_FLOAT, out, rc.data(), rd.data(), MPI_FLOAT, comm_));
+}
 
 namespace {
 

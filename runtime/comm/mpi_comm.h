@@ -72,6 +72,7 @@ class MpiComm : public Comm {
   std::unique_ptr<Request> ISend(const float* buf, size_t n, int peer, int tag) override;
   std::unique_ptr<Request> IRecv(float* buf, size_t n, int peer, int tag) override;
   void Barrier() override;
+  void AllToAllV(const float* in, const size_t* send_counts, float* out, const size_t* recv_counts) override;
 
  private:
   MPI_Comm comm_;
