@@ -298,7 +298,7 @@ void RunRanks(int n, const std::function<void(int rank)>& fn) {
   for (auto& t : threads) t.join();
 }
 
-std::vector<Groups> MakeLocalGroups(const RankGrid& grid) {
+std::vector<Groups> MakeLocalGroups(const RankGrid& grid, int ep) {
   const int world = grid.world();
   std::vector<Groups> out(world);
   // Builds one kind of group: members(rank) lists the group of `rank` in
@@ -333,6 +333,16 @@ std::vector<Groups> MakeLocalGroups(const RankGrid& grid) {
     }
     return m;
   }, &Groups::dp_cp);
+  build([&](int r) { return grid.ExpertGroup(r, ep); }, &Groups::ep);
+  build([&](int r) {
+    std::vector<int> m;  // ranks holding the same experts, in world-rank order
+    Coord c = grid.CoordOf(r);
+    for (int q = 0; q < world; ++q) {
+      Coord d = grid.CoordOf(q);
+      if (d.tp == c.tp && d.pp == c.pp && d.dp % ep == c.dp % ep) m.push_back(q);
+    }
+    return m;
+  }, &Groups::expert_dp);
   const int pp = grid.size(Dim::kPp);
   build([&](int r) {
     std::vector<int> m;

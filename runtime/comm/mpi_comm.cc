@@ -130,7 +130,7 @@ std::unique_ptr<Comm> Split(int color, int key) {
 
 }  // namespace
 
-StatusOr<Groups> BuildGroups(const RankGrid& grid, int world_rank) {
+StatusOr<Groups> BuildGroups(const RankGrid& grid, int world_rank, int ep) {
   int world_size = 0;
   DT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
   if (world_size != grid.world()) {
@@ -158,6 +158,13 @@ StatusOr<Groups> BuildGroups(const RankGrid& grid, int world_rank) {
   base.dp = 0;
   base.cp = 0;
   g.dp_cp = Split(grid.RankOf(base), world_rank);
+  if (ep < 1 || grid.size(Dim::kDp) % ep != 0)
+    return InvalidArgument("plan has ep=" + std::to_string(ep) + ", which must divide dp=" +
+                           std::to_string(grid.size(Dim::kDp)) + "; replan with an ep that divides dp");
+  g.ep = Split(grid.ExpertGroup(world_rank, ep).front(), g.coord.dp % ep);
+  Coord expert_base = base;
+  expert_base.dp = g.coord.dp % ep;
+  g.expert_dp = Split(grid.RankOf(expert_base), world_rank);
   const int pp = grid.size(Dim::kPp);
   if (pp > 1) {
     bool end = g.coord.pp == 0 || g.coord.pp == pp - 1;

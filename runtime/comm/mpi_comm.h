@@ -84,6 +84,6 @@ class MpiComm : public Comm {
 // every rank calls it once, in the same order relative to other collectives).
 // Fails when the world size differs from grid.world(), with the launch
 // command to use ("plan needs 4 ranks: mpirun -np 4 ...").
-StatusOr<Groups> BuildGroups(const RankGrid& grid, int world_rank);
+StatusOr<Groups> BuildGroups(const RankGrid& grid, int world_rank, int ep = 1);
 
 }  // namespace dt::rt

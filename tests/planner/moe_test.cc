@@ -334,22 +334,43 @@ TEST(MoeSearch, EpTradesAllToAllForExpertMemory) {
   EXPECT_NEAR(p1->model_flops_per_step, p8->model_flops_per_step, 1e-6 * p1->model_flops_per_step);
 }
 
-TEST(MoeRuntime, CapabilityTableRefusesMoe) {
+TEST(MoeRuntime, CapabilityTableExecutesMixtralStyleOnCpuOnly) {
   const ModelSpec m = MiniMoe();
-  const PlanSpec p = Plan(m, 1, 1, 1);
-  for (RuntimeDevice d : {RuntimeDevice::kCpu, RuntimeDevice::kCuda}) EXPECT_FALSE(Executes(d, Feature::kMixtureOfExperts));
-  Status s = CheckExecutable(m, p, RuntimeDevice::kCpu);
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("mixture of experts"), std::string::npos) << s.message();
+  EXPECT_TRUE(Executes(RuntimeDevice::kCpu, Feature::kMixtureOfExperts));
+  EXPECT_FALSE(Executes(RuntimeDevice::kCuda, Feature::kMixtureOfExperts));
+  // Routed SwiGLU experts with EP (ZeRO-0) or ZeRO-1 without EP: executed.
+  EXPECT_TRUE(CheckExecutable(m, Plan(m, 2, 1, 2, /*zero=*/0), RuntimeDevice::kCpu).ok());
+  EXPECT_TRUE(CheckExecutable(m, Plan(m, 2, 1, 1, /*zero=*/1), RuntimeDevice::kCpu).ok());
+  // What the runtime does not execute is refused by name, with a fix.
+  auto refused = [&](const ModelSpec& mm, const PlanSpec& p, const char* what, const char* fix) {
+    Status s = CheckExecutable(mm, p, RuntimeDevice::kCpu);
+    ASSERT_FALSE(s.ok()) << what;
+    EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(fix), std::string::npos) << s.message();
+  };
+  refused(m, Plan(m, 2, 1, 2, /*zero=*/1), "ZeRO-1 with expert parallelism", "--zero 0");
+  const ModelSpec shared = MiniMoe(/*shared=*/256);
+  refused(shared, Plan(shared, 1, 1, 1, 0), "shared experts", "mixtral-tiny");
+  ModelSpec gpt = MiniMoe();
+  gpt.family = ModelFamily::kGpt;
+  refused(gpt, Plan(gpt, 1, 1, 1, 0), "GPT family", "SwiGLU");
+  PlanSpec cp = Plan(m, 1, 1, 1, 0);
+  cp.cp = 2;
+  refused(m, cp, "context parallelism", "--cp 1");
+  // --device cpu searches emit only executable MoE plans.
   ClusterSpec cpu;
   cpu.device = "cpu";
-  cpu.gpus_per_node = 2;
+  cpu.gpus_per_node = 4;
   SearchConstraints k;
   k.global_batch = 8;
   k.seq_length = 256;
   auto e = EnumeratePlans(m, cpu, k);
-  ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.status().message().find("mixture of experts"), std::string::npos) << e.status().message();
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  ASSERT_FALSE(e->plans.empty());
+  for (const PlanSpec& p : e->plans) EXPECT_TRUE(CheckExecutable(m, p, RuntimeDevice::kCpu).ok());
+  auto s = EnumeratePlans(shared, cpu, k);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("shared experts"), std::string::npos) << s.status().message();
 }
 
 TEST(MoeExport, MegatronFlagsAndRefusals) {

@@ -273,6 +273,15 @@ def check_resume_zero():
     check_resume_replan({"dp": 2, "zero": 3}, (("zero3_to_tp2", {"tp": 2}), ("zero3_to_dp2_zero2", {"dp": 2, "zero": 2})))
 
 
+# Mixture-of-experts models: expert parallelism alone, with TP (attention and
+# experts split over TP, sequence parallel), with PP, all experts per rank
+# (ep=4 on 4 ranks), and plain DP (ep=1: experts replicated, ZeRO-1 too).
+MOE_FLAG_SETS = {
+    "mixtral-tiny": ((), ("--dp", "2", "--ep", "1"), ("--ep", "2"), ("--ep", "2", "--tp", "2", "--sp"),
+                     ("--ep", "2", "--pp", "2"), ("--ep", "4"), ("--dp", "2", "--ep", "1", "--zero", "1")),
+}
+
+
 def check_matrix(model_name):
     """Issue 8's matrix: for examples/models/<model_name>.json on 2 ranks (1 node x 2) and 4 ranks
     (2 nodes x 2), the plan dtplan --device cpu chooses with no dimension fixed and with each flag set
@@ -283,6 +292,8 @@ def check_matrix(model_name):
     flag_sets = ((), ("--zero", "2"), ("--zero", "3"), ("--cp", "2"), ("--tp", "2", "--sp"),
                  ("--pp", "2", "--schedule", "interleaved", "--vpp", "2"), ("--dp", "2", "--tp", "2", "--zero", "3"),
                  ("--cp", "2", "--pp", "2"))
+    if model_name in MOE_FLAG_SETS:
+        flag_sets = MOE_FLAG_SETS[model_name]
     refs = {}
     ran = 0
     for world, shape in ((2, ["--nodes", "1", "--gpus", "2"]), (4, ["--nodes", "2", "--gpus", "2"])):
@@ -293,6 +304,11 @@ def check_matrix(model_name):
                     fixed *= int(flags[flags.index(dim) + 1])
             if fixed > world:
                 continue
+            if "--ep" in flags:  # ep divides dp: ep * tp * pp * cp ranks at least
+                ep = int(flags[flags.index("--ep") + 1])
+                others = fixed // (int(flags[flags.index("--dp") + 1]) if "--dp" in flags else 1)
+                if ep * others > world:
+                    continue
             name = "w%d_%s" % (world, "_".join(f.strip("-") for f in flags) or "chosen")
             plan = os.path.join(A.work, name + ".json")
             r = subprocess.run([A.dtplan, "--model", model, "--device", "cpu", "--global-batch", str(GLOBAL_BATCH),
@@ -313,9 +329,11 @@ def check_matrix(model_name):
             metrics = os.path.join(A.work, name + ".jsonl")
             n = p["dp"] * p["tp"] * p["pp"] * p["cp"]
             run_ok(plan, n, "--steps", steps, "--metrics", metrics)
-            compare("%s %s (%d ranks: dp=%d tp=%d pp=%d cp=%d vpp=%d zero=%d sp=%s %s)" %
-                    (model_name, " ".join(flags) or "(nothing fixed)", n, p["dp"], p["tp"], p["pp"], p["cp"],
-                     p["vpp"], p["zero_stage"], p["sequence_parallel"], p["schedule"]),
+            if "--ep" in flags and p.get("ep", 1) != int(flags[flags.index("--ep") + 1]):
+                fail("%s: dtplan %s wrote ep=%r" % (model_name, " ".join(flags), p.get("ep")))
+            compare("%s %s (%d ranks: dp=%d ep=%d tp=%d pp=%d cp=%d vpp=%d zero=%d sp=%s %s)" %
+                    (model_name, " ".join(flags) or "(nothing fixed)", n, p["dp"], p.get("ep", 1), p["tp"], p["pp"],
+                     p["cp"], p["vpp"], p["zero_stage"], p["sequence_parallel"], p["schedule"]),
                     refs[seq], losses(metrics), 1e-4)
             ran += 1
     print("%s: %d dtplan plans matched 1 rank" % (model_name, ran))
