@@ -17,6 +17,8 @@ Checks
   bad_input                wrong world size, corrupt checkpoint, truncated data, malformed plan,
                            unsupported plans: exit code 2, a clear message, nothing overwritten.
   predicted                a `dtplan --out` plan runs; the summary shows prediction vs measured.
+  moe_resume               mixtral-tiny: bit-exact resume under dp=2 ep=2; save under dp=2 x ep=2 x tp=2,
+                           resume on 1 rank and under dp=2 ep=1 (rel 1e-4 against 1 rank).
   llama                    llama-tiny (GQA, untied head): dtplan's plans on 2 and 4 ranks, --tp 2 --sp,
                            --tp 4 (replicated KV heads), --pp 2 interleaved, and uneven pipeline
                            splits train 6 steps to the 1-rank losses (rel 1e-4); a checkpoint saved
@@ -339,6 +341,34 @@ def check_matrix(model_name):
     print("%s: %d dtplan plans matched 1 rank" % (model_name, ran))
 
 
+def check_moe_resume():
+    """Mixture of experts (mixtral-tiny): bit-exact resume under dp=2 ep=2 (experts split over 2 ranks),
+    and a checkpoint saved under dp=2 x ep=2 x tp=2 (SP) resumed on 1 rank and under dp=2 ep=1 (experts
+    replicated): the losses of the two halves match 1 rank's 10 steps (rel 1e-4)."""
+    model = os.path.join(A.source_dir, "examples/models/mixtral-tiny.json")
+    check_resume_exact({"dp": 2, "ep": 2, "model": model})
+    ref_plan = os.path.join(A.work, "moe_ref.json")
+    write_plan(ref_plan, model=model)
+    ref_metrics = os.path.join(A.work, "moe_ref.jsonl")
+    run_ok(ref_plan, 1, "--steps", STEPS, "--metrics", ref_metrics)
+    ref = losses(ref_metrics)
+    saved = {"dp": 2, "ep": 2, "tp": 2, "sp": True, "mbs": 1}
+    save_plan = os.path.join(A.work, "moe_saved.json")
+    save_world = write_plan(save_plan, model=model, **saved)
+    for name, kv in (("one_rank", {}), ("dp2_ep1", {"dp": 2})):
+        ck = os.path.join(A.work, "moe_ckpt_" + name)
+        shutil.rmtree(ck, ignore_errors=True)
+        first = os.path.join(A.work, "moe_a_%s.jsonl" % name)
+        run_ok(save_plan, save_world, "--steps", STEPS, "--stop-at", 5, "--checkpoint-dir", ck, "--metrics", first)
+        plan = os.path.join(A.work, "moe_%s.json" % name)
+        world = write_plan(plan, model=model, **kv)
+        second = os.path.join(A.work, "moe_b_%s.jsonl" % name)
+        out = run_ok(plan, world, "--steps", STEPS, "--checkpoint-dir", ck, "--resume", "--metrics", second)
+        if "resumed from" not in out:
+            fail("did not resume under %s:\n%s" % (name, out))
+        compare("moe resume %r -> %s" % (saved, name), ref, losses(first) + losses(second), 1e-4)
+
+
 def check_kill():
     plan = os.path.join(A.work, "kill.json")
     write_plan(plan, pp=2)
@@ -525,7 +555,7 @@ def main():
     checks = {"resume_exact": check_resume_exact, "resume_replan": check_resume_replan, "resume_zero": check_resume_zero,
               "kill": check_kill, "entropy": check_entropy, "bad_input": check_bad_input,
               "predicted": check_predicted, "cp_resume": check_cp_resume, "cp_dtplan": check_cp_dtplan,
-              "llama": check_llama}
+              "llama": check_llama, "moe_resume": check_moe_resume}
     if A.check == "parity":
         check_parity(A.rest[0], A.rest[1:])
     elif A.check == "matrix":
