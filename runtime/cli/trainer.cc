@@ -355,7 +355,8 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
         std::string lines;
         for (int r = 0; r < n; ++r) {
           const double t = gathered[3 * r + 1];
-          lines += MetricsJsonLine({r, step1, last_loss, t, tokens_per_step / t, flops_per_step / t, rank_peak[r]});
+          lines += MetricsJsonLine({r, step1, last_loss, t, tokens_per_step / t, flops_per_step / t, rank_peak[r],
+                                   out.optimizer.grad_norm});
           lines += "\n";
         }
         Status w = metrics.Append(lines);

@@ -97,6 +97,20 @@ TEST(MoeParams, RealConfigsMatchPublishedTotals) {
   EXPECT_EQ(LoadModel(Fixture("mixtral-8x7b.json"))->ActiveParams(), 12879925248LL);
 }
 
+// The bundled CPU example, counted by hand: embedding and untied head 256 x 64
+// each, final norm 64; per layer 2 norms (128), q and o 64 x 64, k and v
+// (2 KV heads x 16) x 64, router 4 x 64, and 4 SwiGLU experts of 3 x 64 x 96
+// (2 of them active).
+TEST(MoeParams, MixtralTinyExampleCountedByHand) {
+  auto m = LoadModel(std::string(DT_SOURCE_DIR) + "/examples/models/mixtral-tiny.json");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const int64_t attention = 2 * 64 * 64 + 2 * 32 * 64, expert = 3 * 64 * 96;
+  const int64_t dense = 2 * 256 * 64 + 64 + 2 * (128 + attention + 4 * 64);
+  EXPECT_EQ(m->TotalParams(), dense + 2 * 4 * expert);
+  EXPECT_EQ(m->ActiveParams(), dense + 2 * 2 * expert);
+  EXPECT_EQ(m->TotalParams(), 205632);
+}
+
 TEST(MoeParams, QwenMappingsReadEveryExpertKey) {
   auto q2 = LoadModel(Fixture("qwen1.5-moe-a2.7b.json"));
   ASSERT_TRUE(q2.ok()) << q2.status().message();

@@ -80,14 +80,15 @@ def run_ok(plan, nprocs, *args):
     return out
 
 
-def losses(metrics_path):
-    """Per-step losses from a --metrics file (rank 0's lines; every rank has the same loss)."""
+def losses(metrics_path, key="loss"):
+    """Per-step losses (or another per-step field, e.g. grad_norm) from a --metrics file (rank 0's
+    lines; every rank has the same loss and norm)."""
     out = {}
     with open(metrics_path) as f:
         for line in f:
             r = json.loads(line)
             if r["rank"] == 0:
-                out[r["step"]] = r["loss"]
+                out[r["step"]] = r[key]
     return [out[k] for k in sorted(out)]
 
 
@@ -337,6 +338,10 @@ def check_matrix(model_name):
                     (model_name, " ".join(flags) or "(nothing fixed)", n, p["dp"], p.get("ep", 1), p["tp"], p["pp"],
                      p["cp"], p["vpp"], p["zero_stage"], p["sequence_parallel"], p["schedule"]),
                     refs[seq], losses(metrics), 1e-4)
+            if model_name in MOE_FLAG_SETS:  # AdamW hides gradient scale errors from the losses; the norm does not
+                compare("%s %s gradient norms" % (model_name, " ".join(flags) or "(nothing fixed)"),
+                        losses(os.path.join(A.work, "ref_%d.jsonl" % seq), "grad_norm"),
+                        losses(metrics, "grad_norm"), 1e-4)
             ran += 1
     print("%s: %d dtplan plans matched 1 rank" % (model_name, ran))
 

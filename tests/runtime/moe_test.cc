@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <functional>
+#include <map>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -119,6 +121,7 @@ TEST(MoeMlp, FiniteDifferenceGradientsOfRouterExpertsAndInput) {
 
   double worst = 0.0;
   int checked = 0, skipped = 0;
+  std::map<std::string, std::pair<double, double>> by_kind;  // worst error, largest |grad|
   auto check = [&](const char* what, float* v, int64_t n, const float* analytic) {
     for (int64_t i = 0; i < n; ++i) {
       const float orig = v[i];
@@ -136,6 +139,9 @@ TEST(MoeMlp, FiniteDifferenceGradientsOfRouterExpertsAndInput) {
       const double numeric = (lp - lm) / (2 * eps);
       const double err = std::fabs(numeric - analytic[i]) / std::max(1.0, std::fabs(numeric));
       worst = std::max(worst, err);
+      auto& k = by_kind[what];
+      k.first = std::max(k.first, err);
+      k.second = std::max(k.second, std::fabs(numeric));
       EXPECT_LT(err, 2e-3) << what << "[" << i << "]: analytic " << analytic[i] << " numeric " << numeric;
       ++checked;
     }
@@ -155,6 +161,9 @@ TEST(MoeMlp, FiniteDifferenceGradientsOfRouterExpertsAndInput) {
   EXPECT_LT(skipped, checked / 50 + 1) << "too many routing flips";
   std::printf("MoE FD check: %d derivatives, max error %.3g (relative to max(1, |numeric|)), %d skipped\n",
               checked, worst, skipped);
+  for (const auto& [what, k] : by_kind)
+    std::printf("  %-6s max error %.3g, largest |grad| %.3g\n", what.c_str(), k.first, k.second);
+  for (const char* what : {"input", "router", "gate", "up", "down"}) EXPECT_GT(by_kind[what].second, 0.05) << what;
 }
 
 TEST(MoeMlp, TwoEpRanksMatchOneRank) {
