@@ -463,6 +463,9 @@ def check_bad_input():
     cases = [("context parallelism", dict(cp=2), 2), ("ZeRO stage 2", dict(dp=2, zero=2), 2),
              ("ZeRO stage 3", dict(dp=2, zero=3), 2), ("fused (flash) attention", dict(flash_attention=True), 1),
              ("dropout", dict(dropout=True), 1)]
+    mixtral = os.path.join(A.source_dir, "examples/models/mixtral-tiny.json")
+    cases += [("ZeRO-1 with expert parallelism", dict(model=mixtral, dp=2, ep=2, zero=1, mbs=1), 2),
+              ("mixture of experts with context parallelism", dict(model=mixtral, cp=2), 2)]
     refused = 0
     for prefix, dims, n in cases:
         name = feature(prefix)
