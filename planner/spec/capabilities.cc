@@ -30,8 +30,7 @@ const std::vector<Capability>& CapabilityTable() {
        "use a Llama-family (SwiGLU) MoE model such as examples/models/mixtral-tiny.json"},
       {Feature::kExpertParallelZero, "ZeRO-1 with expert parallelism (ep > 1)", false, false,
        "replan with --zero 0, or with --ep 1"},
-      {Feature::kMoeContextParallel, "mixture of experts with context parallelism (cp > 1)", false, false,
-       "replan with --cp 1"},
+
       {Feature::kGptFamily, "the GPT family", true, false, "use a supported model family"},
       {Feature::kLlamaFamily, "the Llama family (RMSNorm, SwiGLU, rotary positions)", true, false,
        "use a GPT model (e.g. examples/models/gpt-tiny.json)"},
@@ -87,7 +86,6 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kSharedExperts: u = m.moe() && m.shared_ffn_hidden > 0; break;
       case Feature::kUngatedExperts: u = m.moe() && !m.gated_mlp(); break;
       case Feature::kExpertParallelZero: u = m.moe() && p.ep > 1 && p.zero_stage >= 1; break;
-      case Feature::kMoeContextParallel: u = m.moe() && p.cp > 1; break;
     }
     if (u) used.push_back(c.feature);
   }
@@ -106,8 +104,7 @@ std::string Where(const ModelSpec& m, const PlanSpec& p, Feature f) {
   switch (f) {
     case Feature::kZero2:
     case Feature::kZero3: return "plan has zero_stage=" + std::to_string(p.zero_stage);
-    case Feature::kContextParallel:
-    case Feature::kMoeContextParallel: return "plan has cp=" + std::to_string(p.cp);
+    case Feature::kContextParallel: return "plan has cp=" + std::to_string(p.cp);
     case Feature::kExpertParallelZero:
       return "plan has ep=" + std::to_string(p.ep) + " and zero_stage=" + std::to_string(p.zero_stage);
     case Feature::kFlashAttention: return "plan assumes flash attention";

@@ -41,7 +41,6 @@ enum class Feature {
   kSharedExperts,          // MoE shared experts (+ sigmoid gate): Qwen2-MoE, DeepSeek
   kUngatedExperts,         // MoE in the GPT family (GeLU experts, no SwiGLU)
   kExpertParallelZero,     // ZeRO-1 with ep > 1 (expert optimizer state sharded over expert-DP)
-  kMoeContextParallel,     // MoE with cp > 1
 };
 
 struct Capability {

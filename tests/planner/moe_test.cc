@@ -350,6 +350,12 @@ TEST(MoeSearch, EpTradesAllToAllForExpertMemory) {
 
 TEST(MoeRuntime, CapabilityTableExecutesMixtralStyleOnCpuOnly) {
   const ModelSpec m = MiniMoe();
+  // The CPU runtime's attention is unfused.
+  auto Plan = [](const ModelSpec& mm, int dp, int tp, int ep, int zero) {
+    PlanSpec p = ::dt::Plan(mm, dp, tp, ep, zero);
+    p.flash_attention = false;
+    return p;
+  };
   EXPECT_TRUE(Executes(RuntimeDevice::kCpu, Feature::kMixtureOfExperts));
   EXPECT_FALSE(Executes(RuntimeDevice::kCuda, Feature::kMixtureOfExperts));
   // Routed SwiGLU experts with EP (ZeRO-0) or ZeRO-1 without EP: executed.
@@ -368,9 +374,9 @@ TEST(MoeRuntime, CapabilityTableExecutesMixtralStyleOnCpuOnly) {
   ModelSpec gpt = MiniMoe();
   gpt.family = ModelFamily::kGpt;
   refused(gpt, Plan(gpt, 1, 1, 1, 0), "GPT family", "SwiGLU");
-  PlanSpec cp = Plan(m, 1, 1, 1, 0);
+  PlanSpec cp = Plan(m, 2, 1, 2, 0);  // MoE with CP (the expert-DP group spans cp) runs
   cp.cp = 2;
-  refused(m, cp, "context parallelism", "--cp 1");
+  EXPECT_TRUE(CheckExecutable(m, cp, RuntimeDevice::kCpu).ok());
   // --device cpu searches emit only executable MoE plans.
   ClusterSpec cpu;
   cpu.device = "cpu";
@@ -378,6 +384,7 @@ TEST(MoeRuntime, CapabilityTableExecutesMixtralStyleOnCpuOnly) {
   SearchConstraints k;
   k.global_batch = 8;
   k.seq_length = 256;
+  k.flash_attention = false;
   auto e = EnumeratePlans(m, cpu, k);
   ASSERT_TRUE(e.ok()) << e.status().message();
   ASSERT_FALSE(e->plans.empty());
