@@ -48,6 +48,9 @@ expect 2 "--ep 3 does not divide the model's 8 experts" -- "$DTPLAN" --model "$H
 expect 2 "model_type 'mamba' is not supported; supported model_types: llama, mistral" -- "$DTPLAN" --model <(sed 's/"mistral"/"mamba"/' "$H/mistral-7b.json") --out "$T/x.json"
 expect 2 "sliding_window 4096" -- "$DTPLAN" --model "$H/mistral-7b.json" --seq-length 8192 --out "$T/x.json"
 expect 0 "gpt2 \\(HF gpt2: gpt layout, 0.12B params" -- "$DTPLAN" --model "$H/gpt2.json" --nodes 1 --gpus 2 --out "$T/ok.json"
+# The bundled MoE example for CPU ranks: exact counts (tiny models print whole numbers), an ep=2 plan.
+expect 0 "mixtral-tiny \\(HF mixtral: llama layout, 205632 params" -- "$DTPLAN" --model "$M/mixtral-tiny.json" --nodes 1 --gpus 2 --device cpu --ep 2 --out "$T/moe.json"
+expect 0 "MoE      4 experts, top-2 routed: 205632 total, 131904 active" -- "$DTPLAN" --model "$M/mixtral-tiny.json" --nodes 1 --gpus 2 --device cpu --ep 2 --out "$T/moe.json"
 expect 2 "CPU runtime does not execute a layout beyond GPT-2" -- "$DTPLAN" --model "$H/opt-125m.json" --nodes 1 --gpus 2 --device cpu --out "$T/x.json"
 expect 2 "missing field 'hidden_size'" -- "$DTPLAN" --model <(echo '{"family":"gpt","num_layers":2,"num_attention_heads":2,"vocab_size":10,"seq_length":8}') --out "$T/x.json"
 expect 2 "'num_layers' must be an integer" -- "$DTPLAN" --model <(echo '{"family":"gpt","num_layers":"two","hidden_size":8,"num_attention_heads":2,"vocab_size":10,"seq_length":8}') --out "$T/x.json"
