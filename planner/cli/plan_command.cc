@@ -124,9 +124,6 @@ int RunPlan(const PlanOptions& o) {
   if (!o.common.json) {
     if (Status ex = CheckExecutable(m, best.plan, RuntimeDeviceFor(cluster.device)); !ex.ok())
       std::cout << "note: dtrun cannot execute this plan yet: " << ex.message() << "\n";
-    if (m.moe() && cluster.device != "cpu")
-      std::cout << "note: dtrun cannot execute " << CapabilityOf(Feature::kMixtureOfExperts).name << " on any device; "
-                << CapabilityOf(Feature::kMixtureOfExperts).fix << "\n";
     std::cout << "wrote " << o.out;
     if (!o.trace.empty()) std::cout << " and trace " << o.trace << " (open in ui.perfetto.dev)";
     if (!o.report.empty()) std::cout << " and report " << o.report;

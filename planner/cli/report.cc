@@ -34,6 +34,15 @@ json ReasonsJson(const std::map<std::string, int64_t>& m) {
   return j;
 }
 
+// A parameter count: billions with 2 decimals from 0.1B up (as before),
+// millions below that, the exact number below a million (tiny CPU models
+// would otherwise all read "0.00B").
+std::string ParamCount(int64_t n) {
+  if (n >= 100000000) return Fmt("%.2f", n / 1e9) + "B";
+  if (n >= 1000000) return Fmt("%.2f", n / 1e6) + "M";
+  return std::to_string(n);
+}
+
 }  // namespace
 
 std::string Gib(double bytes) { return Fmt("%.1f", bytes / (1024.0 * 1024 * 1024)); }
@@ -44,13 +53,13 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
   std::string kind = ToString(m.family);
   if (!m.source_type.empty()) kind = "HF " + m.source_type + ": " + kind + (m.FamilyLayout() ? " layout" : " layout variant");
   os << "model    " << m.name << " (" << kind << ", "
-     << Fmt("%.2f", m.TotalParams() / 1e9) << "B params, " << m.num_layers << " layers, hidden "
+     << ParamCount(m.TotalParams()) << " params, " << m.num_layers << " layers, hidden "
      << m.hidden << ", " << m.heads << " heads)\n";
   if (m.moe())
     os << "MoE      " << m.num_experts << " experts, top-" << m.moe_top_k << " routed"
-       << (m.shared_ffn_hidden > 0 ? " + shared" : "") << ": " << Fmt("%.2f", m.TotalParams() / 1e9)
-       << "B total, " << Fmt("%.2f", m.ActiveParams() / 1e9)
-       << "B active params per token; MFU counts active FLOPs (routed tokens x top-k), expert time is priced "
+       << (m.shared_ffn_hidden > 0 ? " + shared" : "") << ": " << ParamCount(m.TotalParams())
+       << " total, " << ParamCount(m.ActiveParams())
+       << " active params per token; MFU counts active FLOPs (routed tokens x top-k), expert time is priced "
           "at a load-imbalance allowance of "
        << Fmt("%.2f", kExpertLoadImbalance) << "x\n";
   os << "cluster  " << c.nodes << " nodes x " << c.gpus_per_node << " " << c.device << " = "

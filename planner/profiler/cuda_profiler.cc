@@ -92,6 +92,18 @@ class NcclProfComm final : public rt::Comm {
     recvs_.push_back({buf, n, peer});
     return std::make_unique<DoneRequest>(stream_);
   }
+  void AllToAllV(const float* in, const size_t* send_counts, float* out, const size_t* recv_counts) override {
+    size_t s_off = 0, r_off = 0;
+    DT_NCCL_OK(ncclGroupStart());
+    for (int p = 0; p < size_; ++p) {
+      if (send_counts[p] > 0) DT_NCCL_OK(ncclSend(in + s_off, send_counts[p], ncclFloat, p, comm_, stream_));
+      if (recv_counts[p] > 0) DT_NCCL_OK(ncclRecv(out + r_off, recv_counts[p], ncclFloat, p, comm_, stream_));
+      s_off += send_counts[p];
+      r_off += recv_counts[p];
+    }
+    DT_NCCL_OK(ncclGroupEnd());
+    Sync();
+  }
   void Barrier() override {
     float* one = nullptr;
     DT_CUDA_OK(cudaMalloc(&one, sizeof(float)));

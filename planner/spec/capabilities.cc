@@ -18,9 +18,19 @@ const std::vector<Capability>& CapabilityTable() {
        "dtrun trains on CPU ranks only for now (plan with --device cpu to run it); use the plan's settings in "
        "Megatron-LM / torchtitan on GPUs"},
       // Before the model features: an MoE model is refused for what it is.
-      {Feature::kMixtureOfExperts, "mixture of experts (routed experts, expert parallelism)", false, false,
-       "plan it for GPUs and run the plan in Megatron-LM (dtplan export --framework megatron); dtrun trains "
-       "dense models only"},
+      // MoE on CPU: Mixtral-style (top-k routed SwiGLU experts, dropless), EP over
+      // the DP group with expert TP = tp (runtime/model/moe_mlp.h); the rows below
+      // refuse what it does not execute.
+      {Feature::kMixtureOfExperts, "mixture of experts (routed experts, expert parallelism)", true, false,
+       "plan it for GPUs and run the plan in Megatron-LM (dtplan export --framework megatron)"},
+      {Feature::kSharedExperts, "shared experts (Qwen2-MoE / DeepSeek style)", false, false,
+       "use a Mixtral-style model (routed experts only, e.g. examples/models/mixtral-tiny.json), or run the plan "
+       "in Megatron-LM (dtplan export --framework megatron)"},
+      {Feature::kUngatedExperts, "mixture of experts in the GPT family (GeLU experts)", false, false,
+       "use a Llama-family (SwiGLU) MoE model such as examples/models/mixtral-tiny.json"},
+      {Feature::kExpertParallelZero, "ZeRO-1 with expert parallelism (ep > 1)", false, false,
+       "replan with --zero 0, or with --ep 1"},
+
       {Feature::kGptFamily, "the GPT family", true, false, "use a supported model family"},
       {Feature::kLlamaFamily, "the Llama family (RMSNorm, SwiGLU, rotary positions)", true, false,
        "use a GPT model (e.g. examples/models/gpt-tiny.json)"},
@@ -73,6 +83,9 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kFlashAttention: u = p.flash_attention; break;
       case Feature::kDropout: u = p.dropout && m.uses_dropout(); break;
       case Feature::kMixtureOfExperts: u = m.moe(); break;
+      case Feature::kSharedExperts: u = m.moe() && m.shared_ffn_hidden > 0; break;
+      case Feature::kUngatedExperts: u = m.moe() && !m.gated_mlp(); break;
+      case Feature::kExpertParallelZero: u = m.moe() && p.ep > 1 && p.zero_stage >= 1; break;
     }
     if (u) used.push_back(c.feature);
   }
@@ -92,6 +105,8 @@ std::string Where(const ModelSpec& m, const PlanSpec& p, Feature f) {
     case Feature::kZero2:
     case Feature::kZero3: return "plan has zero_stage=" + std::to_string(p.zero_stage);
     case Feature::kContextParallel: return "plan has cp=" + std::to_string(p.cp);
+    case Feature::kExpertParallelZero:
+      return "plan has ep=" + std::to_string(p.ep) + " and zero_stage=" + std::to_string(p.zero_stage);
     case Feature::kFlashAttention: return "plan assumes flash attention";
     case Feature::kDropout: return "plan has dropout";
     case Feature::kTrainingStep: return "plan";

@@ -38,6 +38,9 @@ enum class Feature {
   kFlashAttention,         // fused attention (no s x s scores stored)
   kDropout,                // GPT dropout masks
   kMixtureOfExperts,       // routed experts, expert parallelism (ModelSpec::moe())
+  kSharedExperts,          // MoE shared experts (+ sigmoid gate): Qwen2-MoE, DeepSeek
+  kUngatedExperts,         // MoE in the GPT family (GeLU experts, no SwiGLU)
+  kExpertParallelZero,     // ZeRO-1 with ep > 1 (expert optimizer state sharded over expert-DP)
 };
 
 struct Capability {

@@ -112,10 +112,16 @@ json MetaOf(const TrainState& s) {
 Status SaveCheckpoint(const std::string& root, const TrainState& state,
                       const std::vector<ChunkState>& chunks, const Groups& g) {
   const bool gatherer = g.coord.dp == 0 && g.coord.cp == 0;
+  // MoE expert Params are split over the EP group: the EP group of dp = 0
+  // (dp < ep, cp = 0) holds each expert once; its members gather their
+  // experts over TP and send them to its dp = 0 member.
+  const int ep = g.ep ? g.ep->size() : 1;
+  const bool expert_gatherer = g.coord.cp == 0 && g.coord.dp < ep;
   std::vector<NamedTensor> mine;
-  if (gatherer) {
+  if (gatherer || expert_gatherer) {
     for (const ChunkState& c : chunks) {
       for (const Param& p : c.store->params()) {
+        if (!(p.expert ? expert_gatherer : gatherer)) continue;
         const std::pair<const char*, const float*> parts[3] = {
             {"param/", c.store->values() + p.offset},
             {"adam_m/", c.adam_m ? c.adam_m->data() + p.offset : nullptr},
@@ -125,6 +131,17 @@ Status SaveCheckpoint(const std::string& root, const TrainState& state,
           std::vector<float> full = GatherFull(p, local, g.tp.get());
           if (g.coord.tp == 0) mine.push_back({prefix + p.name, p.full_shape, std::move(full)});
         }
+      }
+    }
+  }
+  if (ep > 1 && expert_gatherer && g.coord.tp == 0) {
+    if (g.coord.dp != 0) {
+      SendBytes(g.ep.get(), Serialize(mine), 0);
+      mine.clear();
+    } else {
+      for (int s = 1; s < ep; ++s) {
+        std::vector<NamedTensor> theirs = Deserialize(RecvBytes(g.ep.get(), s));
+        for (NamedTensor& t : theirs) mine.push_back(std::move(t));
       }
     }
   }

@@ -8,7 +8,9 @@
 //   1. callers pass, per local chunk, the ParamStore and optionally the Adam
 //      moments as full flat arrays in the store's layout (Optimizer::
 //      GatherMoments, which already undid the ZeRO-1 DP sharding);
-//   2. ranks with dp = cp = 0 all-gather TP shards into full tensors;
+//   2. ranks with dp = cp = 0 all-gather TP shards into full tensors (MoE
+//      expert Params: the ranks of dp = 0's EP group, which then send them
+//      to its dp = 0 member over Groups::ep);
 //   3. the tp = 0 ranks of every pipeline stage send them to world rank 0
 //      over the pp group; rank 0 keeps the first copy of each name (tied
 //      Params appear on the first and last stage) and writes atomically;

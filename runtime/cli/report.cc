@@ -28,7 +28,8 @@ std::string MetricsJsonLine(const RankStepMetrics& r) {
          {"step_time_s", r.step_time_s},
          {"tokens_per_s", r.tokens_per_s},
          {"flops_per_s", r.flops_per_s},
-         {"peak_bytes", r.peak_bytes}};
+         {"peak_bytes", r.peak_bytes},
+         {"grad_norm", r.grad_norm}};
   return j.dump();
 }
 

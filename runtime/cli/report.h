@@ -35,6 +35,7 @@ struct RankStepMetrics {
   double tokens_per_s = 0.0;  // global tokens per step / step time
   double flops_per_s = 0.0;   // model FLOPs per step / step time (whole job)
   int64_t peak_bytes = 0;     // this rank's tensor peak so far (runtime allocator)
+  double grad_norm = 0.0;     // global gradient norm before clipping (same on every rank)
 };
 std::string MetricsJsonLine(const RankStepMetrics& r);
 

@@ -125,7 +125,7 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
     return BadInput(world, "data vocab " + std::to_string((*source)->vocab()) + " exceeds the model's vocab " +
                                std::to_string(model.vocab));
 
-  StatusOr<Groups> groups_or = BuildGroups(*grid, world.rank());
+  StatusOr<Groups> groups_or = BuildGroups(*grid, world.rank(), plan.ep);
   if (!groups_or.ok()) return BadInput(world, groups_or.status().message());
   Groups& groups = *groups_or;
   const Coord coord = groups.coord;
@@ -144,7 +144,7 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
   // are averaged (and ZeRO-sharded) over the joint DP x CP group.
   Comm* grad_group = plan.cp > 1 ? sized(groups.dp_cp) : sized(groups.dp);
   const ParallelComms pcomms{sized(groups.tp), grad_group, sized(groups.pp), sized(groups.tied),
-                             sized(groups.cp)};
+                             sized(groups.cp), sized(groups.ep)};
   for (int i = 0; i < plan.vpp; ++i) {
     const int c = i * plan.pp + coord.pp;
     chunks.push_back(std::make_unique<ModelChunk>(model, plan, c, coord.tp, pcomms, *backend, opts.seed));
@@ -162,7 +162,8 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
   oo.zero_stage = plan.zero_stage;
   oo.bucket_bytes = plan.dp_bucket_bytes;
   Optimizer optimizer(stores, counts_tied, oo,
-                      OptimizerComms{grad_group, sized(groups.tp), sized(groups.pp), sized(groups.tied)});
+                      OptimizerComms{grad_group, sized(groups.tp), sized(groups.pp), sized(groups.tied),
+                                     sized(groups.ep), sized(groups.expert_dp)});
   // What this rank keeps between steps: weights, gradients and Adam moments
   // after ZeRO sharding (the largest over ranks is reported).
   int64_t model_state_bytes = CurrentBytes() - bytes_before_model;
@@ -354,7 +355,8 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
         std::string lines;
         for (int r = 0; r < n; ++r) {
           const double t = gathered[3 * r + 1];
-          lines += MetricsJsonLine({r, step1, last_loss, t, tokens_per_step / t, flops_per_step / t, rank_peak[r]});
+          lines += MetricsJsonLine({r, step1, last_loss, t, tokens_per_step / t, flops_per_step / t, rank_peak[r],
+                                   out.optimizer.grad_norm});
           lines += "\n";
         }
         Status w = metrics.Append(lines);

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 namespace dt::rt {
 
@@ -41,6 +42,20 @@ class Comm {
   virtual std::unique_ptr<Request> ISend(const float* buf, size_t n, int peer, int tag) = 0;
   virtual std::unique_ptr<Request> IRecv(float* buf, size_t n, int peer, int tag) = 0;
   virtual void Barrier() = 0;
+  // All-to-all with per-member counts (MPI_Alltoallv semantics, blocking):
+  // `in` holds send_counts[p] floats for each member p, in member order,
+  // back to back; `out` receives recv_counts[p] floats from each member p,
+  // in member order, back to back. recv_counts[p] must equal member p's
+  // send_counts[rank()] (exchange the counts first, e.g. with AllToAll);
+  // a mismatch aborts where the transport can tell. Counts may be zero.
+  virtual void AllToAllV(const float* in, const size_t* send_counts, float* out,
+                         const size_t* recv_counts) = 0;
+  // Fixed-size all-to-all: block p of `in` (n floats) goes to member p;
+  // block p of `out` comes from member p.
+  void AllToAll(const float* in, float* out, size_t n) {
+    std::vector<size_t> counts(static_cast<size_t>(size()), n);
+    AllToAllV(in, counts.data(), out, counts.data());
+  }
 };
 
 }  // namespace dt::rt

@@ -15,7 +15,7 @@
 namespace dt::rt {
 namespace {
 
-enum class OpKind { kAllReduceSum, kAllReduceMax, kReduceScatter, kAllGather, kBarrier };
+enum class OpKind { kAllReduceSum, kAllReduceMax, kReduceScatter, kAllGather, kBarrier, kAllToAllV };
 
 const char* OpName(OpKind k) {
   switch (k) {
@@ -24,6 +24,7 @@ const char* OpName(OpKind k) {
     case OpKind::kReduceScatter: return "ReduceScatter";
     case OpKind::kAllGather: return "AllGather";
     case OpKind::kBarrier: return "Barrier";
+    case OpKind::kAllToAllV: return "AllToAllV";
   }
   return "?";
 }
@@ -36,6 +37,7 @@ struct PendingOp {
   size_t n = 0;
   std::vector<const float*> in;
   std::vector<float*> out;
+  std::vector<const size_t*> send_counts, recv_counts;  // AllToAllV only
   int arrived = 0;
   int released = 0;  // members that observed completion
   bool done = false;
@@ -53,7 +55,8 @@ class LocalGroup {
   int size() const { return n_; }
 
   // Registers member `rank`'s part of the next collective; returns its seq.
-  int64_t Arrive(int rank, OpKind kind, const float* in, float* out, size_t n) {
+  int64_t Arrive(int rank, OpKind kind, const float* in, float* out, size_t n,
+                 const size_t* send_counts = nullptr, const size_t* recv_counts = nullptr) {
     std::unique_lock<std::mutex> lock(mu_);
     int64_t seq = next_seq_[rank]++;
     PendingOp& op = ops_[seq];
@@ -62,6 +65,8 @@ class LocalGroup {
       op.n = n;
       op.in.assign(n_, nullptr);
       op.out.assign(n_, nullptr);
+      op.send_counts.assign(n_, nullptr);
+      op.recv_counts.assign(n_, nullptr);
     } else {
       DT_CHECK(op.kind == kind && op.n == n)
           << "LocalComm: member " << rank << " called " << OpName(kind) << "(n=" << n
@@ -70,6 +75,8 @@ class LocalGroup {
     }
     op.in[rank] = in;
     op.out[rank] = out;
+    op.send_counts[rank] = send_counts;
+    op.recv_counts[rank] = recv_counts;
     if (++op.arrived == n_) {
       Compute(op);
       op.done = true;
@@ -154,6 +161,24 @@ class LocalGroup {
       }
       case OpKind::kBarrier:
         break;
+      case OpKind::kAllToAllV: {
+        // Offsets of block q of member r's send and receive buffers.
+        std::vector<std::vector<size_t>> s_off(n_, std::vector<size_t>(n_ + 1, 0)), r_off = s_off;
+        for (int r = 0; r < n_; ++r)
+          for (int q = 0; q < n_; ++q) {
+            s_off[r][q + 1] = s_off[r][q] + op.send_counts[r][q];
+            r_off[r][q + 1] = r_off[r][q] + op.recv_counts[r][q];
+          }
+        for (int src = 0; src < n_; ++src)
+          for (int dst = 0; dst < n_; ++dst) {
+            const size_t c = op.send_counts[src][dst];
+            DT_CHECK_EQ(c, op.recv_counts[dst][src])
+                << "LocalComm: AllToAllV member " << src << " sends " << c << " floats to " << dst
+                << ", which expects " << op.recv_counts[dst][src];
+            if (c > 0) std::memcpy(op.out[dst] + r_off[dst][src], op.in[src] + s_off[src][dst], c * sizeof(float));
+          }
+        break;
+      }
     }
   }
 
@@ -246,6 +271,10 @@ class LocalComm : public Comm {
   void Barrier() override {
     CollectiveRequest(g_, rank_, g_->Arrive(rank_, OpKind::kBarrier, nullptr, nullptr, 0)).Wait();
   }
+  void AllToAllV(const float* in, const size_t* send_counts, float* out, const size_t* recv_counts) override {
+    CollectiveRequest(g_, rank_, g_->Arrive(rank_, OpKind::kAllToAllV, in, out, 0, send_counts, recv_counts))
+        .Wait();
+  }
 
  private:
   std::shared_ptr<LocalGroup> g_;
@@ -269,7 +298,7 @@ void RunRanks(int n, const std::function<void(int rank)>& fn) {
   for (auto& t : threads) t.join();
 }
 
-std::vector<Groups> MakeLocalGroups(const RankGrid& grid) {
+std::vector<Groups> MakeLocalGroups(const RankGrid& grid, int ep) {
   const int world = grid.world();
   std::vector<Groups> out(world);
   // Builds one kind of group: members(rank) lists the group of `rank` in
@@ -304,6 +333,16 @@ std::vector<Groups> MakeLocalGroups(const RankGrid& grid) {
     }
     return m;
   }, &Groups::dp_cp);
+  build([&](int r) { return grid.ExpertGroup(r, ep); }, &Groups::ep);
+  build([&](int r) {
+    std::vector<int> m;  // ranks holding the same experts, in world-rank order
+    Coord c = grid.CoordOf(r);
+    for (int q = 0; q < world; ++q) {
+      Coord d = grid.CoordOf(q);
+      if (d.tp == c.tp && d.pp == c.pp && d.dp % ep == c.dp % ep) m.push_back(q);
+    }
+    return m;
+  }, &Groups::expert_dp);
   const int pp = grid.size(Dim::kPp);
   build([&](int r) {
     std::vector<int> m;

@@ -44,6 +44,7 @@ void RunRanks(int n, const std::function<void(int rank)>& fn);
 
 // Builds every world rank's Groups for `grid` (index = world rank), with the
 // same membership and ordering as BuildGroups over MPI.
-std::vector<Groups> MakeLocalGroups(const RankGrid& grid);
+// ep: expert parallelism of an MoE plan (must divide the dp size).
+std::vector<Groups> MakeLocalGroups(const RankGrid& grid, int ep = 1);
 
 }  // namespace dt::rt

@@ -1,6 +1,7 @@
 #include "runtime/comm/mpi_comm.h"
 
 #include <climits>
+#include <vector>
 
 #include "base/check.h"
 
@@ -103,6 +104,20 @@ std::unique_ptr<Request> MpiComm::IRecv(float* buf, size_t n, int peer, int tag)
 
 void MpiComm::Barrier() { DT_MPI_CHECK(MPI_Barrier(comm_)); }
 
+void MpiComm::AllToAllV(const float* in, const size_t* send_counts, float* out, const size_t* recv_counts) {
+  std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
+  size_t s_off = 0, r_off = 0;
+  for (int p = 0; p < size_; ++p) {
+    sc[p] = Count(send_counts[p]);
+    rc[p] = Count(recv_counts[p]);
+    sd[p] = Count(s_off);
+    rd[p] = Count(r_off);
+    s_off += send_counts[p];
+    r_off += recv_counts[p];
+  }
+  DT_MPI_CHECK(MPI_Alltoallv(in, sc.data(), sd.data(), MPI_FLOAT, out, rc.data(), rd.data(), MPI_FLOAT, comm_));
+}
+
 namespace {
 
 // MPI_Comm_split with color/key; returns null for MPI_UNDEFINED colors.
@@ -115,7 +130,7 @@ std::unique_ptr<Comm> Split(int color, int key) {
 
 }  // namespace
 
-StatusOr<Groups> BuildGroups(const RankGrid& grid, int world_rank) {
+StatusOr<Groups> BuildGroups(const RankGrid& grid, int world_rank, int ep) {
   int world_size = 0;
   DT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
   if (world_size != grid.world()) {
@@ -143,6 +158,13 @@ StatusOr<Groups> BuildGroups(const RankGrid& grid, int world_rank) {
   base.dp = 0;
   base.cp = 0;
   g.dp_cp = Split(grid.RankOf(base), world_rank);
+  if (ep < 1 || grid.size(Dim::kDp) % ep != 0)
+    return InvalidArgument("plan has ep=" + std::to_string(ep) + ", which must divide dp=" +
+                           std::to_string(grid.size(Dim::kDp)) + "; replan with an ep that divides dp");
+  g.ep = Split(grid.ExpertGroup(world_rank, ep).front(), g.coord.dp % ep);
+  Coord expert_base = base;
+  expert_base.dp = g.coord.dp % ep;
+  g.expert_dp = Split(grid.RankOf(expert_base), world_rank);
   const int pp = grid.size(Dim::kPp);
   if (pp > 1) {
     bool end = g.coord.pp == 0 || g.coord.pp == pp - 1;

@@ -72,6 +72,7 @@ class MpiComm : public Comm {
   std::unique_ptr<Request> ISend(const float* buf, size_t n, int peer, int tag) override;
   std::unique_ptr<Request> IRecv(float* buf, size_t n, int peer, int tag) override;
   void Barrier() override;
+  void AllToAllV(const float* in, const size_t* send_counts, float* out, const size_t* recv_counts) override;
 
  private:
   MPI_Comm comm_;
@@ -83,6 +84,6 @@ class MpiComm : public Comm {
 // every rank calls it once, in the same order relative to other collectives).
 // Fails when the world size differs from grid.world(), with the launch
 // command to use ("plan needs 4 ranks: mpirun -np 4 ...").
-StatusOr<Groups> BuildGroups(const RankGrid& grid, int world_rank);
+StatusOr<Groups> BuildGroups(const RankGrid& grid, int world_rank, int ep = 1);
 
 }  // namespace dt::rt

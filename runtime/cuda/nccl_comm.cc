@@ -167,6 +167,21 @@ void NcclComm::Barrier() {
   SyncStream();
 }
 
+void NcclComm::AllToAllV(const float* in, const size_t* send_counts, float* out, const size_t* recv_counts) {
+  FlushP2P();  // keep issue order
+  size_t s_off = 0, r_off = 0;
+  DT_NCCL_CHECK(ncclGroupStart());
+  for (int p = 0; p < size_; ++p) {
+    if (send_counts[p] > 0)
+      DT_NCCL_CHECK(ncclSend(in + s_off, send_counts[p], ncclFloat32, p, comm_, stream_));
+    if (recv_counts[p] > 0) DT_NCCL_CHECK(ncclRecv(out + r_off, recv_counts[p], ncclFloat32, p, comm_, stream_));
+    s_off += send_counts[p];
+    r_off += recv_counts[p];
+  }
+  DT_NCCL_CHECK(ncclGroupEnd());
+  SyncStream();
+}
+
 std::unique_ptr<NcclComm> MakeNcclComm(MPI_Comm mpi_comm, int device) {
   int rank = 0, size = 1;
   DT_MPI_CHECK(MPI_Comm_rank(mpi_comm, &rank));

@@ -72,6 +72,8 @@ class NcclComm : public Comm {
   std::unique_ptr<Request> ISend(const float* buf, size_t n, int peer, int tag) override;
   std::unique_ptr<Request> IRecv(float* buf, size_t n, int peer, int tag) override;
   void Barrier() override;
+  // Grouped ncclSend / ncclRecv to and from every member (one NCCL group).
+  void AllToAllV(const float* in, const size_t* send_counts, float* out, const size_t* recv_counts) override;
 
  private:
   struct P2POp {

@@ -22,6 +22,8 @@
 // Not thread-safe. Misuse (wrong shapes) aborts.
 #pragma once
 
+#include <memory>
+
 #include <string>
 
 #include "planner/spec/plan_spec.h"
@@ -30,6 +32,8 @@
 #include "runtime/tensor/tensor.h"
 
 namespace dt::rt {
+
+struct MoeStash;  // runtime/model/moe_mlp.h
 
 struct LayerStash {
   Tensor x;                          // input [local_rows, h] (always)
@@ -40,6 +44,7 @@ struct LayerStash {
   Tensor fc1, act;                   // [rows, ffn/tp] pre- and post-GeLU
                                      // (Llama: fc1 = gate, act = SwiGLU output)
   Tensor up;                         // Llama: up projection [rows, ffn/tp]
+  std::shared_ptr<MoeStash> moe;     // MoE layers: the MLP block's stash
   bool complete = false;             // false: only x (full recompute)
 };
 

@@ -33,6 +33,12 @@ struct LayerContext {
   // kv_heads and each KV head is replicated on tp / kv_heads ranks).
   int64_t kv_heads = 0, kv_heads_local = 0;
   double rope_theta = 10000.0, norm_eps = 1e-5;
+  // Mixture of experts (num_experts > 0, runtime/model/moe_mlp.h): experts
+  // sharded over the EP group `ep` (null or size 1: all experts here), each
+  // expert's FFN split over TP (expert_ffn_local = moe_ffn_hidden / tp).
+  int64_t num_experts = 0, top_k = 0, expert_ffn_local = 0;
+  Comm* ep = nullptr;
+  int ep_rank = 0, ep_size = 1;
   ParamStore* store = nullptr;
   // Under SP, parameters applied to sequence shards (LayerNorms, the biases
   // added after a reduce-scatter) get only this shard's share of the

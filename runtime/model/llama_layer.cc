@@ -32,6 +32,10 @@ LlamaLayer::LlamaLayer(LayerContext* ctx, int layer, int num_layers)
   v_w_ = DeclareReplicatedShardParam(ctx, p + "attn.v.weight", {kv * hd, h}, static_cast<int>(kv));
   o_w_ = DeclareParam(ctx, p + "attn.o.weight", {h, heads * hd}, ShardKind::kSplitDim1, false);
   norm2_w_ = DeclareParam(ctx, p + "mlp_norm.weight", {h}, ShardKind::kReplicated, true);
+  if (ctx->num_experts > 0) {
+    moe_ = std::make_unique<MoeMlp>(ctx, p);
+    return;
+  }
   gate_w_ = DeclareParam(ctx, p + "mlp.gate.weight", {f, h}, ShardKind::kSplitDim0, false);
   up_w_ = DeclareParam(ctx, p + "mlp.up.weight", {f, h}, ShardKind::kSplitDim0, false);
   down_w_ = DeclareParam(ctx, p + "mlp.down.weight", {h, f}, ShardKind::kSplitDim1, false);
@@ -47,6 +51,10 @@ void LlamaLayer::Init(uint64_t seed) {
   normal(v_w_, 0.02f);
   normal(o_w_, out_std);
   InitConstant(ps[norm2_w_], 1.0f, ctx_->W(norm2_w_));
+  if (moe_) {
+    moe_->Init(seed, out_std);
+    return;
+  }
   normal(gate_w_, 0.02f);
   normal(up_w_, 0.02f);
   normal(down_w_, out_std);
@@ -133,6 +141,16 @@ void LlamaLayer::ForwardInto(LayerStash* s, bool keep_probs, Tensor* out) {
   s->rstd2 = Tensor({rl});
   s->ln2 = Tensor({rl, h});
   RmsNormForward(be, s->x2.data(), ctx_->W(norm2_w_), rl, h, eps, s->ln2.data(), s->rstd2.data());
+  if (moe_) {
+    Tensor full = GatherSeq(ctx_, s->ln2);
+    s->moe = std::make_shared<MoeStash>();
+    Tensor partial = moe_->Forward(full, s->moe.get());
+    Tensor mlp = ReduceSeq(ctx_, &partial);
+    *out = Tensor({rl, h});
+    ResidualAddForward(be, s->x2.data(), mlp.data(), rl * h, out->data());
+    s->complete = true;
+    return;
+  }
   {
     Tensor full = GatherSeq(ctx_, s->ln2);
     s->fc1 = Tensor({rows, fl});
@@ -184,7 +202,12 @@ Tensor LlamaLayer::Backward(const Tensor& dout, LayerStash* s) {
   // ---- MLP block: out = x2 + down(silu(gate(n2)) * up(n2)), n2 = RMSNorm(x2) ----
   Tensor dx2 = dout.Clone();
   Tensor dln2_full({rows, h});
-  {
+  if (moe_) {
+    Tensor dmlp_full = GatherSeq(ctx_, dout);
+    Tensor ln2_full = GatherSeq(ctx_, s->ln2);
+    dln2_full = moe_->Backward(ln2_full, dmlp_full, s->moe.get());
+    s->moe.reset();
+  } else {
     Tensor dmlp_full = GatherSeq(ctx_, dout);
     Tensor dact({rows, fl});
     LinearBackward(be, s->act.data(), rows, fl, ctx_->W(down_w_), h, dmlp_full.data(), dact.data(),

@@ -25,16 +25,24 @@
 // Init: norms 1; q, k, v, gate, up N(0, 0.02); o, down N(0, 0.02 /
 // sqrt(2 * num_layers)) (the same scheme as GptLayer).
 //
+// Mixture of experts (ctx->num_experts > 0, Mixtral): the MLP block is a
+// MoeMlp (moe_mlp.h) on the gathered norm output instead of gate/up/down;
+// its TP-partial output is reduced by the same ReduceSeq, and its
+// parameters are named layers.L.mlp.router.weight and
+// layers.L.mlp.experts.J.{gate,up,down}.weight.
+//
 // Recompute modes as GptLayer (none / selective: attention probabilities
 // recomputed / full: only the input kept). Stash memory comes from the
 // runtime allocator. Host-memory ops (RMSNorm, SwiGLU, RoPE): CPU backend
 // only. Not thread-safe. Misuse (wrong shapes) aborts.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "runtime/model/gpt_layer.h"
 #include "runtime/model/layer_context.h"
+#include "runtime/model/moe_mlp.h"
 #include "runtime/model/transformer_layer.h"
 
 namespace dt::rt {
@@ -63,7 +71,8 @@ class LlamaLayer : public TransformerLayer {
   int64_t group_;          // query heads per KV head
   int64_t kv_first_;       // first global KV head on this rank
   bool kv_replicated_;     // tp > kv_heads
-  int norm1_w_, q_w_, k_w_, v_w_, o_w_, norm2_w_, gate_w_, up_w_, down_w_;
+  int norm1_w_, q_w_, k_w_, v_w_, o_w_, norm2_w_, gate_w_ = -1, up_w_ = -1, down_w_ = -1;
+  std::unique_ptr<MoeMlp> moe_;  // MoE layers only
 };
 
 }  // namespace dt::rt

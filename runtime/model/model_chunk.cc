@@ -59,6 +59,18 @@ ModelChunk::ModelChunk(const ModelSpec& model, const PlanSpec& plan, int chunk, 
   ctx_.rope_theta = model.rope_theta;
   ctx_.norm_eps = model.rms_norm_eps;
   ctx_.store = &store_;
+  if (model.moe()) {
+    DT_CHECK(model.family == ModelFamily::kLlama) << "MoE runs in the Llama family only";
+    DT_CHECK_EQ(model.moe_ffn_hidden % tp, 0) << "moe_ffn_hidden % tp";
+    DT_CHECK(plan.ep >= 1 && model.num_experts % plan.ep == 0) << "ep " << plan.ep << " vs experts";
+    DT_CHECK(plan.ep == 1 || (comms.ep != nullptr && comms.ep->size() == plan.ep)) << "ep comm size != plan.ep";
+    ctx_.num_experts = model.num_experts;
+    ctx_.top_k = model.moe_top_k;
+    ctx_.expert_ffn_local = model.moe_ffn_hidden / tp;
+    ctx_.ep = plan.ep > 1 ? comms.ep : nullptr;
+    ctx_.ep_rank = plan.ep > 1 ? comms.ep->rank() : 0;
+    ctx_.ep_size = plan.ep;
+  }
 
   const int64_t h = model.hidden, v = model.vocab;
   vocab_start_ = ShardBegin(v, tp_rank, tp);

@@ -32,6 +32,11 @@
 // over comms.dp right after that unit's backward. Gathers are blocking (no
 // prefetch). Layers keep reading W(i) / G(i) unchanged.
 //
+// Mixture of experts (model.moe(), Llama family only): every layer's MLP is
+// a MoeMlp (moe_mlp.h) over comms.ep (plan.ep ranks, experts split evenly),
+// each expert's FFN split over TP. Expert Params are flagged
+// (Param::expert) so the optimizer reduces them over the expert-DP group.
+//
 // Data layout: tokens/targets are [micro_batch * seq] batch-major over the
 // FULL sequence (tokens[b * seq + t]); each CP rank picks its positions.
 // Activations exchanged between chunks are sequence-major
@@ -81,6 +86,7 @@ struct ParallelComms {
   Comm* pp = nullptr;
   Comm* tied = nullptr;  // first + last pipeline stage, or nullptr
   Comm* cp = nullptr;    // null: cp must be 1
+  Comm* ep = nullptr;    // MoE expert-parallel group (Groups::ep); null: plan.ep must be 1
 };
 
 class ModelChunk {

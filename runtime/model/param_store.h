@@ -53,6 +53,11 @@ struct Param {
   // the layer; only replica 0 counts in norms.
   int tp_replicas = 1, replica = 0;
   int unit = 0;        // index into ParamStore::units()
+  // A routed expert's weight (MoE): replicated only over the
+  // expert-data-parallel group (the ranks holding the same experts), so its
+  // gradient is reduced there, and the EP ranks' distinct experts all count
+  // in the gradient norm.
+  bool expert = false;
 };
 
 // A run of consecutive Params: [first_param, end_param), elements

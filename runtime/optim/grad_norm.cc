@@ -5,13 +5,15 @@
 
 namespace dt::rt {
 
-double LocalGradSquares(const ParamStore& store, int64_t begin, int64_t end, bool count_tied) {
+double LocalGradSquares(const ParamStore& store, int64_t begin, int64_t end, bool count_tied,
+                        ParamSubset subset) {
   double total = 0.0;
   const float* g = store.grads();
   for (const Param& p : store.params()) {
     if (p.shard == ShardKind::kReplicated && p.tp_rank != 0) continue;
     if (p.replica != 0) continue;  // a TP-replicated shard counts once
     if (p.tied && !count_tied) continue;
+    if (subset != ParamSubset::kAll && p.expert != (subset == ParamSubset::kExperts)) continue;
     int64_t b = std::max(begin, p.offset), e = std::min(end, p.offset + p.numel);
     double s = 0.0;
     for (int64_t i = b; i < e; ++i) s += static_cast<double>(g[i]) * g[i];

@@ -10,7 +10,10 @@
 // as exact float triples (hi, mid, lo of a double) through AllGather and are
 // added in double in member order, so the only plan dependence is double
 // rounding (~1e-16 relative). CP and non-ZeRO DP ranks hold identical,
-// already-reduced gradients and are not summed over.
+// already-reduced gradients and are not summed over. MoE expert Params
+// (Param::expert) differ between the ranks of an EP group: their squares are
+// summed separately (ParamSubset::kExperts) and combined over the EP group
+// as well (the optimizer does it).
 #pragma once
 
 #include <cstdint>
@@ -20,8 +23,12 @@
 
 namespace dt::rt {
 
-// Sum of squares of grads[begin, end) with the weighting above.
-double LocalGradSquares(const ParamStore& store, int64_t begin, int64_t end, bool count_tied);
+enum class ParamSubset { kAll, kNonExperts, kExperts };
+
+// Sum of squares of grads[begin, end) with the weighting above, over the
+// Params in `subset`.
+double LocalGradSquares(const ParamStore& store, int64_t begin, int64_t end, bool count_tied,
+                        ParamSubset subset = ParamSubset::kAll);
 
 // Sums `local` over the members of `comm` (null or size 1: returns local).
 // Collective over comm; every member gets the same value.

@@ -6,19 +6,34 @@
 
 namespace dt::rt {
 
-GradSync::GradSync(Comm* dp, int64_t bucket_bytes, float scale)
-    : dp_(dp), bucket_elems_(std::max<int64_t>(1, bucket_bytes / 4)), scale_(scale) {}
+GradSync::GradSync(Comm* dp, int64_t bucket_bytes, float scale, bool split_experts, Comm* expert_dp)
+    : dp_(dp), split_experts_(split_experts), expert_dp_(expert_dp), bucket_elems_(std::max<int64_t>(1, bucket_bytes / 4)), scale_(scale) {}
 
 void GradSync::Start(ParamStore& store) {
   DT_CHECK(store_ == nullptr) << "GradSync::Start while a previous sync is pending";
   store_ = &store;
   last_buckets_ = 0;
   if (dp_ == nullptr || dp_->size() == 1) return;
-  const int64_t n = store.numel();
-  for (int64_t b = 0; b < n; b += bucket_elems_) {
-    requests_.push_back(dp_->IAllReduce(store.grads() + b,
-                                        static_cast<size_t>(std::min(bucket_elems_, n - b))));
-    ++last_buckets_;
+  // Runs [begin, end) of the flat buffer reduced over one group.
+  auto reduce = [&](Comm* group, int64_t begin, int64_t end) {
+    if (group == nullptr || group->size() == 1) return;
+    for (int64_t b = begin; b < end; b += bucket_elems_) {
+      requests_.push_back(group->IAllReduce(store.grads() + b, static_cast<size_t>(std::min(bucket_elems_, end - b))));
+      ++last_buckets_;
+    }
+  };
+  const auto& ps = store.params();
+  if (!split_experts_) {
+    reduce(dp_, 0, store.numel());
+    return;
+  }
+  size_t i = 0;
+  while (i < ps.size()) {
+    size_t j = i;
+    while (j < ps.size() && ps[j].expert == ps[i].expert) ++j;
+    const int64_t end = j < ps.size() ? ps[j].offset : store.numel();
+    reduce(ps[i].expert ? expert_dp_ : dp_, ps[i].offset, end);
+    i = j;
   }
 }
 

@@ -8,6 +8,14 @@
 // The store's grads must not be touched between Start and Finish. Members of
 // the comm must call Start for the same stores in the same order. Not
 // thread-safe. ZeRo-1 uses ZeroShard (zero_shard.h) instead.
+//
+// MoE: when split_experts and the store holds expert Params
+// (Param::expert), each maximal run of consecutive expert Params is
+// all-reduced over expert_dp (the ranks holding the same experts; null: a
+// group of one, nothing to reduce) and every
+// other run over dp, bucketed within runs. Both use the same `scale`: an
+// expert's gradient already sums the tokens of the EP group, so the sum over
+// expert_dp covers every DP replica's tokens once.
 #pragma once
 
 #include <memory>
@@ -20,7 +28,7 @@ namespace dt::rt {
 
 class GradSync {
  public:
-  GradSync(Comm* dp, int64_t bucket_bytes, float scale);
+  GradSync(Comm* dp, int64_t bucket_bytes, float scale, bool split_experts = false, Comm* expert_dp = nullptr);
   void Start(ParamStore& store);
   void Finish();
   bool pending() const { return store_ != nullptr; }
@@ -28,6 +36,8 @@ class GradSync {
 
  private:
   Comm* dp_;
+  bool split_experts_;
+  Comm* expert_dp_;
   int64_t bucket_elems_;
   float scale_;
   ParamStore* store_ = nullptr;

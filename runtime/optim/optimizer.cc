@@ -15,8 +15,10 @@ Optimizer::Optimizer(std::vector<ParamStore*> chunks, std::vector<bool> counts_t
   DT_CHECK(opts.zero_stage >= 0 && opts.zero_stage <= 3) << "zero_stage " << opts.zero_stage;
   const int dp = comms.dp ? comms.dp->size() : 1;
   const float scale = opts.grad_scale != 0.0f ? opts.grad_scale : 1.0f / static_cast<float>(dp);
+  const bool split_experts = comms.ep != nullptr && comms.ep->size() > 1;
   for (size_t i = 0; i < chunks.size(); ++i) {
     DT_CHECK(chunks[i] != nullptr && chunks[i]->finalized()) << "chunk " << i << " not finalized";
+    DT_CHECK(!split_experts || opts.zero_stage == 0) << "ZeRO with expert parallelism is not implemented";
     Chunk c;
     c.store = chunks[i];
     c.counts_tied = counts_tied[i];
@@ -29,7 +31,7 @@ Optimizer::Optimizer(std::vector<ParamStore*> chunks, std::vector<bool> counts_t
       c.shard = std::make_unique<ZeroShard>(comms.dp, c.store->numel(), scale);
       c.adam = std::make_unique<AdamWShard>(*c.store, c.shard->range().begin, c.shard->range().end);
     } else {
-      c.sync = std::make_unique<GradSync>(comms.dp, opts.bucket_bytes, scale);
+      c.sync = std::make_unique<GradSync>(comms.dp, opts.bucket_bytes, scale, split_experts, comms.expert_dp);
       c.adam = std::make_unique<AdamWShard>(*c.store, 0, c.store->numel());
     }
     chunks_.push_back(std::move(c));
@@ -71,10 +73,19 @@ StepStats Optimizer::Step() {
     if (!chunks_[i].sync_started) StartGradSync(static_cast<int>(i));
     FinishGradSync(chunks_[i]);
   }
-  double local = 0.0;
-  for (Chunk& c : chunks_)
-    local += c.zero_adam ? c.zero_adam->LocalGradSquares(c.counts_tied)
-                         : LocalGradSquares(*c.store, c.adam->begin(), c.adam->end(), c.counts_tied);
+  double local = 0.0, local_experts = 0.0;
+  const bool split_experts = comms_.ep != nullptr && comms_.ep->size() > 1;
+  for (Chunk& c : chunks_) {
+    if (c.zero_adam) {
+      local += c.zero_adam->LocalGradSquares(c.counts_tied);
+    } else if (split_experts) {  // the EP ranks hold distinct experts
+      local += LocalGradSquares(*c.store, c.adam->begin(), c.adam->end(), c.counts_tied, ParamSubset::kNonExperts);
+      local_experts += LocalGradSquares(*c.store, c.adam->begin(), c.adam->end(), c.counts_tied, ParamSubset::kExperts);
+    } else {
+      local += LocalGradSquares(*c.store, c.adam->begin(), c.adam->end(), c.counts_tied);
+    }
+  }
+  if (split_experts) local += SumAcross(comms_.ep, local_experts);
   double total = SumAcross(comms_.tp, local);
   total = SumAcross(comms_.pp, total);
   if (opts_.zero_stage >= 1) total = SumAcross(comms_.dp, total);

@@ -24,6 +24,10 @@
 // Groups::tp, Groups::pp; tied is Groups::tied (sums tied Params' grads
 // between the first and last pipeline stage at StartGradSync of the chunk
 // holding them — a blocking collective between those two ranks).
+// MoE (expert Params, Param::expert): ep is Groups::ep, expert_dp
+// Groups::expert_dp. ZeRO-0 reduces expert gradients over expert_dp and the
+// rest over dp (grad_sync.h); the norm sums the expert squares over ep too.
+// ZeRO with ep > 1 is not implemented (aborts; dtrun refuses such plans).
 // grad_scale multiplies the summed gradients (default 1/dp->size(): mean).
 // Every rank computes the same global norm as a 1-rank run (grad_norm.h).
 // Not thread-safe; collectives follow the Comm contract (same order on all
@@ -55,6 +59,8 @@ struct OptimizerComms {
   Comm* tp = nullptr;
   Comm* pp = nullptr;
   Comm* tied = nullptr;
+  Comm* ep = nullptr;         // MoE: the expert-parallel group
+  Comm* expert_dp = nullptr;  // MoE: the expert-data-parallel group
 };
 
 struct StepStats {

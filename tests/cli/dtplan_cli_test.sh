@@ -37,17 +37,20 @@ expect 0 '"top"' -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --j
 expect 0 "rank" -- "$DTPLAN" --model "$M/gpt3-175b.json" --nodes 8 --gpus 8 --tp 8 --pp 8 --mbs 1 --schedule 1f1b --recompute full --zero 1 --no-sp --out "$T/p3.json"
 
 # Bad input: one line naming the field and the fix, exit 2.
-# HuggingFace configs: MLA refused, MoE refused for CPU ranks (dtrun runs dense models only), --ep needs
+# HuggingFace configs: MLA refused, shared experts refused for CPU ranks (dtrun runs Mixtral-style MoE only), --ep needs
 # experts, unknown type lists the supported ones,
 # a window shorter than the sequence is refused, GPT-2's own names load.
 H=$SRC/tests/planner/hf_configs
-expect 2 "does not execute mixture of experts" -- "$DTPLAN" --model "$H/mixtral-8x7b.json" --nodes 1 --gpus 2 --device cpu --out "$T/x.json"
+expect 2 "does not execute shared experts" -- "$DTPLAN" --model "$H/qwen1.5-moe-a2.7b.json" --nodes 1 --gpus 2 --device cpu --out "$T/x.json"
 expect 2 "MLA not modeled yet" -- "$DTPLAN" --model "$H/deepseek-v3.json" --out "$T/x.json"
 expect 2 "--ep 2: the model has no experts" -- "$DTPLAN" --model "$H/gpt2.json" --nodes 1 --gpus 2 --ep 2 --out "$T/x.json"
 expect 2 "--ep 3 does not divide the model's 8 experts" -- "$DTPLAN" --model "$H/mixtral-8x7b.json" --nodes 1 --gpus 8 --ep 3 --out "$T/x.json"
 expect 2 "model_type 'mamba' is not supported; supported model_types: llama, mistral" -- "$DTPLAN" --model <(sed 's/"mistral"/"mamba"/' "$H/mistral-7b.json") --out "$T/x.json"
 expect 2 "sliding_window 4096" -- "$DTPLAN" --model "$H/mistral-7b.json" --seq-length 8192 --out "$T/x.json"
 expect 0 "gpt2 \\(HF gpt2: gpt layout, 0.12B params" -- "$DTPLAN" --model "$H/gpt2.json" --nodes 1 --gpus 2 --out "$T/ok.json"
+# The bundled MoE example for CPU ranks: exact counts (tiny models print whole numbers), an ep=2 plan.
+expect 0 "mixtral-tiny \\(HF mixtral: llama layout, 205632 params" -- "$DTPLAN" --model "$M/mixtral-tiny.json" --nodes 1 --gpus 2 --device cpu --ep 2 --out "$T/moe.json"
+expect 0 "MoE      4 experts, top-2 routed: 205632 total, 131904 active" -- "$DTPLAN" --model "$M/mixtral-tiny.json" --nodes 1 --gpus 2 --device cpu --ep 2 --out "$T/moe.json"
 expect 2 "CPU runtime does not execute a layout beyond GPT-2" -- "$DTPLAN" --model "$H/opt-125m.json" --nodes 1 --gpus 2 --device cpu --out "$T/x.json"
 expect 2 "missing field 'hidden_size'" -- "$DTPLAN" --model <(echo '{"family":"gpt","num_layers":2,"num_attention_heads":2,"vocab_size":10,"seq_length":8}') --out "$T/x.json"
 expect 2 "'num_layers' must be an integer" -- "$DTPLAN" --model <(echo '{"family":"gpt","num_layers":"two","hidden_size":8,"num_attention_heads":2,"vocab_size":10,"seq_length":8}') --out "$T/x.json"

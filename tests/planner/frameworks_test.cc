@@ -190,7 +190,8 @@ TEST(Frameworks, BestPlansOfEveryBundledExampleExportWithRealNames) {
       so.top = 1;
       auto r = SearchPlans(*m, c, *hw, k, so);
       const bool llama = m->family == ModelFamily::kLlama;
-      if (f == Framework::kTorchtitan && !llama) {
+      // torchtitan: Llama only; MoE (mixtral-tiny): Megatron only (framework.cc).
+      if ((f == Framework::kTorchtitan && !llama) || (m->moe() && f != Framework::kMegatron)) {
         EXPECT_TRUE(!r.ok() || r->top.empty());
         continue;
       }

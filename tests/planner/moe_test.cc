@@ -97,6 +97,20 @@ TEST(MoeParams, RealConfigsMatchPublishedTotals) {
   EXPECT_EQ(LoadModel(Fixture("mixtral-8x7b.json"))->ActiveParams(), 12879925248LL);
 }
 
+// The bundled CPU example, counted by hand: embedding and untied head 256 x 64
+// each, final norm 64; per layer 2 norms (128), q and o 64 x 64, k and v
+// (2 KV heads x 16) x 64, router 4 x 64, and 4 SwiGLU experts of 3 x 64 x 96
+// (2 of them active).
+TEST(MoeParams, MixtralTinyExampleCountedByHand) {
+  auto m = LoadModel(std::string(DT_SOURCE_DIR) + "/examples/models/mixtral-tiny.json");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const int64_t attention = 2 * 64 * 64 + 2 * 32 * 64, expert = 3 * 64 * 96;
+  const int64_t dense = 2 * 256 * 64 + 64 + 2 * (128 + attention + 4 * 64);
+  EXPECT_EQ(m->TotalParams(), dense + 2 * 4 * expert);
+  EXPECT_EQ(m->ActiveParams(), dense + 2 * 2 * expert);
+  EXPECT_EQ(m->TotalParams(), 205632);
+}
+
 TEST(MoeParams, QwenMappingsReadEveryExpertKey) {
   auto q2 = LoadModel(Fixture("qwen1.5-moe-a2.7b.json"));
   ASSERT_TRUE(q2.ok()) << q2.status().message();
@@ -334,22 +348,50 @@ TEST(MoeSearch, EpTradesAllToAllForExpertMemory) {
   EXPECT_NEAR(p1->model_flops_per_step, p8->model_flops_per_step, 1e-6 * p1->model_flops_per_step);
 }
 
-TEST(MoeRuntime, CapabilityTableRefusesMoe) {
+TEST(MoeRuntime, CapabilityTableExecutesMixtralStyleOnCpuOnly) {
   const ModelSpec m = MiniMoe();
-  const PlanSpec p = Plan(m, 1, 1, 1);
-  for (RuntimeDevice d : {RuntimeDevice::kCpu, RuntimeDevice::kCuda}) EXPECT_FALSE(Executes(d, Feature::kMixtureOfExperts));
-  Status s = CheckExecutable(m, p, RuntimeDevice::kCpu);
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("mixture of experts"), std::string::npos) << s.message();
+  // The CPU runtime's attention is unfused.
+  auto Plan = [](const ModelSpec& mm, int dp, int tp, int ep, int zero) {
+    PlanSpec p = ::dt::Plan(mm, dp, tp, ep, zero);
+    p.flash_attention = false;
+    return p;
+  };
+  EXPECT_TRUE(Executes(RuntimeDevice::kCpu, Feature::kMixtureOfExperts));
+  EXPECT_FALSE(Executes(RuntimeDevice::kCuda, Feature::kMixtureOfExperts));
+  // Routed SwiGLU experts with EP (ZeRO-0) or ZeRO-1 without EP: executed.
+  EXPECT_TRUE(CheckExecutable(m, Plan(m, 2, 1, 2, /*zero=*/0), RuntimeDevice::kCpu).ok());
+  EXPECT_TRUE(CheckExecutable(m, Plan(m, 2, 1, 1, /*zero=*/1), RuntimeDevice::kCpu).ok());
+  // What the runtime does not execute is refused by name, with a fix.
+  auto refused = [&](const ModelSpec& mm, const PlanSpec& p, const char* what, const char* fix) {
+    Status s = CheckExecutable(mm, p, RuntimeDevice::kCpu);
+    ASSERT_FALSE(s.ok()) << what;
+    EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(fix), std::string::npos) << s.message();
+  };
+  refused(m, Plan(m, 2, 1, 2, /*zero=*/1), "ZeRO-1 with expert parallelism", "--zero 0");
+  const ModelSpec shared = MiniMoe(/*shared=*/256);
+  refused(shared, Plan(shared, 1, 1, 1, 0), "shared experts", "mixtral-tiny");
+  ModelSpec gpt = MiniMoe();
+  gpt.family = ModelFamily::kGpt;
+  refused(gpt, Plan(gpt, 1, 1, 1, 0), "GPT family", "SwiGLU");
+  PlanSpec cp = Plan(m, 2, 1, 2, 0);  // MoE with CP (the expert-DP group spans cp) runs
+  cp.cp = 2;
+  EXPECT_TRUE(CheckExecutable(m, cp, RuntimeDevice::kCpu).ok());
+  // --device cpu searches emit only executable MoE plans.
   ClusterSpec cpu;
   cpu.device = "cpu";
-  cpu.gpus_per_node = 2;
+  cpu.gpus_per_node = 4;
   SearchConstraints k;
   k.global_batch = 8;
   k.seq_length = 256;
+  k.flash_attention = false;
   auto e = EnumeratePlans(m, cpu, k);
-  ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.status().message().find("mixture of experts"), std::string::npos) << e.status().message();
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  ASSERT_FALSE(e->plans.empty());
+  for (const PlanSpec& p : e->plans) EXPECT_TRUE(CheckExecutable(m, p, RuntimeDevice::kCpu).ok());
+  auto s = EnumeratePlans(shared, cpu, k);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("shared experts"), std::string::npos) << s.status().message();
 }
 
 TEST(MoeExport, MegatronFlagsAndRefusals) {

@@ -72,6 +72,35 @@ TEST(LocalComm, ReduceScatterAndAllGather) {
   for (int r = 0; r < n; ++r) EXPECT_EQ(ag[r], (std::vector<float>{0.f, 0.5f, 1.f, 1.5f}));
 }
 
+// Member r sends (r + 1) * (p + 1) floats of value 100 r + p to member p;
+// every member checks what it got from each source, in source order.
+TEST(LocalComm, AllToAllVMovesUnevenBlocks) {
+  const int n = 3;
+  LocalGroupHandle g(n);
+  std::vector<std::vector<float>> got(n);
+  RunRanks(n, [&](int r) {
+    auto c = g.Member(r);
+    std::vector<size_t> sc(n), rc(n);
+    std::vector<float> in;
+    for (int p = 0; p < n; ++p) {
+      sc[p] = static_cast<size_t>((r + 1) * (p + 1));
+      rc[p] = static_cast<size_t>((p + 1) * (r + 1));
+      in.insert(in.end(), sc[p], float(100 * r + p));
+    }
+    got[r].assign(std::accumulate(rc.begin(), rc.end(), size_t{0}), -1.f);
+    c->AllToAllV(in.data(), sc.data(), got[r].data(), rc.data());
+    // Zero counts are allowed; the fixed-size form too.
+    std::vector<float> one = {float(r), float(r), float(r)}, back(3);
+    c->AllToAll(one.data(), back.data(), 1);
+    EXPECT_EQ(back, (std::vector<float>{0.f, 1.f, 2.f}));
+  });
+  for (int r = 0; r < n; ++r) {
+    std::vector<float> want;
+    for (int src = 0; src < n; ++src) want.insert(want.end(), (src + 1) * (r + 1), float(100 * src + r));
+    EXPECT_EQ(got[r], want) << "member " << r;
+  }
+}
+
 TEST(LocalComm, SendRecvMatchesByTagInFifoOrder) {
   LocalGroupHandle g(2);
   std::vector<float> got1(2), got2(2), got3(1);

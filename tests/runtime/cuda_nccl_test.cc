@@ -1,4 +1,4 @@
-// NcclComm on one rank: all-reduce (sum, max), all-gather, reduce-scatter,
+// NcclComm on one rank: all-reduce (sum, max), all-gather, reduce-scatter, all-to-all(v),
 // the non-blocking all-reduce and a send/receive to itself, each compared
 // with the CPU in-process Comm (LocalComm) on the same data. Skips with
 // "no CUDA device: ..." when no device is visible, and when the build has
@@ -72,6 +72,18 @@ TEST_F(NcclOneRank, AllReduceMatchesCpu) {
   nccl->IAllReduce(dev, n)->Wait();
   cpu->IAllReduce(host.data(), n)->Wait();
   EXPECT_EQ(Down(dev, n), host);
+}
+
+// One rank: the all-to-all is a copy through grouped ncclSend / ncclRecv to itself.
+TEST_F(NcclOneRank, AllToAllVMatchesCpu) {
+  const size_t n = 333;
+  Vec in = Random(n, 7), out_cpu(n);
+  float* din = Up(in);
+  float* dout = Up(Vec(n, 0.0f));
+  gpu->Synchronize();
+  nccl->AllToAllV(din, &n, dout, &n);
+  cpu->AllToAllV(in.data(), &n, out_cpu.data(), &n);
+  EXPECT_EQ(Down(dout, n), out_cpu);
 }
 
 TEST_F(NcclOneRank, AllGatherAndReduceScatterMatchCpu) {

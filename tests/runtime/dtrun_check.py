@@ -17,6 +17,8 @@ Checks
   bad_input                wrong world size, corrupt checkpoint, truncated data, malformed plan,
                            unsupported plans: exit code 2, a clear message, nothing overwritten.
   predicted                a `dtplan --out` plan runs; the summary shows prediction vs measured.
+  moe_resume               mixtral-tiny: bit-exact resume under dp=2 ep=2; save under dp=2 x ep=2 x tp=2,
+                           resume on 1 rank and under dp=2 ep=1 (rel 1e-4 against 1 rank).
   llama                    llama-tiny (GQA, untied head): dtplan's plans on 2 and 4 ranks, --tp 2 --sp,
                            --tp 4 (replicated KV heads), --pp 2 interleaved, and uneven pipeline
                            splits train 6 steps to the 1-rank losses (rel 1e-4); a checkpoint saved
@@ -78,14 +80,15 @@ def run_ok(plan, nprocs, *args):
     return out
 
 
-def losses(metrics_path):
-    """Per-step losses from a --metrics file (rank 0's lines; every rank has the same loss)."""
+def losses(metrics_path, key="loss"):
+    """Per-step losses (or another per-step field, e.g. grad_norm) from a --metrics file (rank 0's
+    lines; every rank has the same loss and norm)."""
     out = {}
     with open(metrics_path) as f:
         for line in f:
             r = json.loads(line)
             if r["rank"] == 0:
-                out[r["step"]] = r["loss"]
+                out[r["step"]] = r[key]
     return [out[k] for k in sorted(out)]
 
 
@@ -273,6 +276,18 @@ def check_resume_zero():
     check_resume_replan({"dp": 2, "zero": 3}, (("zero3_to_tp2", {"tp": 2}), ("zero3_to_dp2_zero2", {"dp": 2, "zero": 2})))
 
 
+# Mixture-of-experts models: expert parallelism alone, with TP (attention and
+# experts split over TP, sequence parallel), with PP, all experts per rank
+# (ep=4 on 4 ranks), with CP (the expert-DP group spans cp), and plain DP (ep=1: experts replicated,
+# ZeRO-1 too). Gradient norms are compared as well.
+MOE_FLAG_SETS = {
+    "mixtral-tiny": ((), ("--dp", "2", "--ep", "1"), ("--ep", "2"), ("--ep", "2", "--tp", "2", "--sp"),
+                     ("--ep", "2", "--pp", "2"), ("--ep", "2", "--recompute", "full"), ("--ep", "4"),
+                     ("--cp", "2", "--ep", "2"),
+                     ("--dp", "2", "--ep", "1", "--zero", "1")),
+}
+
+
 def check_matrix(model_name):
     """Issue 8's matrix: for examples/models/<model_name>.json on 2 ranks (1 node x 2) and 4 ranks
     (2 nodes x 2), the plan dtplan --device cpu chooses with no dimension fixed and with each flag set
@@ -283,6 +298,8 @@ def check_matrix(model_name):
     flag_sets = ((), ("--zero", "2"), ("--zero", "3"), ("--cp", "2"), ("--tp", "2", "--sp"),
                  ("--pp", "2", "--schedule", "interleaved", "--vpp", "2"), ("--dp", "2", "--tp", "2", "--zero", "3"),
                  ("--cp", "2", "--pp", "2"))
+    if model_name in MOE_FLAG_SETS:
+        flag_sets = MOE_FLAG_SETS[model_name]
     refs = {}
     ran = 0
     for world, shape in ((2, ["--nodes", "1", "--gpus", "2"]), (4, ["--nodes", "2", "--gpus", "2"])):
@@ -293,6 +310,11 @@ def check_matrix(model_name):
                     fixed *= int(flags[flags.index(dim) + 1])
             if fixed > world:
                 continue
+            if "--ep" in flags:  # ep divides dp: ep * tp * pp * cp ranks at least
+                ep = int(flags[flags.index("--ep") + 1])
+                others = fixed // (int(flags[flags.index("--dp") + 1]) if "--dp" in flags else 1)
+                if ep * others > world:
+                    continue
             name = "w%d_%s" % (world, "_".join(f.strip("-") for f in flags) or "chosen")
             plan = os.path.join(A.work, name + ".json")
             r = subprocess.run([A.dtplan, "--model", model, "--device", "cpu", "--global-batch", str(GLOBAL_BATCH),
@@ -313,12 +335,46 @@ def check_matrix(model_name):
             metrics = os.path.join(A.work, name + ".jsonl")
             n = p["dp"] * p["tp"] * p["pp"] * p["cp"]
             run_ok(plan, n, "--steps", steps, "--metrics", metrics)
-            compare("%s %s (%d ranks: dp=%d tp=%d pp=%d cp=%d vpp=%d zero=%d sp=%s %s)" %
-                    (model_name, " ".join(flags) or "(nothing fixed)", n, p["dp"], p["tp"], p["pp"], p["cp"],
-                     p["vpp"], p["zero_stage"], p["sequence_parallel"], p["schedule"]),
+            if "--ep" in flags and p.get("ep", 1) != int(flags[flags.index("--ep") + 1]):
+                fail("%s: dtplan %s wrote ep=%r" % (model_name, " ".join(flags), p.get("ep")))
+            compare("%s %s (%d ranks: dp=%d ep=%d tp=%d pp=%d cp=%d vpp=%d zero=%d sp=%s %s)" %
+                    (model_name, " ".join(flags) or "(nothing fixed)", n, p["dp"], p.get("ep", 1), p["tp"], p["pp"],
+                     p["cp"], p["vpp"], p["zero_stage"], p["sequence_parallel"], p["schedule"]),
                     refs[seq], losses(metrics), 1e-4)
+            if model_name in MOE_FLAG_SETS:  # AdamW hides gradient scale errors from the losses; the norm does not
+                compare("%s %s gradient norms" % (model_name, " ".join(flags) or "(nothing fixed)"),
+                        losses(os.path.join(A.work, "ref_%d.jsonl" % seq), "grad_norm"),
+                        losses(metrics, "grad_norm"), 1e-4)
             ran += 1
     print("%s: %d dtplan plans matched 1 rank" % (model_name, ran))
+
+
+def check_moe_resume():
+    """Mixture of experts (mixtral-tiny): bit-exact resume under dp=2 ep=2 (experts split over 2 ranks),
+    and a checkpoint saved under dp=2 x ep=2 x tp=2 (SP) resumed on 1 rank and under dp=2 ep=1 (experts
+    replicated): the losses of the two halves match 1 rank's 10 steps (rel 1e-4)."""
+    model = os.path.join(A.source_dir, "examples/models/mixtral-tiny.json")
+    check_resume_exact({"dp": 2, "ep": 2, "model": model})
+    ref_plan = os.path.join(A.work, "moe_ref.json")
+    write_plan(ref_plan, model=model)
+    ref_metrics = os.path.join(A.work, "moe_ref.jsonl")
+    run_ok(ref_plan, 1, "--steps", STEPS, "--metrics", ref_metrics)
+    ref = losses(ref_metrics)
+    saved = {"dp": 2, "ep": 2, "tp": 2, "sp": True, "mbs": 1}
+    save_plan = os.path.join(A.work, "moe_saved.json")
+    save_world = write_plan(save_plan, model=model, **saved)
+    for name, kv in (("one_rank", {}), ("dp2_ep1", {"dp": 2})):
+        ck = os.path.join(A.work, "moe_ckpt_" + name)
+        shutil.rmtree(ck, ignore_errors=True)
+        first = os.path.join(A.work, "moe_a_%s.jsonl" % name)
+        run_ok(save_plan, save_world, "--steps", STEPS, "--stop-at", 5, "--checkpoint-dir", ck, "--metrics", first)
+        plan = os.path.join(A.work, "moe_%s.json" % name)
+        world = write_plan(plan, model=model, **kv)
+        second = os.path.join(A.work, "moe_b_%s.jsonl" % name)
+        out = run_ok(plan, world, "--steps", STEPS, "--checkpoint-dir", ck, "--resume", "--metrics", second)
+        if "resumed from" not in out:
+            fail("did not resume under %s:\n%s" % (name, out))
+        compare("moe resume %r -> %s" % (saved, name), ref, losses(first) + losses(second), 1e-4)
 
 
 def check_kill():
@@ -410,6 +466,8 @@ def check_bad_input():
     cases = [("context parallelism", dict(cp=2), 2), ("ZeRO stage 2", dict(dp=2, zero=2), 2),
              ("ZeRO stage 3", dict(dp=2, zero=3), 2), ("fused (flash) attention", dict(flash_attention=True), 1),
              ("dropout", dict(dropout=True), 1)]
+    mixtral = os.path.join(A.source_dir, "examples/models/mixtral-tiny.json")
+    cases += [("ZeRO-1 with expert parallelism", dict(model=mixtral, dp=2, ep=2, zero=1, mbs=1), 2)]
     refused = 0
     for prefix, dims, n in cases:
         name = feature(prefix)
@@ -507,7 +565,7 @@ def main():
     checks = {"resume_exact": check_resume_exact, "resume_replan": check_resume_replan, "resume_zero": check_resume_zero,
               "kill": check_kill, "entropy": check_entropy, "bad_input": check_bad_input,
               "predicted": check_predicted, "cp_resume": check_cp_resume, "cp_dtplan": check_cp_dtplan,
-              "llama": check_llama}
+              "llama": check_llama, "moe_resume": check_moe_resume}
     if A.check == "parity":
         check_parity(A.rest[0], A.rest[1:])
     elif A.check == "matrix":

@@ -68,6 +68,25 @@ int main(int argc, char** argv) {
   g.world->AllGather(mine, gathered.data(), 2);
   Expect(gathered[6] == 3.f && gathered[7] == -3.f, "allgather", r);
 
+  // All-to-all with uneven counts over the world: r sends r + p + 1 floats
+  // of value 10 r + p to p, (r + p) % 3 of them (zero counts included).
+  {
+    std::vector<size_t> sc(4), rc(4);
+    std::vector<float> send, recv;
+    for (int p = 0; p < 4; ++p) {
+      sc[p] = static_cast<size_t>(r + p) % 3;
+      rc[p] = static_cast<size_t>(p + r) % 3;
+      send.insert(send.end(), sc[p], float(10 * r + p));
+    }
+    size_t total_recv = 0;
+    for (size_t c : rc) total_recv += c;
+    recv.assign(total_recv, -1.f);
+    g.world->AllToAllV(send.data(), sc.data(), recv.data(), rc.data());
+    std::vector<float> want;
+    for (int p = 0; p < 4; ++p) want.insert(want.end(), rc[p], float(10 * p + r));
+    Expect(recv == want, "alltoallv", r);
+  }
+
   // Point-to-point along the pipeline: stage 0 sends to stage 1.
   float msg[3] = {float(r), 7.f, 8.f};
   if (g.coord.pp == 0) {

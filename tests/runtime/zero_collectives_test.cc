@@ -43,6 +43,9 @@ class CountingComm : public Comm {
     return inner_->IRecv(buf, n, peer, tag);
   }
   void Barrier() override { inner_->Barrier(); }
+  void AllToAllV(const float* in, const size_t* sc, float* out, const size_t* rc) override {
+    inner_->AllToAllV(in, sc, out, rc);
+  }
   std::vector<int64_t> all_gathers, reduce_scatters;
 
  private:

@@ -1,0 +1,48 @@
+#include "runtime/ops/moe_router.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "base/check.h"
+
+namespace dt::rt {
+
+void RouteTopK(const float* logits, int64_t rows, int64_t num_experts, int64_t k, int32_t* experts,
+               float* weights) {
+  DT_CHECK(k >= 1 && k <= num_experts) << "top-k " << k << " of " << num_experts << " experts";
+  std::vector<int32_t> order(num_experts);
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* l = logits + t * num_experts;
+    std::iota(order.begin(), order.end(), 0);
+    // Larger logit first; equal logits: lower index first (deterministic).
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [l](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+    int32_t* e = experts + t * k;
+    float* w = weights + t * k;
+    const float top = l[order[0]];
+    float sum = 0.0f;
+    for (int64_t j = 0; j < k; ++j) {
+      e[j] = order[j];
+      w[j] = std::exp(l[order[j]] - top);
+      sum += w[j];
+    }
+    for (int64_t j = 0; j < k; ++j) w[j] /= sum;
+  }
+}
+
+void RouteTopKBackward(const int32_t* experts, const float* weights, const float* dweights, int64_t rows,
+                       int64_t num_experts, int64_t k, float* dlogits) {
+  std::fill(dlogits, dlogits + rows * num_experts, 0.0f);
+  for (int64_t t = 0; t < rows; ++t) {
+    const int32_t* e = experts + t * k;
+    const float* w = weights + t * k;
+    const float* dw = dweights + t * k;
+    float dot = 0.0f;
+    for (int64_t j = 0; j < k; ++j) dot += w[j] * dw[j];
+    for (int64_t j = 0; j < k; ++j) dlogits[t * num_experts + e[j]] = w[j] * (dw[j] - dot);
+  }
+}
+
+}  // namespace dt::rt
