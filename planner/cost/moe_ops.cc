@@ -1,5 +1,6 @@
 #include "planner/cost/moe_ops.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/check.h"
@@ -18,6 +19,8 @@ struct MoeDims {
   bool gated, shared_gate;
   double e;        // bytes per element
   double cf;       // load-imbalance allowance
+  bool fp8;        // expert and shared-expert GEMMs in FP8 (Transformer Engine grouped linear)
+  int nmb;         // microbatches per step: FP8 weight casts happen once per step
 };
 
 MoeDims MakeMoeDims(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
@@ -39,6 +42,8 @@ MoeDims MakeMoeDims(const ModelSpec& m, const PlanSpec& p, int bytes_per_element
   d.shared_gate = m.shared_expert_gate;
   d.e = bytes_per_element;
   d.cf = ExpertLoadImbalance(p);
+  d.fp8 = p.precision == Precision::kFp8;
+  d.nmb = std::max(1, p.num_microbatches);
   return d;
 }
 
@@ -56,14 +61,27 @@ Op Gemm(const char* name, double m, double n, double k, double imbalance = 1.0, 
   return op;
 }
 
+// FP8 plans: the expert and shared-expert GEMMs run in FP8 (Transformer
+// Engine's grouped linear, as Megatron-LM uses it for experts); the router
+// GEMM stays bf16. Each GEMM operand is cast first, as for dense layers
+// (layer_ops.cc): a fused cast-transpose reading e bytes and writing the
+// FP8 copy and its transpose, 2 bytes, per element.
+Op Fp8(Op op, const MoeDims& d) {
+  op.fp8 = d.fp8;
+  return op;
+}
+void Fp8Cast(const MoeDims& d, const char* name, double elements, double imbalance, std::vector<Op>* ops) {
+  if (d.fp8) ops->push_back(MemoryOp(name, (d.e + 2.0) * elements, imbalance));
+}
+
 // The grouped GEMM of the E/ep local experts: per expert rows/(E/ep) rows
 // (balanced), so its minimum bytes read every local expert's weights once.
 Op ExpertGemm(const char* name, const MoeDims& d, int64_t n, int64_t k) {
-  return Gemm(name, d.rows / d.local_experts, n, k, d.cf, d.local_experts);
+  return Fp8(Gemm(name, d.rows / d.local_experts, n, k, d.cf, d.local_experts), d);
 }
 // Weight gradient of the grouped GEMM: [k x n] = X^T dY per expert.
 Op ExpertWgrad(const char* name, const MoeDims& d, int64_t k, int64_t n) {
-  return Gemm(name, k, n, d.rows / d.local_experts, d.cf, d.local_experts);
+  return Fp8(Gemm(name, k, n, d.rows / d.local_experts, d.cf, d.local_experts), d);
 }
 
 // A collective only when its group has more than one rank.
@@ -80,15 +98,17 @@ double GatheredBytes(const MoeDims& d) { return d.cf * d.e * d.rows * d.h; }
 void SharedForward(const MoeDims& d, std::vector<Op>* f) {
   if (d.fs_local <= 0) return;
   Coll("shared_sp_allgather", CollKind::kAllGather, GroupKind::kTp, d.tp, d.e * d.T * d.h, f);
+  Fp8Cast(d, "fp8_cast_shared_fc1_input", d.T * d.h, 1.0, f);
   if (d.gated) {
-    f->push_back(Gemm("shared_fc1_gate", d.T, d.fs_local, d.h));
-    f->push_back(Gemm("shared_fc1_up", d.T, d.fs_local, d.h));
+    f->push_back(Fp8(Gemm("shared_fc1_gate", d.T, d.fs_local, d.h), d));
+    f->push_back(Fp8(Gemm("shared_fc1_up", d.T, d.fs_local, d.h), d));
     f->push_back(MemoryOp("shared_swiglu", 3 * d.e * d.T * d.fs_local));
   } else {
-    f->push_back(Gemm("shared_fc1", d.T, d.fs_local, d.h));
+    f->push_back(Fp8(Gemm("shared_fc1", d.T, d.fs_local, d.h), d));
     f->push_back(MemoryOp("shared_gelu", 2 * d.e * d.T * d.fs_local));
   }
-  f->push_back(Gemm("shared_fc2", d.T, d.h, d.fs_local));
+  Fp8Cast(d, "fp8_cast_shared_fc2_input", d.T * d.fs_local, 1.0, f);
+  f->push_back(Fp8(Gemm("shared_fc2", d.T, d.h, d.fs_local), d));
   Coll("shared_sp_reducescatter", CollKind::kReduceScatter, GroupKind::kTp, d.tp, d.e * d.T * d.h, f);
   if (d.shared_gate) {
     f->push_back(Gemm("shared_gate", d.T_r, 1, d.h));
@@ -106,13 +126,15 @@ void SharedBackward(const MoeDims& d, std::vector<Op>* g) {
     g->push_back(Gemm("shared_gate_wgrad", d.h, 1, d.T_r));
   }
   Coll("shared_sp_allgather_grad", CollKind::kAllGather, GroupKind::kTp, d.tp, d.e * d.T * d.h, g);
-  g->push_back(Gemm("shared_fc2_dgrad", d.T, d.fs_local, d.h));
-  g->push_back(Gemm("shared_fc2_wgrad", d.fs_local, d.h, d.T));
+  Fp8Cast(d, "fp8_cast_shared_fc2_grad", d.T * d.h, 1.0, g);
+  g->push_back(Fp8(Gemm("shared_fc2_dgrad", d.T, d.fs_local, d.h), d));
+  g->push_back(Fp8(Gemm("shared_fc2_wgrad", d.fs_local, d.h, d.T), d));
   g->push_back(MemoryOp(d.gated ? "shared_swiglu_bwd" : "shared_gelu_bwd", (d.gated ? 5 : 3) * d.e * d.T * d.fs_local));
   Coll("shared_sp_allgather_input", CollKind::kAllGather, GroupKind::kTp, d.tp, d.e * d.T * d.h, g);
+  Fp8Cast(d, "fp8_cast_shared_fc1_grad", (d.gated ? 2.0 : 1.0) * d.T * d.fs_local, 1.0, g);
   for (int i = 0; i < (d.gated ? 2 : 1); ++i) {
-    g->push_back(Gemm("shared_fc1_dgrad", d.T, d.h, d.fs_local));
-    g->push_back(Gemm("shared_fc1_wgrad", d.h, d.fs_local, d.T));
+    g->push_back(Fp8(Gemm("shared_fc1_dgrad", d.T, d.h, d.fs_local), d));
+    g->push_back(Fp8(Gemm("shared_fc1_wgrad", d.h, d.fs_local, d.T), d));
   }
   Coll("shared_sp_reducescatter_grad", CollKind::kReduceScatter, GroupKind::kTp, d.tp, d.e * d.T * d.h, g);
 }
@@ -134,6 +156,14 @@ std::vector<Op> MoeMlpForward(const ModelSpec& m, const PlanSpec& p, int bytes_p
   Coll("moe_dispatch_alltoall", CollKind::kAllToAll, GroupKind::kEp, d.ep, DispatchBytes(d), &f);
   Coll("moe_dispatch_allgather", CollKind::kAllGather, GroupKind::kTp, d.tp, GatheredBytes(d), &f);
   // Experts: grouped GEMMs over all routed rows (E/ep experts, f/tp columns).
+  if (d.fp8) {
+    // The FP8 copies of the local experts' (and shared experts') weights and
+    // their transposes, cast once per step (cached across microbatches).
+    const double mats = d.gated ? 3.0 : 2.0;
+    const double weights = mats * d.h * (static_cast<double>(d.local_experts) * d.f_local + d.fs_local);
+    f.push_back(MemoryOp("fp8_cast_weights", (d.e + 2.0) * weights / d.nmb));
+  }
+  Fp8Cast(d, "fp8_cast_expert_fc1_input", d.rows * d.h, d.cf, &f);
   if (d.gated) {
     f.push_back(ExpertGemm("expert_fc1_gate", d, d.f_local, d.h));
     f.push_back(ExpertGemm("expert_fc1_up", d, d.f_local, d.h));
@@ -142,6 +172,7 @@ std::vector<Op> MoeMlpForward(const ModelSpec& m, const PlanSpec& p, int bytes_p
     f.push_back(ExpertGemm("expert_fc1", d, d.f_local, d.h));
     f.push_back(MemoryOp("expert_gelu", 2 * d.e * d.rows * d.f_local, d.cf));
   }
+  Fp8Cast(d, "fp8_cast_expert_fc2_input", d.rows * d.f_local, d.cf, &f);
   f.push_back(ExpertGemm("expert_fc2", d, d.h, d.f_local));
   // Combine: reduce-scatter over TP, all-to-all back, weighted sum of k.
   Coll("moe_combine_reducescatter", CollKind::kReduceScatter, GroupKind::kTp, d.tp, GatheredBytes(d), &f);
@@ -160,10 +191,12 @@ std::vector<Op> MoeMlpBackward(const ModelSpec& m, const PlanSpec& p, int bytes_
   Coll("moe_combine_alltoall_bwd", CollKind::kAllToAll, GroupKind::kEp, d.ep, DispatchBytes(d), &g);
   Coll("moe_combine_allgather_bwd", CollKind::kAllGather, GroupKind::kTp, d.tp, GatheredBytes(d), &g);
   // Experts backward: dgrad and wgrad of each GEMM.
+  Fp8Cast(d, "fp8_cast_expert_fc2_grad", d.rows * d.h, d.cf, &g);
   g.push_back(ExpertGemm("expert_fc2_dgrad", d, d.f_local, d.h));
   g.push_back(ExpertWgrad("expert_fc2_wgrad", d, d.f_local, d.h));
   g.push_back(MemoryOp(d.gated ? "expert_swiglu_bwd" : "expert_gelu_bwd",
                   (d.gated ? 5 : 3) * d.e * d.rows * d.f_local, d.cf));
+  Fp8Cast(d, "fp8_cast_expert_fc1_grad", (d.gated ? 2.0 : 1.0) * d.rows * d.f_local, d.cf, &g);
   for (int i = 0; i < (d.gated ? 2 : 1); ++i) {
     g.push_back(ExpertGemm("expert_fc1_dgrad", d, d.h, d.f_local));
     g.push_back(ExpertWgrad("expert_fc1_wgrad", d, d.h, d.f_local));

@@ -90,9 +90,16 @@ double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int byt
   // transpose of its input for the weight gradient, 1 byte per element
   // instead of e (TE issue 1764; docs/fp8.md): the QKV and fc1 inputs (one
   // shared input in a parallel block), the projection input and the fc2
-  // input. Dense models only (FP8 MoE plans are refused).
+  // input. MoE: the attention's two, and per routed row (at the busiest
+  // rank's share) the expert fc1 and fc2 inputs, and the shared experts'.
   if (p.precision == Precision::kFp8 && !m.moe())
     bytes -= (e - 1) * ((l.norms == 1 ? 1 : 2) * l.T_r * l.h + l.T * l.a * l.d + l.T * l.f);
+  if (p.precision == Precision::kFp8 && m.moe()) {
+    const double rows = ExpertLoadImbalance(p) * ExpertRowsPerRank(m, p);
+    const double f_exp = (m.moe_ffn_hidden + p.tp - 1) / p.tp;
+    const double f_sh = (m.shared_ffn_hidden + p.tp - 1) / p.tp;
+    bytes -= (e - 1) * (l.T_r * l.h + l.T * l.a * l.d + rows * l.h + rows * f_exp + l.T * f_sh);
+  }
   if (!p.flash_attention) {
     if (mode == Recompute::kNone) bytes += ScoreBytes(l);
     // Ring attention (cp > 1, runtime/ops/ring_attention.h) also keeps the

@@ -30,6 +30,8 @@ const std::vector<Capability>& CapabilityTable() {
        "use a Llama-family (SwiGLU) MoE model such as examples/models/mixtral-tiny.json"},
       {Feature::kExpertParallelZero, "ZeRO-1 with expert parallelism (ep > 1)", false, false,
        "replan with --zero 0, or with --ep 1"},
+      {Feature::kForcedBalancedRouting, "force-balanced MoE routing (a benchmarking setting)", false, false,
+       "remove force_balanced_routing from the plan (dtrun routes by the learned router)"},
 
       {Feature::kGptFamily, "the GPT family", true, false, "use a supported model family"},
       {Feature::kLlamaFamily, "the Llama family (RMSNorm, SwiGLU, rotary positions)", true, false,
@@ -86,6 +88,7 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kSharedExperts: u = m.moe() && m.shared_ffn_hidden > 0; break;
       case Feature::kUngatedExperts: u = m.moe() && !m.gated_mlp(); break;
       case Feature::kExpertParallelZero: u = m.moe() && p.ep > 1 && p.zero_stage >= 1; break;
+      case Feature::kForcedBalancedRouting: u = p.force_balanced_routing; break;
     }
     if (u) used.push_back(c.feature);
   }

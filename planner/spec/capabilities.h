@@ -41,6 +41,7 @@ enum class Feature {
   kSharedExperts,          // MoE shared experts (+ sigmoid gate): Qwen2-MoE, DeepSeek
   kUngatedExperts,         // MoE in the GPT family (GeLU experts, no SwiGLU)
   kExpertParallelZero,     // ZeRO-1 with ep > 1 (expert optimizer state sharded over expert-DP)
+  kForcedBalancedRouting,  // PlanSpec::force_balanced_routing (a benchmarking router setting)
 };
 
 struct Capability {
