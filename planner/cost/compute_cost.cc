@@ -95,9 +95,11 @@ Status CheckPrecision(Precision precision, const ModelSpec& m, const HardwarePro
     return InvalidArgument("precision fp8: profile '" + p.name +
                            "' has no FP8 GEMM data (compute.fp8); FP8 is modeled on H100-SXM5-80GB "
                            "(--profile h100), or use --precision bf16");
-  if (m.moe())
-    return InvalidArgument("precision fp8 with a mixture-of-experts model is not modeled (FP8 grouped expert "
-                           "GEMMs); use --precision bf16");
+  if (m.moe() || m.mla())
+    return InvalidArgument(std::string("precision fp8 with ") +
+                           (m.moe() ? "a mixture-of-experts model is not modeled (FP8 grouped expert GEMMs)"
+                                    : "multi-head latent attention is not modeled") +
+                           "; use --precision bf16");
   return Status::Ok();
 }
 
