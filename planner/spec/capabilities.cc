@@ -21,6 +21,9 @@ const std::vector<Capability>& CapabilityTable() {
       {Feature::kMixtureOfExperts, "mixture of experts (routed experts, expert parallelism)", false, false,
        "plan it for GPUs and run the plan in Megatron-LM (dtplan export --framework megatron); dtrun trains "
        "dense models only"},
+      {Feature::kFp8, "FP8 GEMMs (Transformer Engine style)", false, false,
+       "plan it with --precision bf16 for dtrun, or run the FP8 plan in Megatron-LM (dtplan export --framework "
+       "megatron writes --fp8-format hybrid)"},
       {Feature::kGptFamily, "the GPT family", true, false, "use a supported model family"},
       {Feature::kLlamaFamily, "the Llama family (RMSNorm, SwiGLU, rotary positions)", true, false,
        "use a GPT model (e.g. examples/models/gpt-tiny.json)"},
@@ -73,6 +76,7 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kFlashAttention: u = p.flash_attention; break;
       case Feature::kDropout: u = p.dropout && m.uses_dropout(); break;
       case Feature::kMixtureOfExperts: u = m.moe(); break;
+      case Feature::kFp8: u = p.precision == Precision::kFp8; break;
     }
     if (u) used.push_back(c.feature);
   }

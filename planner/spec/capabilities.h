@@ -38,6 +38,7 @@ enum class Feature {
   kFlashAttention,         // fused attention (no s x s scores stored)
   kDropout,                // GPT dropout masks
   kMixtureOfExperts,       // routed experts, expert parallelism (ModelSpec::moe())
+  kFp8,                    // FP8 GEMMs (PlanSpec::precision == kFp8)
 };
 
 struct Capability {
