@@ -1,7 +1,7 @@
 #include "planner/cost/layer_ops.h"
 
 #include <algorithm>
-#include <string>
+#include <cstring>
 
 #include "base/check.h"
 #include "planner/cost/moe_ops.h"
@@ -418,7 +418,7 @@ LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_pe
   if (p.recompute == Recompute::kFull) {
     // The FP8 weight copies are cached: the recompute forward does not recast them.
     for (const Op& op : ops.forward)
-      if (std::string(op.name) != "fp8_cast_weights") ops.recompute.push_back(op);
+      if (std::strcmp(op.name, "fp8_cast_weights") != 0) ops.recompute.push_back(op);
   } else if (p.recompute == Recompute::kSelective) {
     // Korthikanti et al. 2022: recompute only the attention core (QK^T,
     // softmax, dropout, AV). Under CP there is no extra ring: each block's
