@@ -78,6 +78,7 @@ int RunFromMegatron(const PlanOptions& o) {
   k.global_batch = mine.global_batch();
   k.flash_attention = mine.flash_attention;
   k.dropout = mine.dropout;
+  k.precision = mine.precision;  // --fp8-format: the best plan is searched in FP8 too
   k.framework = *framework;
   k.grad_bytes = FrameworkGradBytes(*framework, job->bf16);
   if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());

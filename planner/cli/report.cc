@@ -69,6 +69,10 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
      << (hw.device.peak_flops >= 1e12 ? Fmt("%.0f TFLOP/s ", hw.device.peak_flops / 1e12)
                                       : Fmt("%.0f GFLOP/s ", hw.device.peak_flops / 1e9))
      << hw.device.dtype << " per device)\n";
+  if (k.precision == Precision::kFp8)
+    os << "precision fp8: the layers' linear GEMMs at up to " << Fmt("%.0f", hw.compute.fp8.peak_flops / 1e12)
+       << " TFLOP/s FP8 (Transformer Engine style, docs/fp8.md); attention, norms, embedding and LM head in "
+       << hw.device.dtype << "; MFU is against the " << hw.device.dtype << " peak\n";
   os << "batch    " << k.global_batch << " sequences x " << k.seq_length << " tokens\n\n";
   os << "searched " << r.grids_considered << " dp x tp x pp x cp grids and " << r.plans_considered
      << " plans in " << Fmt("%.2f", r.wall_seconds) << " s on " << r.threads_used << " threads\n";

@@ -1,5 +1,7 @@
 #include "planner/cost/flops.h"
 
+#include <algorithm>
+
 #include "planner/cost/layer_ops.h"
 
 namespace dt {
@@ -10,9 +12,15 @@ constexpr int kBytes = 2;
 }  // namespace
 
 double StepFlops(const ModelSpec& m, const PlanSpec& p, bool with_recompute) {
-  const LayerOps layer = TransformerLayerOps(m, p, kBytes);
-  double per_layer = SumFlops(layer.forward) + SumFlops(layer.backward);
-  if (with_recompute) per_layer += SumFlops(layer.recompute);
+  auto layer_flops = [&](const ModelSpec& model) {
+    const LayerOps layer = TransformerLayerOps(model, p, kBytes);
+    double f = SumFlops(layer.forward) + SumFlops(layer.backward);
+    if (with_recompute) f += SumFlops(layer.recompute);
+    return f;
+  };
+  const double per_layer = layer_flops(m);
+  // MoE models with dense leading layers (DeepSeek): those layers' own count.
+  const double per_dense_layer = m.first_dense_layers > 0 ? layer_flops(DenseLayerModel(m)) : 0.0;
   const LayerOps emb = EmbeddingOps(m, p, kBytes);
   const LayerOps head = HeadOps(m, p, kBytes);
 
@@ -20,7 +28,10 @@ double StepFlops(const ModelSpec& m, const PlanSpec& p, bool with_recompute) {
   // (tp, cp) group: sum over pipeline ranks of their layers.
   double per_rank_microbatch = 0;
   for (int stage = 0; stage < p.pp; ++stage) {
-    per_rank_microbatch += p.StageLayers(stage) * per_layer;
+    int dense = 0;
+    for (int c = stage; c < p.num_chunks(); c += p.pp)
+      dense += std::max(0, std::min(p.layers_per_chunk[c], m.first_dense_layers - p.ChunkFirstLayer(c)));
+    per_rank_microbatch += (p.StageLayers(stage) - dense) * per_layer + dense * per_dense_layer;
     if (stage == 0) per_rank_microbatch += SumFlops(emb.forward) + SumFlops(emb.backward);
     if (stage == p.pp - 1) per_rank_microbatch += SumFlops(head.forward) + SumFlops(head.backward);
   }

@@ -1,7 +1,7 @@
 #include "planner/cost/layer_ops.h"
 
 #include <algorithm>
-#include <string>
+#include <cstring>
 
 #include "base/check.h"
 #include "planner/cost/moe_ops.h"
@@ -88,6 +88,9 @@ struct Dims {
   const PlanSpec* plan;
   bool moe;
   bool qk_norm;
+  int64_t dqk, dv;  // per-head widths of Q/K and of V (== d unless MLA)
+  bool mla;         // multi-head latent attention (DeepSeek)
+  int64_t q_lora, kv_lora, rope_dim, nope_dim;
   bool fp8;              // the layer's linear GEMMs in FP8 (Transformer Engine)
   int num_microbatches;  // FP8 weight casts happen once per step
 };
@@ -129,6 +132,14 @@ Dims MakeDims(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   d.plan = &p;
   d.moe = m.moe();
   d.qk_norm = m.qk_norm;
+  d.mla = m.mla();
+  d.dqk = d.d;
+  d.dv = m.v_dim();
+  d.q_lora = m.q_lora_rank;
+  d.kv_lora = m.kv_lora_rank;
+  d.rope_dim = m.qk_rope_head_dim;
+  d.nope_dim = m.qk_nope_head_dim;
+  if (d.mla) d.kv_local = d.a_local;  // K and V are up-projected for every (local) head
   d.fp8 = p.precision == Precision::kFp8;
   d.num_microbatches = std::max(1, p.num_microbatches);
   return d;
@@ -177,8 +188,8 @@ Op AttentionCore(const Dims& d, const char* name, double scale) {
   op.k = d.d;
   op.batch = d.b * d.a_local;
   const double score = static_cast<double>(d.b) * d.a_local * d.s_local * d.s_full;
-  op.flops = scale * 2.0 * 2.0 * score * d.d;  // QK^T and AV
-  const double io = d.e * d.b * (d.s_local * d.a_local * d.d * 2.0 + 2.0 * d.s_local * d.kv_local * d.d);
+  op.flops = scale * 2.0 * score * (d.dqk + d.dv);  // QK^T and AV
+  const double io = d.e * d.b * d.s_local * (d.a_local + d.kv_local) * (d.dqk + d.dv);  // Q, O and K, V
   const double score_bytes = d.flash ? 0.0 : d.dropout ? score * (6 * d.e + 1) : score * (4 * d.e);
   op.bytes = scale * (io + score_bytes);
   return op;
@@ -194,7 +205,7 @@ Op AttentionCore(const Dims& d, const char* name, double scale) {
 // runtime's MHA-shaped core), so its blocks are 2 T a_l d elements.
 void CpRing(const Dims& d, std::vector<Op>* ops, bool backward) {
   if (d.cp <= 1) return;
-  const double kv_bytes = d.e * 2.0 * d.T * (d.flash ? d.kv_local : d.a_local) * d.d;
+  const double kv_bytes = d.e * d.T * (d.flash ? d.kv_local : d.a_local) * (d.dqk + d.dv);
   for (int step = 0; step + 1 < d.cp; ++step)
     ops->push_back(CollectiveOp(backward ? "cp_kv_dkv_ring" : "cp_kv_ring", CollKind::kSendRecv,
                         GroupKind::kCp, d.cp, backward ? 2 * kv_bytes : kv_bytes));
@@ -220,6 +231,47 @@ void TpEnterBackward(const Dims& d, const char* name, std::vector<Op>* ops) {
   TpExitForward(d, name, ops);
 }
 
+void GemmBackward(const Op& fwd, const char* dgrad, const char* wgrad, std::vector<Op>* ops);
+
+// Multi-head latent attention (DeepSeek-V2/V3) up to the attention core:
+// the down-projections (and their RMSNorms) are replicated over TP, as
+// Megatron-LM's MLA builds them; the up-projections are column-parallel.
+// Q = W_uq norm(W_dq x) (or W_q x), [c_kv, k_rope] = W_dkv x, [K_nope, V]
+// = W_ukv norm(c_kv); RoPE on q's rope part and the one shared k_rope, then
+// K = [K_nope, k_rope] assembled per head.
+void MlaForward(const Dims& d, std::vector<Op>* f) {
+  const double e = d.e;
+  if (d.q_lora > 0) {
+    f->push_back(Gemm("mla_q_down", d.T, d.q_lora, d.h));
+    f->push_back(MemoryOp("mla_q_norm", 2 * e * d.T * d.q_lora));
+    f->push_back(Gemm("mla_q_up", d.T, d.a_local * d.dqk, d.q_lora));
+  } else {
+    f->push_back(Gemm("mla_q", d.T, d.a_local * d.dqk, d.h));
+  }
+  f->push_back(Gemm("mla_kv_down", d.T, d.kv_lora + d.rope_dim, d.h));
+  f->push_back(MemoryOp("mla_kv_norm", 2 * e * d.T * d.kv_lora));
+  f->push_back(Gemm("mla_kv_up", d.T, d.a_local * (d.nope_dim + d.dv), d.kv_lora));
+  f->push_back(MemoryOp("rope", 2 * e * d.T * (d.a_local + 1) * d.rope_dim));
+  f->push_back(MemoryOp("mla_k_assemble", 2 * e * d.T * d.a_local * d.dqk));
+}
+
+void MlaBackward(const Dims& d, std::vector<Op>* g) {
+  const double e = d.e;
+  g->push_back(MemoryOp("mla_k_assemble_bwd", 2 * e * d.T * d.a_local * d.dqk));
+  g->push_back(MemoryOp("rope_bwd", 2 * e * d.T * (d.a_local + 1) * d.rope_dim));
+  GemmBackward(Gemm("mla_kv_up", d.T, d.a_local * (d.nope_dim + d.dv), d.kv_lora), "mla_kv_up_dgrad",
+               "mla_kv_up_wgrad", g);
+  g->push_back(MemoryOp("mla_kv_norm_bwd", 3 * e * d.T * d.kv_lora));
+  GemmBackward(Gemm("mla_kv_down", d.T, d.kv_lora + d.rope_dim, d.h), "mla_kv_down_dgrad", "mla_kv_down_wgrad", g);
+  if (d.q_lora > 0) {
+    GemmBackward(Gemm("mla_q_up", d.T, d.a_local * d.dqk, d.q_lora), "mla_q_up_dgrad", "mla_q_up_wgrad", g);
+    g->push_back(MemoryOp("mla_q_norm_bwd", 3 * e * d.T * d.q_lora));
+    GemmBackward(Gemm("mla_q_down", d.T, d.q_lora, d.h), "mla_q_down_dgrad", "mla_q_down_wgrad", g);
+  } else {
+    GemmBackward(Gemm("mla_q", d.T, d.a_local * d.dqk, d.h), "mla_q_dgrad", "mla_q_wgrad", g);
+  }
+}
+
 std::vector<Op> LayerForward(const Dims& d) {
   std::vector<Op> f;
   const double e = d.e;
@@ -234,15 +286,19 @@ std::vector<Op> LayerForward(const Dims& d) {
   }
   f.push_back(MemoryOp(d.ln ? "ln1" : "rmsnorm1", 2 * e * d.T_r * d.h));
   TpEnterForward(d, "sp_allgather_attn", &f);
-  Fp8Cast(d, "fp8_cast_qkv_input", static_cast<double>(d.T) * d.h, &f);
-  f.push_back(Linear(d, "qkv", d.T, n_qkv, d.h));
-  if (d.bias || d.qkv_bias) f.push_back(MemoryOp("qkv_bias", 2 * e * d.T * n_qkv));
-  if (d.qk_norm) f.push_back(MemoryOp("qk_rmsnorm", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
-  if (d.rope) f.push_back(MemoryOp("rope", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
+  if (d.mla) {
+    MlaForward(d, &f);
+  } else {
+    Fp8Cast(d, "fp8_cast_qkv_input", static_cast<double>(d.T) * d.h, &f);
+    f.push_back(Linear(d, "qkv", d.T, n_qkv, d.h));
+    if (d.bias || d.qkv_bias) f.push_back(MemoryOp("qkv_bias", 2 * e * d.T * n_qkv));
+    if (d.qk_norm) f.push_back(MemoryOp("qk_rmsnorm", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
+    if (d.rope) f.push_back(MemoryOp("rope", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
+  }
   CpRing(d, &f, /*backward=*/false);
   f.push_back(AttentionCore(d, "attn_core", 1.0));
-  Fp8Cast(d, "fp8_cast_proj_input", static_cast<double>(d.T) * d.a_local * d.d, &f);
-  f.push_back(Linear(d, "proj", d.T, d.h, d.a_local * d.d));
+  Fp8Cast(d, "fp8_cast_proj_input", static_cast<double>(d.T) * d.a_local * d.dv, &f);
+  f.push_back(Linear(d, "proj", d.T, d.h, d.a_local * d.dv));
   TpExitForward(d, d.sp ? "sp_reducescatter_attn" : "tp_allreduce_attn", &f);
   if (d.norms == 4) f.push_back(MemoryOp("post_attn_rmsnorm", 2 * e * d.T_r * d.h));
   if (d.bias)
@@ -327,19 +383,24 @@ std::vector<Op> LayerBackward(const Dims& d) {
   if (d.norms == 4) g.push_back(MemoryOp("post_attn_rmsnorm_bwd", 3 * e * d.T_r * d.h));
   TpExitBackward(d, "sp_allgather_attn_grad", &g);
   Fp8Cast(d, "fp8_cast_proj_grad", static_cast<double>(d.T) * d.h, &g);
-  GemmBackward(Linear(d, "proj", d.T, d.h, d.a_local * d.d), "proj_dgrad", "proj_wgrad", &g);
+  GemmBackward(Linear(d, "proj", d.T, d.h, d.a_local * d.dv), "proj_dgrad", "proj_wgrad", &g);
   CpRing(d, &g, /*backward=*/true);
   g.push_back(AttentionCore(d, "attn_core_bwd", 2.0));
-  if (d.bias || d.qkv_bias) g.push_back(MemoryOp("qkv_bias_bwd", e * d.T * n_qkv));
-  if (d.rope) g.push_back(MemoryOp("rope_bwd", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
-  if (d.qk_norm) g.push_back(MemoryOp("qk_rmsnorm_bwd", 3 * e * d.T * (d.a_local + d.kv_local) * d.d));
-  TpEnterForward(d, "sp_allgather_attn_input", &g);
-  Fp8Cast(d, "fp8_cast_qkv_grad", static_cast<double>(d.T) * n_qkv, &g);
-  GemmBackward(Linear(d, "qkv", d.T, n_qkv, d.h), "qkv_dgrad", "qkv_wgrad", &g);
+  if (d.mla) {
+    TpEnterForward(d, "sp_allgather_attn_input", &g);
+    MlaBackward(d, &g);
+  } else {
+    if (d.bias || d.qkv_bias) g.push_back(MemoryOp("qkv_bias_bwd", e * d.T * n_qkv));
+    if (d.rope) g.push_back(MemoryOp("rope_bwd", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
+    if (d.qk_norm) g.push_back(MemoryOp("qk_rmsnorm_bwd", 3 * e * d.T * (d.a_local + d.kv_local) * d.d));
+    TpEnterForward(d, "sp_allgather_attn_input", &g);
+    Fp8Cast(d, "fp8_cast_qkv_grad", static_cast<double>(d.T) * n_qkv, &g);
+    GemmBackward(Linear(d, "qkv", d.T, n_qkv, d.h), "qkv_dgrad", "qkv_wgrad", &g);
+  }
   // tp > kv_heads: each KV head's K/V weights live on tp / kv_heads ranks;
   // the runtime (LlamaLayer) sums their fp32 weight grads over TP in every
   // backward, as one all-reduce of the full K and V weight grads.
-  if (d.tp > d.kv_heads)
+  if (!d.mla && d.tp > d.kv_heads)
     g.push_back(CollectiveOp("tp_allreduce_kv_replica_grads", CollKind::kAllReduce, GroupKind::kTp, d.tp,
                      4.0 * 2 * d.kv_heads * d.d * d.h));
   TpEnterBackward(d, d.sp ? "sp_reducescatter_attn_grad" : "tp_allreduce_attn_grad", &g);
@@ -357,7 +418,7 @@ LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_pe
   if (p.recompute == Recompute::kFull) {
     // The FP8 weight copies are cached: the recompute forward does not recast them.
     for (const Op& op : ops.forward)
-      if (std::string(op.name) != "fp8_cast_weights") ops.recompute.push_back(op);
+      if (std::strcmp(op.name, "fp8_cast_weights") != 0) ops.recompute.push_back(op);
   } else if (p.recompute == Recompute::kSelective) {
     // Korthikanti et al. 2022: recompute only the attention core (QK^T,
     // softmax, dropout, AV). Under CP there is no extra ring: each block's

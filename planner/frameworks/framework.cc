@@ -54,6 +54,7 @@ void MegatronReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::str
 // torchtitan v0.2.2 (torchtitan/config/job_config.py,
 // torchtitan/models/llama3/infra/parallelize.py, distributed/parallel_dims.py).
 void TorchtitanReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::string>* out) {
+  if (p.precision == Precision::kFp8) out->push_back("no FP8 in dtplan's torchtitan export (float8 not mapped)");
   if (m.moe())
     out->push_back("no mixture of experts in dtplan's torchtitan export (its llama3 model is dense)");
   else if (m.family != ModelFamily::kLlama)
@@ -73,6 +74,7 @@ void TorchtitanReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::s
 // DeepSpeed commit 38327e0 (deepspeed/runtime/pipe/engine.py, pipe/schedule.py,
 // runtime/engine.py, runtime/tensor_parallel/config.py).
 void DeepSpeedReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::string>* out) {
+  if (p.precision == Precision::kFp8) out->push_back("no FP8 in dtplan's DeepSpeed export (not mapped)");
   if (m.moe()) out->push_back("no mixture of experts in dtplan's DeepSpeed export (not mapped)");
   if (p.sequence_parallel) out->push_back("no Megatron-style sequence parallelism (AutoTP shards weights only)");
   if (p.cp > 1) out->push_back("no ring context parallelism (DeepSpeed-Ulysses shards heads instead)");

@@ -56,7 +56,16 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
     add("--group-query-attention");
     add("--num-query-groups", Str(m.kv_heads));
   }
-  if (m.head_dim_set > 0) add("--kv-channels", Str(m.head_dim_set));
+  if (m.mla()) {
+    add("--multi-latent-attention");
+    if (m.q_lora_rank > 0) add("--q-lora-rank", Str(m.q_lora_rank));
+    add("--kv-lora-rank", Str(m.kv_lora_rank));
+    add("--qk-head-dim", Str(m.qk_nope_head_dim));
+    add("--qk-pos-emb-head-dim", Str(m.qk_rope_head_dim));
+    add("--v-head-dim", Str(m.v_head_dim));
+  } else if (m.head_dim_set > 0) {
+    add("--kv-channels", Str(m.head_dim_set));
+  }
   add("--ffn-hidden-size", Str(m.ffn_hidden));
   add("--seq-length", Str(p.seq_length));
   add("--max-position-embeddings", Str(std::max(m.max_position, p.seq_length)));
@@ -81,6 +90,8 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
     add("--moe-router-topk", Str(m.moe_top_k));
     add("--moe-ffn-hidden-size", Str(m.moe_ffn_hidden));
     if (m.shared_ffn_hidden > 0) add("--moe-shared-expert-intermediate-size", Str(m.shared_ffn_hidden));
+    if (m.first_dense_layers > 0)  // dense leading layers (DeepSeek), Megatron's pattern spelling
+      add("--moe-layer-freq", "([0]*" + Str(m.first_dense_layers) + "+[1]*" + Str(m.moe_layers()) + ")");
     add("--moe-token-dispatcher-type", "alltoall");  // the dispatcher priced (moe_ops.h)
     add("--moe-grouped-gemm");                        // one grouped GEMM over the experts, as priced
   }
@@ -128,6 +139,10 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
   }
   if (p.dp * p.cp > 1) add("--overlap-grad-reduce");  // dtplan prices the bucketed overlap
   if (bf16) add("--bf16");
+  if (p.precision == Precision::kFp8) {  // Transformer Engine FP8 GEMMs, delayed scaling (docs/fp8.md)
+    add("--fp8-format", "hybrid");
+    add("--fp8-recipe", "delayed");
+  }
   return f;
 }
 

@@ -1,5 +1,7 @@
 // ImportMegatron (megatron_args.h): Megatron-LM argv -> (ModelSpec, PlanSpec).
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -15,17 +17,23 @@ const std::set<std::string> kIntFlags = {
     "--make-vocab-size-divisible-by", "--tensor-model-parallel-size", "--pipeline-model-parallel-size",
     "--context-parallel-size", "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--micro-batch-size",
-    "--global-batch-size", "--recompute-num-layers"};
+    "--global-batch-size", "--recompute-num-layers",
+    // Mixture of experts and multi-latent attention.
+    "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
+    "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--q-lora-rank", "--kv-lora-rank",
+    "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim", "--mtp-num-layers"};
 const std::set<std::string> kStringFlags = {
     "--normalization", "--position-embedding-type", "--recompute-granularity", "--recompute-method",
     "--attention-backend", "--data-parallel-sharding-strategy", "--pipeline-model-parallel-layout",
     "--tokenizer-type", "--attention-dropout", "--hidden-dropout", "--rotary-base", "--norm-epsilon",
-    "--rotary-seq-len-interpolation-factor"};
+    "--rotary-seq-len-interpolation-factor", "--moe-token-dispatcher-type", "--moe-layer-freq", "--fp8-format",
+    "--fp8-recipe"};
 const std::set<std::string> kBoolFlags = {
     "--group-query-attention", "--swiglu", "--disable-bias-linear", "--add-qkv-bias",
     "--untie-embeddings-and-output-weights", "--sequence-parallel", "--use-distributed-optimizer",
     "--use-megatron-fsdp", "--use-torch-fsdp2", "--bf16", "--fp16", "--use-flash-attn",
-    "--overlap-grad-reduce", "--overlap-param-gather", "--use-rotary-position-embeddings", "--use-rope-scaling"};
+    "--overlap-grad-reduce", "--overlap-param-gather", "--use-rotary-position-embeddings", "--use-rope-scaling",
+    "--moe-grouped-gemm", "--multi-latent-attention"};
 // Flags that change neither the memory nor the step time dtplan predicts:
 // data, tokenizer files, checkpoints, logging, learning-rate schedule,
 // optimizer hyper-parameters, initialization, kernel fusion switches.
@@ -53,7 +61,16 @@ const std::set<std::string> kHarmless = {
     "--async-save", "--ckpt-fully-parallel-save", "--ckpt-fully-parallel-load", "--use-dist-ckpt",
     "--auto-detect-ckpt-format", "--initial-loss-scale", "--min-loss-scale", "--loss-scale-window",
     "--hysteresis", "--loss-scale", "--override-opt_param-scheduler", "--use-checkpoint-opt_param-scheduler",
-    "--wandb-entity", "--tokenizer-prompt-format", "--legacy-tokenizer", "--ft-num-warmup-iters"};
+    "--wandb-entity", "--tokenizer-prompt-format", "--legacy-tokenizer", "--ft-num-warmup-iters",
+    // MoE routing policy and its losses: which experts a token uses, not how
+    // many (the top-k is --moe-router-topk); the permutation kernel fusion.
+    "--moe-aux-loss-coeff", "--moe-z-loss-coeff", "--moe-router-load-balancing-type", "--moe-router-score-function",
+    "--moe-router-topk-scaling-factor", "--moe-router-num-groups", "--moe-router-group-topk",
+    "--moe-router-enable-expert-bias", "--moe-router-bias-update-rate", "--moe-router-pre-softmax",
+    "--moe-router-dtype", "--moe-input-jitter-eps", "--moe-per-layer-logging", "--moe-permute-fusion",
+    "--moe-router-fusion",
+    // FP8 delayed-scaling bookkeeping (a few floats per GEMM per step).
+    "--fp8-amax-history-len", "--fp8-amax-compute-algo", "--fp8-margin", "--fp8-interval"};
 
 // GPT-2's BPE: the vocabulary when only --tokenizer-type says it.
 constexpr int kGpt2Vocab = 50257;
@@ -228,6 +245,22 @@ StatusOr<std::vector<int>> ParseLayout(const std::string& s) {
   return chunks;
 }
 
+// --moe-layer-freq: 1 (every layer MoE) or the pattern "([0]*K+[1]*N)"
+// (K dense leading layers, Megatron's spelling of DeepSeek's layout); the
+// number of dense leading layers, or an error naming the flag.
+StatusOr<int> DenseLeadingLayers(const std::string& v, int num_layers) {
+  std::string t;
+  for (char c : v)
+    if (!std::isspace(static_cast<unsigned char>(c))) t += c;
+  if (t == "1") return 0;
+  int dense = -1, sparse = -1;
+  if (std::sscanf(t.c_str(), "([0]*%d+[1]*%d)", &dense, &sparse) == 2 && dense >= 0 && sparse >= 1 &&
+      dense + sparse == num_layers && t == "([0]*" + std::to_string(dense) + "+[1]*" + std::to_string(sparse) + ")")
+    return dense;
+  return InvalidArgument("--moe-layer-freq '" + v + "' is not modeled: dtplan models 1 (every layer MoE) or "
+                         "\"([0]*K+[1]*N)\" with K + N = --num-layers (K dense leading layers)");
+}
+
 }  // namespace
 
 StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int world, const std::string& name) {
@@ -314,6 +347,44 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
   DT_ASSIGN_OR_RETURN(m.rms_norm_eps, ParseFloat("--norm-epsilon", str("--norm-epsilon", "1e-5")));
   if (m.rope_theta <= 0 || m.rms_norm_eps <= 0) return InvalidArgument("--rotary-base / --norm-epsilon must be > 0");
   m.rope_scaled = has("--use-rope-scaling") || has("--rotary-seq-len-interpolation-factor");
+  // Multi-latent attention (Megatron's MLATransformerConfig defaults).
+  if (has("--multi-latent-attention")) {
+    m.q_lora_rank = static_cast<int>(get("--q-lora-rank", 0));
+    m.kv_lora_rank = static_cast<int>(get("--kv-lora-rank", 32));
+    m.qk_nope_head_dim = static_cast<int>(get("--qk-head-dim", 128));
+    m.qk_rope_head_dim = static_cast<int>(get("--qk-pos-emb-head-dim", 64));
+    m.v_head_dim = static_cast<int>(get("--v-head-dim", 128));
+    m.head_dim_set = m.qk_nope_head_dim + m.qk_rope_head_dim;
+    m.kv_heads = m.heads;
+  } else {
+    for (const char* f : {"--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim"})
+      if (has(f)) return InvalidArgument(std::string(f) + " needs --multi-latent-attention");
+  }
+  if (get("--mtp-num-layers", 0) > 0)
+    return InvalidArgument("--mtp-num-layers " + std::to_string(get("--mtp-num-layers", 0)) +
+                           ": multi-token prediction layers are not modeled; remove it to price the main model");
+  // Mixture of experts.
+  if (has("--num-experts")) {
+    m.num_experts = static_cast<int>(get("--num-experts", 0));
+    m.moe_top_k = static_cast<int>(get("--moe-router-topk", 2));  // Megatron's default
+    m.moe_ffn_hidden = static_cast<int>(get("--moe-ffn-hidden-size", m.ffn_hidden));
+    m.shared_ffn_hidden = static_cast<int>(get("--moe-shared-expert-intermediate-size", 0));
+    if (has("--moe-layer-freq")) {
+      DT_ASSIGN_OR_RETURN(m.first_dense_layers, DenseLeadingLayers(v.at("--moe-layer-freq"), m.num_layers));
+    }
+    const std::string dispatcher = str("--moe-token-dispatcher-type", "allgather");
+    if (dispatcher != "alltoall")
+      return InvalidArgument("--moe-token-dispatcher-type " + dispatcher +
+                             " is not modeled; dtplan prices the alltoall dispatcher (add --moe-token-dispatcher-type alltoall)");
+    if (!has("--moe-grouped-gemm"))
+      job.notes.push_back("experts priced as one grouped GEMM (--moe-grouped-gemm); without it Megatron-LM runs "
+                          "one GEMM per local expert and is slower than predicted");
+  } else {
+    for (const char* f : {"--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
+                          "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--moe-layer-freq",
+                          "--moe-token-dispatcher-type", "--moe-grouped-gemm"})
+      if (has(f)) return InvalidArgument(std::string(f) + " needs --num-experts");
+  }
   m.source_type = "megatron";
   DT_RETURN_IF_ERROR(Validate(m, "the Megatron-LM command"));
 
@@ -322,6 +393,11 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
   p.tp = tp;
   p.pp = static_cast<int>(get("--pipeline-model-parallel-size", 1));
   p.cp = static_cast<int>(get("--context-parallel-size", 1));
+  p.ep = static_cast<int>(get("--expert-model-parallel-size", 1));
+  if (m.moe() && get("--expert-tensor-parallel-size", p.tp) != p.tp)
+    return InvalidArgument("--expert-tensor-parallel-size " + std::to_string(get("--expert-tensor-parallel-size", 0)) +
+                           " differs from --tensor-model-parallel-size " + std::to_string(p.tp) +
+                           ": dtplan models expert TP = TP");
   if (p.tp < 1 || p.pp < 1 || p.cp < 1) return InvalidArgument("parallel sizes must be >= 1");
   if (world == 0 && job.launcher_nodes > 0 && job.launcher_gpus_per_node > 0)
     world = job.launcher_nodes * job.launcher_gpus_per_node;
@@ -420,6 +496,17 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
   p.flash_attention = backend == "flash" || backend == "fused" || backend == "auto";
   p.dropout = m.uses_dropout();
   job.bf16 = has("--bf16") || has("--fp16");
+  if (has("--fp8-format")) {
+    const std::string fmt = v.at("--fp8-format"), recipe = str("--fp8-recipe", "delayed");
+    if (fmt != "hybrid" && fmt != "e4m3")
+      return InvalidArgument("--fp8-format '" + fmt + "': use hybrid or e4m3");
+    if (recipe != "delayed")
+      return InvalidArgument("--fp8-recipe " + recipe + " is not modeled; dtplan prices Transformer Engine's delayed "
+                             "scaling (--fp8-recipe delayed)");
+    p.precision = Precision::kFp8;  // e4m3 and hybrid: same bytes and Tensor Core rate
+  } else if (has("--fp8-recipe")) {
+    return InvalidArgument("--fp8-recipe needs --fp8-format");
+  }
   if (has("--fp16")) job.notes.push_back("--fp16 is priced as bf16 (same bytes and tensor-core rate)");
   if (p.dp * p.cp > 1 && !has("--overlap-grad-reduce"))
     job.notes.push_back("dtplan prices the data-parallel gradient reduce overlapped with backward (--overlap-grad-reduce); "

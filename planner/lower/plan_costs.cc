@@ -68,6 +68,16 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   OpListCost lf = Price(layer.forward, p, c, hw, &pc.outside_profile);
   OpListCost lb = Price(layer.backward, p, c, hw, &pc.outside_profile);
   OpListCost lr = Price(layer.recompute, p, c, hw, &pc.outside_profile);
+  // MoE models with dense leading layers (DeepSeek's first_k_dense_replace):
+  // those layers priced as the dense model of the same attention.
+  const ModelSpec dense_model = DenseLayerModel(m);
+  OpListCost df, db, dr;
+  if (m.first_dense_layers > 0) {
+    LayerOps dl = TransformerLayerOps(dense_model, p, e);
+    df = Price(dl.forward, p, c, hw, &pc.outside_profile);
+    db = Price(dl.backward, p, c, hw, &pc.outside_profile);
+    dr = Price(dl.recompute, p, c, hw, &pc.outside_profile);
+  }
   LayerOps emb = EmbeddingOps(m, p, e), head = HeadOps(m, p, e);
   OpListCost ef = Price(emb.forward, p, c, hw, &pc.outside_profile),
              eb = Price(emb.backward, p, c, hw, &pc.outside_profile);
@@ -78,23 +88,28 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   const GroupTopology egrad = ExpertGradGroupTopology(p, c.gpus_per_node);
   const GroupTopology pipe = TopologyOf(p, GroupKind::kPp, c.gpus_per_node);
   const int64_t layer_params = LayerParamsPerRank(m, p);
+  const int64_t dense_layer_params = m.first_dense_layers > 0 ? LayerParamsPerRank(dense_model, p) : 0;
+  auto stage_layer_params = [&](int s) {
+    const int dense = DenseLayersOnStage(m, p, s);
+    return (p.StageLayers(s) - dense) * layer_params + dense * dense_layer_params;
+  };
   // Embedding / head parameters: what a stage holds beyond its layers.
-  const int64_t first_extra = StageParamsPerRank(m, p, 0) - p.StageLayers(0) * layer_params;
-  const int64_t last_extra =
-      p.pp > 1 ? StageParamsPerRank(m, p, p.pp - 1) - p.StageLayers(p.pp - 1) * layer_params : 0;
+  const int64_t first_extra = StageParamsPerRank(m, p, 0) - stage_layer_params(0);
+  const int64_t last_extra = p.pp > 1 ? StageParamsPerRank(m, p, p.pp - 1) - stage_layer_params(p.pp - 1) : 0;
 
   const int nchunks = p.num_chunks();
   pc.chunks.resize(nchunks);
   for (int ch = 0; ch < nchunks; ++ch) {
     ChunkCost& k = pc.chunks[ch];
     k.layers = p.layers_per_chunk[ch];
-    const double L = k.layers;
-    k.fwd_compute = L * lf.compute;
-    k.fwd_comm = L * lf.comm;
-    k.bwd_compute = L * (lb.compute + lr.compute);
-    k.bwd_comm = L * (lb.comm + lr.comm);
-    k.recompute = L * lr.compute;
-    double params = L * layer_params;
+    const double D = DenseLayersInChunk(m, p, ch);  // dense leading layers (DeepSeek)
+    const double L = k.layers - D;                  // layers of the model's own kind
+    k.fwd_compute = L * lf.compute + D * df.compute;
+    k.fwd_comm = L * lf.comm + D * df.comm;
+    k.bwd_compute = L * (lb.compute + lr.compute) + D * (db.compute + dr.compute);
+    k.bwd_comm = L * (lb.comm + lr.comm) + D * (db.comm + dr.comm);
+    k.recompute = L * lr.compute + D * dr.compute;
+    double params = L * layer_params + D * dense_layer_params;
     if (ch == 0) {
       k.fwd_compute += ef.compute; k.fwd_comm += ef.comm;
       k.bwd_compute += eb.compute; k.bwd_comm += eb.comm;

@@ -68,7 +68,17 @@ double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int byt
   // stored expanded to the query heads (Megatron's repeat_interleave before
   // its baddbmm, the CPU runtime's MHA-shaped attention core).
   const double kv_stored = p.flash_attention ? l.kv : l.a;
-  bytes += e * l.T * l.d * (2 * l.a + 2 * kv_stored);
+  if (!m.mla()) {
+    bytes += e * l.T * l.d * (2 * l.a + 2 * kv_stored);
+  } else {
+    // MLA: Q and K of qk_nope + qk_rope, V and the projection input of
+    // v_head_dim, for every local head; plus the latent path's stored inputs
+    // (replicated over TP): the q and kv RMSNorm inputs and the up-projection
+    // inputs (q_lora_rank, kv_lora_rank each).
+    const double dqk = m.head_dim(), dv = m.v_head_dim;
+    bytes += e * l.T * l.a * (2 * dqk + 2 * dv);
+    bytes += 2 * e * l.T * (m.q_lora_rank + m.kv_lora_rank);
+  }
   // MLP: GPT stores the GeLU input and the fc2 input (2 * 4h each in
   // 16-bit: 16 sbh/t); Llama stores gate, up and the fc2 input.
   if (!m.moe()) {

@@ -1,5 +1,7 @@
 #include "planner/memory/param_count.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 
 namespace dt {
@@ -8,13 +10,40 @@ namespace {
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
+int64_t AttentionParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
+  const int64_t h = m.hidden, d = m.head_dim(), t = p.tp;
+  const int64_t a = m.heads / t;
+  if (m.mla()) {
+    const int64_t q = m.q_lora_rank > 0
+                          ? h * m.q_lora_rank + m.q_lora_rank + static_cast<int64_t>(m.q_lora_rank) * a * d
+                          : h * a * d;
+    const int64_t kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank +
+                       static_cast<int64_t>(m.kv_lora_rank) * a * (m.qk_nope_head_dim + m.v_head_dim);
+    return q + kv + a * m.v_head_dim * h;
+  }
+  const int64_t kv = m.kv_heads >= t ? m.kv_heads / t : 1;  // replicated when tp > kv heads
+  return h * (a + 2 * kv) * d + a * d * h;  // QKV (column) + proj (row)
+}
+
+int DenseLayersInChunk(const ModelSpec& m, const PlanSpec& p, int chunk) {
+  if (m.first_dense_layers <= 0) return 0;
+  const int first = p.ChunkFirstLayer(chunk);
+  return std::max(0, std::min(p.layers_per_chunk[chunk], m.first_dense_layers - first));
+}
+
+int DenseLayersOnStage(const ModelSpec& m, const PlanSpec& p, int pipeline_rank) {
+  int n = 0;
+  for (int c = pipeline_rank; c < p.num_chunks(); c += p.pp) n += DenseLayersInChunk(m, p, c);
+  return n;
+}
+
 int64_t LayerParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
   const int64_t h = m.hidden, d = m.head_dim(), t = p.tp;
   const int64_t a = m.heads / t;
   const int64_t kv = m.kv_heads >= t ? m.kv_heads / t : 1;  // replicated when tp > kv heads
   const int64_t f = CeilDiv(m.ffn_hidden, t);
   const int64_t n_qkv = (a + 2 * kv) * d;
-  int64_t params = h * n_qkv + a * d * h;          // QKV (column) + proj (row)
+  int64_t params = AttentionParamsPerRank(m, p);
   const int64_t mats = m.gated_mlp() ? 3 : 2;
   if (m.moe()) {
     params += static_cast<int64_t>(m.num_experts) * h;                  // router: replicated
@@ -36,11 +65,9 @@ int64_t LayerParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
 }
 
 int64_t LinearWeightParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
-  const int64_t h = m.hidden, d = m.head_dim(), t = p.tp;
-  const int64_t a = m.heads / t;
-  const int64_t kv = m.kv_heads >= t ? m.kv_heads / t : 1;
+  const int64_t h = m.hidden, t = p.tp;
   const int64_t mats = m.gated_mlp() ? 3 : 2;
-  int64_t params = h * (a + 2 * kv) * d + a * d * h;
+  int64_t params = AttentionParamsPerRank(m, p);
   if (m.moe())
     params += ExpertLayerParamsPerRank(m, p) + mats * h * CeilDiv(m.shared_ffn_hidden, t);
   else
@@ -56,14 +83,17 @@ int64_t ExpertLayerParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
 
 int64_t StageExpertParamsPerRank(const ModelSpec& m, const PlanSpec& p, int pipeline_rank) {
   DT_CHECK(pipeline_rank >= 0 && pipeline_rank < p.pp) << "pipeline_rank=" << pipeline_rank;
-  return static_cast<int64_t>(p.StageLayers(pipeline_rank)) * ExpertLayerParamsPerRank(m, p);
+  const int moe_layers = p.StageLayers(pipeline_rank) - DenseLayersOnStage(m, p, pipeline_rank);
+  return static_cast<int64_t>(moe_layers) * ExpertLayerParamsPerRank(m, p);
 }
 
 int64_t StageParamsPerRank(const ModelSpec& m, const PlanSpec& p, int pipeline_rank) {
   DT_CHECK(pipeline_rank >= 0 && pipeline_rank < p.pp) << "pipeline_rank=" << pipeline_rank;
   const int64_t h = m.hidden;
   const int64_t word = CeilDiv(m.vocab, p.tp) * h;
-  int64_t params = static_cast<int64_t>(p.StageLayers(pipeline_rank)) * LayerParamsPerRank(m, p);
+  const int dense = DenseLayersOnStage(m, p, pipeline_rank);
+  int64_t params = static_cast<int64_t>(p.StageLayers(pipeline_rank) - dense) * LayerParamsPerRank(m, p);
+  if (dense > 0) params += dense * LayerParamsPerRank(DenseLayerModel(m), p);
   if (pipeline_rank == 0) {
     params += word;
     if (m.learned_positions()) params += static_cast<int64_t>(m.position_rows()) * h;

@@ -18,7 +18,16 @@
 
 namespace dt {
 
+// One layer of the model's kind: an MoE layer for MoE models (the dense
+// leading layers: LayerParamsPerRank(DenseLayerModel(m), p)).
 int64_t LayerParamsPerRank(const ModelSpec& m, const PlanSpec& p);
+// The attention block's weights on a rank (MLA: down-projections and latent
+// norms replicated over TP, up-projections and output split).
+int64_t AttentionParamsPerRank(const ModelSpec& m, const PlanSpec& p);
+// Dense leading layers (ModelSpec::first_dense_layers) in model chunk
+// `chunk` / on pipeline rank `pipeline_rank`; 0 for dense models.
+int DenseLayersInChunk(const ModelSpec& m, const PlanSpec& p, int chunk);
+int DenseLayersOnStage(const ModelSpec& m, const PlanSpec& p, int pipeline_rank);
 // Aborts (DT_CHECK) unless 0 <= pipeline_rank < p.pp.
 int64_t StageParamsPerRank(const ModelSpec& m, const PlanSpec& p, int pipeline_rank);
 // The routed-expert part of the above (0 for a dense model): the

@@ -32,7 +32,9 @@ const std::vector<Capability>& CapabilityTable() {
        "replan with --zero 0, or with --ep 1"},
       {Feature::kForcedBalancedRouting, "force-balanced MoE routing (a benchmarking setting)", false, false,
        "remove force_balanced_routing from the plan (dtrun routes by the learned router)"},
-
+      {Feature::kFp8, "FP8 GEMMs (Transformer Engine style)", false, false,
+       "plan it with --precision bf16 for dtrun, or run the FP8 plan in Megatron-LM (dtplan export --framework "
+       "megatron writes --fp8-format hybrid)"},
       {Feature::kGptFamily, "the GPT family", true, false, "use a supported model family"},
       {Feature::kLlamaFamily, "the Llama family (RMSNorm, SwiGLU, rotary positions)", true, false,
        "use a GPT model (e.g. examples/models/gpt-tiny.json)"},
@@ -89,6 +91,7 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kUngatedExperts: u = m.moe() && !m.gated_mlp(); break;
       case Feature::kExpertParallelZero: u = m.moe() && p.ep > 1 && p.zero_stage >= 1; break;
       case Feature::kForcedBalancedRouting: u = p.force_balanced_routing; break;
+      case Feature::kFp8: u = p.precision == Precision::kFp8; break;
     }
     if (u) used.push_back(c.feature);
   }

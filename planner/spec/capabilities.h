@@ -42,6 +42,7 @@ enum class Feature {
   kUngatedExperts,         // MoE in the GPT family (GeLU experts, no SwiGLU)
   kExpertParallelZero,     // ZeRO-1 with ep > 1 (expert optimizer state sharded over expert-DP)
   kForcedBalancedRouting,  // PlanSpec::force_balanced_routing (a benchmarking router setting)
+  kFp8,                    // FP8 GEMMs (PlanSpec::precision == kFp8)
 };
 
 struct Capability {

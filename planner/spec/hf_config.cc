@@ -42,12 +42,6 @@ const std::vector<std::string>& ExpertKeys() {
   return k;
 }
 
-// MoE types whose attention is multi-head latent attention (MLA).
-const std::vector<std::string>& MlaTypes() {
-  static const std::vector<std::string> t = {"deepseek_v2", "deepseek_v3"};
-  return t;
-}
-
 std::string Join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
@@ -134,6 +128,40 @@ void QwenMoeLayers(const json& j, Keys& k) {
     k.Fail("'mlp_only_layers' is not empty (dense MLP layers among MoE layers) is not modeled yet");
 }
 
+// DeepSeek-V2 / V3 (deepseek-ai/DeepSeek-V2-Lite, DeepSeek-V3 config.json):
+// multi-head latent attention, first_k_dense_replace dense SwiGLU layers of
+// intermediate_size, then MoE layers of n_routed_experts experts of
+// moe_intermediate_size (top num_experts_per_tok) plus n_shared_experts
+// shared experts of the same width. Routing policy keys (group-limited
+// top-k, sigmoid or softmax scores, the scaling factor, noaux_tc's
+// correction bias of E floats per layer) choose which experts a token uses,
+// not how many: same FLOPs and sizes, so they are read and ignored.
+// num_nextn_predict_layers: DeepSeek-V3's multi-token-prediction module is
+// not part of the HF model (transformers does not build it) nor of the
+// published 671B; it is not counted and not priced (docs/formats.md).
+void DeepSeek(Keys& k, ModelSpec* m, const json& j) {
+  LlamaLike(k, m, false);
+  m->kv_heads = m->heads;  // num_key_value_heads: MLA up-projects K and V for every head
+  m->q_lora_rank = k.NonNull("q_lora_rank") ? k.Int("q_lora_rank") : (k.Use("q_lora_rank"), 0);
+  m->kv_lora_rank = k.Int("kv_lora_rank");
+  m->qk_nope_head_dim = k.Int("qk_nope_head_dim");
+  m->qk_rope_head_dim = k.Int("qk_rope_head_dim");
+  m->v_head_dim = k.Int("v_head_dim");
+  m->head_dim_set = m->qk_nope_head_dim + m->qk_rope_head_dim;
+  m->num_experts = k.Int("n_routed_experts");
+  m->moe_top_k = k.Int("num_experts_per_tok");
+  m->moe_ffn_hidden = k.Int("moe_intermediate_size");
+  m->shared_ffn_hidden = k.IntOr("n_shared_experts", 0) * m->moe_ffn_hidden;
+  m->first_dense_layers = k.IntOr("first_k_dense_replace", 0);
+  if (k.IntOr("moe_layer_freq", 1) != 1)
+    k.Fail("'moe_layer_freq' != 1 (dense MLP layers between MoE layers) is not modeled yet");
+  for (const char* key : {"n_group", "topk_group", "topk_method", "scoring_func", "routed_scaling_factor",
+                          "aux_loss_alpha", "seq_aux", "ep_size", "num_nextn_predict_layers"})
+    k.Use(key);
+  UseMoeNeutralKeys(k);
+  (void)j;
+}
+
 Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
   if (t == "llama" || t == "mistral" || t == "phi3") {
     LlamaLike(k, m, false);
@@ -172,6 +200,8 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
     m->shared_expert_gate = m->shared_ffn_hidden > 0;
     QwenMoeLayers(j, k);
     UseMoeNeutralKeys(k);
+  } else if (t == "deepseek_v2" || t == "deepseek_v3") {
+    DeepSeek(k, m, j);
   } else if (t == "gemma" || t == "gemma2") {
     LlamaLike(k, m, true);  // GeGLU MLP: gated like SwiGLU; tied embeddings
     if (t == "gemma2") {
@@ -234,8 +264,9 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
 }  // namespace
 
 const std::vector<std::string>& SupportedHfTypes() {
-  static const std::vector<std::string> t = {"llama", "mistral", "qwen2",  "phi3",      "gemma",    "gemma2",
-                                             "gpt2",  "opt",     "falcon", "mixtral", "qwen2_moe", "qwen3_moe"};
+  static const std::vector<std::string> t = {"llama",   "mistral",   "qwen2",     "phi3",        "gemma",
+                                             "gemma2",  "gpt2",      "opt",       "falcon",      "mixtral",
+                                             "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"};
   return t;
 }
 
@@ -250,15 +281,6 @@ StatusOr<ModelSpec> ModelFromHfConfig(const json& j, const std::string& where) {
     return InvalidArgument(where + ": HuggingFace config without 'model_type'; add it (one of: " +
                            Join(SupportedHfTypes()) + ")");
   const std::string t = k.StrOr("model_type", "");
-  std::string detail;  // MLA keys present
-  for (const char* key : {"q_lora_rank", "kv_lora_rank"})
-    if (j.contains(key) && !j[key].is_null()) detail += (detail.empty() ? "" : ", ") + std::string(key) + "=" + j[key].dump();
-  if (!detail.empty() || std::find(MlaTypes().begin(), MlaTypes().end(), t) != MlaTypes().end()) {
-    return InvalidArgument(where + ": model_type '" + t + "' uses multi-head latent attention (" +
-                           (detail.empty() ? std::string("MLA") : detail) +
-                           "): MLA not modeled yet, so its size and cost cannot be priced; supported model_types: " +
-                           Join(SupportedHfTypes()));
-  }
   const bool known = std::find(SupportedHfTypes().begin(), SupportedHfTypes().end(), t) != SupportedHfTypes().end() ||
                      t == "RefinedWeb" || t == "RefinedWebModel";
   if (!known)
@@ -279,7 +301,7 @@ StatusOr<ModelSpec> ModelFromHfConfig(const json& j, const std::string& where) {
     if (!m.moe() && j.contains(key) && !j[key].is_null())
       return InvalidArgument(where + ": key '" + key + "' (mixture-of-experts / latent attention) on model_type '" +
                              t + "' is not modeled by dtplan; it changes the model's size and cost, so the config "
-                             "is refused (MoE is mapped for mixtral, qwen2_moe and qwen3_moe only)");
+                             "is refused (MoE is mapped for mixtral, qwen2_moe, qwen3_moe, deepseek_v2 and deepseek_v3 only)");
   if (j.contains("quantization_config"))
     return InvalidArgument(where + ": key 'quantization_config' (quantized weights) is not modeled; dtplan plans "
                            "bf16/fp32 training - remove it for a full-precision plan");

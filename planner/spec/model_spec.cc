@@ -20,7 +20,7 @@ namespace {
 // dense MLP otherwise. Linear biases never combine with experts (Validate).
 int64_t LayerParamsWith(const ModelSpec& m, int64_t experts_used) {
   const int64_t h = m.hidden, f = m.ffn_hidden, q = m.q_dim(), kv = m.kv_dim();
-  int64_t attn = h * (q + 2 * kv) + q * h;  // QKV + output projection
+  const int64_t attn = m.AttentionParams();
   const int64_t mats = m.gated_mlp() ? 3 : 2;
   int64_t mlp = mats * h * f;
   if (m.moe()) {
@@ -37,6 +37,27 @@ int64_t LayerParamsWith(const ModelSpec& m, int64_t experts_used) {
   return attn + mlp + norms + biases;
 }
 }  // namespace
+
+int64_t ModelSpec::AttentionParams() const {
+  const int64_t h = hidden, a = heads;
+  if (!mla()) return h * (q_dim() + 2 * kv_dim()) + q_dim() * h;  // QKV + output projection
+  const int64_t qk = qk_nope_head_dim + qk_rope_head_dim;
+  const int64_t q = q_lora_rank > 0 ? h * q_lora_rank + q_lora_rank + q_lora_rank * a * qk  // W_dq, norm, W_uq
+                                    : h * a * qk;                                          // W_q
+  const int64_t kv = h * (kv_lora_rank + qk_rope_head_dim) + kv_lora_rank +  // W_dkv (+ RoPE key), norm
+                     static_cast<int64_t>(kv_lora_rank) * a * (qk_nope_head_dim + v_head_dim);  // W_ukv
+  return q + kv + a * v_head_dim * h;  // + output projection
+}
+
+ModelSpec DenseLayerModel(const ModelSpec& m) {
+  ModelSpec d = m;
+  d.num_experts = d.moe_top_k = d.moe_ffn_hidden = d.shared_ffn_hidden = 0;
+  d.shared_expert_gate = false;
+  d.first_dense_layers = 0;
+  return d;
+}
+
+int64_t ModelSpec::DenseLayerParams() const { return DenseLayerModel(*this).LayerParams(); }
 
 int64_t ModelSpec::ExpertParams() const {
   return moe() ? (gated_mlp() ? 3 : 2) * static_cast<int64_t>(hidden) * moe_ffn_hidden : 0;
@@ -59,11 +80,14 @@ int64_t ModelSpec::OutputParams() const {
 }
 
 int64_t ModelSpec::TotalParams() const {
-  return EmbeddingParams() + num_layers * LayerParams() + OutputParams();
+  const int64_t moe_l = moe() ? moe_layers() : num_layers;
+  return EmbeddingParams() + moe_l * LayerParams() + (num_layers - moe_l) * DenseLayerParams() + OutputParams();
 }
 
 int64_t ModelSpec::ActiveParams() const {
-  return EmbeddingParams() + num_layers * ActiveLayerParams() + OutputParams();
+  const int64_t moe_l = moe() ? moe_layers() : num_layers;
+  return EmbeddingParams() + moe_l * ActiveLayerParams() + (num_layers - moe_l) * DenseLayerParams() +
+         OutputParams();
 }
 
 Status Validate(const ModelSpec& m, const std::string& where) {
@@ -100,6 +124,20 @@ Status Validate(const ModelSpec& m, const std::string& where) {
   } else if (m.moe_top_k != 0 || m.moe_ffn_hidden != 0 || m.shared_ffn_hidden != 0 || m.shared_expert_gate) {
     return bad("'moe_top_k', 'moe_ffn_hidden_size', 'shared_expert_ffn_hidden_size' and 'shared_expert_gate' "
                "need 'num_experts' > 0");
+  }
+  if (m.first_dense_layers < 0 || (m.first_dense_layers > 0 && !m.moe()) || m.first_dense_layers >= m.num_layers)
+    return bad("'first_dense_layers' (" + std::to_string(m.first_dense_layers) +
+               ") needs an MoE model and must be below 'num_layers'");
+  if (m.q_lora_rank < 0 || m.kv_lora_rank < 0 || m.qk_nope_head_dim < 0 || m.qk_rope_head_dim < 0 || m.v_head_dim < 0)
+    return bad("MLA fields must be >= 0");
+  if (m.mla()) {
+    if (m.qk_nope_head_dim < 1 || m.qk_rope_head_dim < 1 || m.v_head_dim < 1)
+      return bad("MLA ('kv_lora_rank' > 0) needs 'qk_nope_head_dim', 'qk_rope_head_dim' and 'v_head_dim' >= 1");
+    if (m.head_dim() != m.qk_nope_head_dim + m.qk_rope_head_dim || m.kv_heads != m.heads)
+      return bad("MLA: 'head_dim' must be qk_nope_head_dim + qk_rope_head_dim and 'num_kv_heads' = heads");
+    if (m.linear_bias() || m.qkv_bias) return bad("MLA with linear biases is not modeled");
+  } else if (m.q_lora_rank || m.qk_nope_head_dim || m.qk_rope_head_dim || m.v_head_dim) {
+    return bad("'q_lora_rank', 'qk_nope_head_dim', 'qk_rope_head_dim' and 'v_head_dim' need 'kv_lora_rank' > 0 (MLA)");
   }
   if (m.learned_positions() && m.seq_length > m.max_position)
     return bad("'seq_length' (" + std::to_string(m.seq_length) + ") exceeds 'max_position' (" +
@@ -165,6 +203,12 @@ StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where) {
     m.moe_ffn_hidden = Int32Or(r, "moe_ffn_hidden_size", 0);
     m.shared_ffn_hidden = Int32Or(r, "shared_expert_ffn_hidden_size", 0);
     m.shared_expert_gate = r.BoolOr("shared_expert_gate", false);
+    m.first_dense_layers = Int32Or(r, "first_dense_layers", 0);
+    m.q_lora_rank = Int32Or(r, "q_lora_rank", 0);
+    m.kv_lora_rank = Int32Or(r, "kv_lora_rank", 0);
+    m.qk_nope_head_dim = Int32Or(r, "qk_nope_head_dim", 0);
+    m.qk_rope_head_dim = Int32Or(r, "qk_rope_head_dim", 0);
+    m.v_head_dim = Int32Or(r, "v_head_dim", 0);
   }
   if (!r.ok()) return r.status();
   DT_RETURN_IF_ERROR(Validate(m, where));
@@ -214,6 +258,14 @@ json ToJson(const ModelSpec& m) {
     j["moe_ffn_hidden_size"] = m.moe_ffn_hidden;
     if (m.shared_ffn_hidden > 0) j["shared_expert_ffn_hidden_size"] = m.shared_ffn_hidden;
     if (m.shared_expert_gate) j["shared_expert_gate"] = true;
+    if (m.first_dense_layers > 0) j["first_dense_layers"] = m.first_dense_layers;
+  }
+  if (m.mla()) {
+    j["q_lora_rank"] = m.q_lora_rank;
+    j["kv_lora_rank"] = m.kv_lora_rank;
+    j["qk_nope_head_dim"] = m.qk_nope_head_dim;
+    j["qk_rope_head_dim"] = m.qk_rope_head_dim;
+    j["v_head_dim"] = m.v_head_dim;
   }
   return j;
 }

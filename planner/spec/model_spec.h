@@ -65,6 +65,21 @@ struct ModelSpec {
   int moe_ffn_hidden = 0;
   int shared_ffn_hidden = 0;
   bool shared_expert_gate = false;
+  // MoE models whose first `first_dense_layers` layers have a dense MLP of
+  // width ffn_hidden instead (DeepSeek's first_k_dense_replace).
+  int first_dense_layers = 0;
+
+  // Multi-head latent attention (DeepSeek-V2/V3; mla() when kv_lora_rank > 0):
+  // Q = W_uq rmsnorm(W_dq x) (or W_q x when q_lora_rank is 0), the latent
+  // c_kv = rmsnorm(W_dkv x) of kv_lora_rank plus one shared RoPE key of
+  // qk_rope_head_dim, per-head K_nope and V up-projected from c_kv; heads
+  // of qk_nope + qk_rope for QK^T and v_head_dim for AV. head_dim() is then
+  // the QK head dimension (head_dim_set = qk_nope + qk_rope).
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
 
   int head_dim() const { return head_dim_set > 0 ? head_dim_set : hidden / heads; }
   int q_dim() const { return heads * head_dim(); }
@@ -75,13 +90,19 @@ struct ModelSpec {
   bool linear_bias() const { return linear_bias_set.value_or(family == ModelFamily::kGpt); }
   bool uses_dropout() const { return dropout_set.value_or(family == ModelFamily::kGpt); }
   bool moe() const { return num_experts > 0; }
+  bool mla() const { return kv_lora_rank > 0; }
+  int v_dim() const { return mla() ? v_head_dim : head_dim(); }  // per-head width of V (AV, output projection)
+  int moe_layers() const { return moe() ? num_layers - first_dense_layers : 0; }
   int position_rows() const { return std::max(max_position, seq_length) + position_offset; }
   // True when every layout detail is the family's own (what the bundled
   // runtime's GPT and Llama implement).
   bool FamilyLayout() const;
 
-  // Parameters of one transformer layer (weights + biases + norms).
+  // Parameters of one transformer layer (weights + biases + norms); an MoE
+  // layer for MoE models (DenseLayerParams: one of the dense leading layers).
   int64_t LayerParams() const;
+  int64_t DenseLayerParams() const;
+  int64_t AttentionParams() const;  // attention block weights (+ MLA's latent norms), no biases
   int64_t EmbeddingParams() const;  // token (+ learned position) embedding
   int64_t OutputParams() const;     // untied LM head + final norm
   int64_t TotalParams() const;
@@ -92,6 +113,11 @@ struct ModelSpec {
   // One expert MLP's parameters (0 for a dense model).
   int64_t ExpertParams() const;
 };
+
+// The dense leading layers of an MoE model as a dense model of the same
+// attention (num_experts 0, MLP of ffn_hidden): what their op lists and
+// per-rank sizes are computed from.
+ModelSpec DenseLayerModel(const ModelSpec& m);
 
 // Validates consistency (heads divide hidden, kv_heads divide heads, ...).
 Status Validate(const ModelSpec& m, const std::string& where);

@@ -37,12 +37,19 @@ expect 0 '"top"' -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --j
 expect 0 "rank" -- "$DTPLAN" --model "$M/gpt3-175b.json" --nodes 8 --gpus 8 --tp 8 --pp 8 --mbs 1 --schedule 1f1b --recompute full --zero 1 --no-sp --out "$T/p3.json"
 
 # Bad input: one line naming the field and the fix, exit 2.
-# HuggingFace configs: MLA refused, shared experts refused for CPU ranks (dtrun runs Mixtral-style MoE only), --ep needs
+# HuggingFace configs: MLA keys on another type refused, shared experts refused for CPU ranks (dtrun runs Mixtral-style MoE only), --ep needs
 # experts, unknown type lists the supported ones,
 # a window shorter than the sequence is refused, GPT-2's own names load.
 H=$SRC/tests/planner/hf_configs
 expect 2 "does not execute shared experts" -- "$DTPLAN" --model "$H/qwen1.5-moe-a2.7b.json" --nodes 1 --gpus 2 --device cpu --out "$T/x.json"
-expect 2 "MLA not modeled yet" -- "$DTPLAN" --model "$H/deepseek-v3.json" --out "$T/x.json"
+expect 0 "deepseek-v3 \\(HF deepseek_v3: .*671.03B params" -- "$DTPLAN" --model "$H/deepseek-v3.json" --nodes 128 --gpus 8 --top 1 --out "$T/ds.json"
+expect 2 "key 'index_topk'" -- "$DTPLAN" --model <(sed 's/"kv_lora_rank"/"index_topk": 2048, "kv_lora_rank"/' "$H/deepseek-v3.json") --out "$T/x.json"
+expect 2 "precision fp8: profile 'A100-SXM4-80GB' has no FP8 GEMM data" -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --profile a100 --precision fp8 --out "$T/x.json"
+expect 2 "precision fp8 with multi-head latent attention is not modeled" -- "$DTPLAN" --model "$H/deepseek-v3.json" --nodes 128 --gpus 8 --profile h100 --precision fp8 --out "$T/x.json"
+expect 0 "fp8" -- "$DTPLAN" --model "$H/mixtral-8x7b.json" --nodes 4 --gpus 8 --profile h100 --precision fp8 --top 1 --out "$T/x.json"
+expect 2 "precision 'fp4' is unknown" -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --precision fp4 --out "$T/x.json"
+expect 0 "fp8" -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --profile h100 --precision fp8 --out "$T/fp8.json"
+python3 -c "import json; p=json.load(open('$T/fp8.json')); assert p['plan']['precision']=='fp8'" || { echo "FAIL: fp8 plan.json"; fails=$((fails+1)); }
 expect 2 "--ep 2: the model has no experts" -- "$DTPLAN" --model "$H/gpt2.json" --nodes 1 --gpus 2 --ep 2 --out "$T/x.json"
 expect 2 "--ep 3 does not divide the model's 8 experts" -- "$DTPLAN" --model "$H/mixtral-8x7b.json" --nodes 1 --gpus 8 --ep 3 --out "$T/x.json"
 expect 2 "model_type 'mamba' is not supported; supported model_types: llama, mistral" -- "$DTPLAN" --model <(sed 's/"mistral"/"mamba"/' "$H/mistral-7b.json") --out "$T/x.json"

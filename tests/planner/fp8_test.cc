@@ -11,6 +11,7 @@
 #include "planner/lower/simulate.h"
 #include "planner/memory/param_count.h"
 #include "planner/memory/stage_memory.h"
+#include "planner/spec/capabilities.h"
 #include "tests/planner/test_models.h"
 
 namespace dt {
@@ -192,6 +193,21 @@ TEST(Fp8, MoeExpertGemmsAreFp8RouterStaysBf16) {
   EXPECT_LT(pf->step_time_s, pb->step_time_s);
   const MemoryParams mp = MemoryParams::MixedPrecision(80e9);
   EXPECT_LT(EstimateStageMemory(m, f, mp, 0, 1).activations, EstimateStageMemory(m, b, mp, 0, 1).activations);
+}
+
+TEST(Fp8, DtrunRefusesFp8PlansByName) {
+  const ModelSpec m = testing_models::Gpt(64, 4, 2);
+  PlanSpec p = Plan(m, Precision::kFp8);
+  p.flash_attention = false;
+  p.dropout = false;
+  for (RuntimeDevice d : {RuntimeDevice::kCpu, RuntimeDevice::kCuda}) {
+    Status s = CheckExecutable(m, p, d);
+    ASSERT_FALSE(s.ok());
+    if (d == RuntimeDevice::kCpu)
+      EXPECT_NE(s.message().find("FP8"), std::string::npos) << s.message();
+  }
+  p.precision = Precision::kBf16;
+  EXPECT_TRUE(CheckExecutable(m, p, RuntimeDevice::kCpu).ok());
 }
 
 TEST(Fp8, PlanJsonRoundTripsThePrecision) {

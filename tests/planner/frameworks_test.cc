@@ -342,10 +342,10 @@ TEST(Frameworks, MegatronImportRefusesWhatItCannotPrice) {
   auto words = SplitCommandLine(ReadFile("tests/cli/megatron/gpt3_175b_args.sh"));
   ASSERT_TRUE(words.ok());
   std::vector<std::string> w = *words;
-  w.insert(w.end(), {"--rampup-batch-size", "16", "16", "5859375", "--num-experts", "8"});
+  w.insert(w.end(), {"--rampup-batch-size", "16", "16", "5859375", "--moe-expert-capacity-factor", "1.0"});
   auto job = ImportMegatron(w, 0, "x");
   ASSERT_FALSE(job.ok());
-  EXPECT_NE(job.status().message().find("--rampup-batch-size, --num-experts"), std::string::npos)
+  EXPECT_NE(job.status().message().find("--rampup-batch-size, --moe-expert-capacity-factor"), std::string::npos)
       << job.status().message();
   // Harmless flags are listed as ignored, not refused.
   auto ok = ImportMegatron(*words, 0, "x");
@@ -431,6 +431,103 @@ TEST(Frameworks, MegatronFp32MainGradientsCostMemoryAndTime) {
   EXPECT_NEAR(fp32->peak_memory_bytes - base->peak_memory_bytes, 2.0 * m.TotalParams() * (1 + hw->device.fragmentation),
               0.15 * 2.0 * m.TotalParams());
   EXPECT_GT(fp32->step_time_s, base->step_time_s);  // twice the all-reduce bytes
+}
+
+}  // namespace
+}  // namespace dt
+
+namespace dt {
+namespace {
+
+// MoE, MLA and FP8 plans survive export -> import: Mixtral (every layer MoE),
+// DeepSeek-V3 (MLA, 3 dense leading layers, a shared expert, EP 8) and an
+// FP8 Llama; and the MoE / FP8 flags dtplan cannot price are refused by name.
+TEST(Frameworks, MegatronMoeMlaAndFp8FlagsRoundTrip) {
+  struct Case {
+    const char* config;
+    int tp, pp, ep;
+    Precision precision;
+  };
+  for (const Case& c : {Case{"mixtral-8x7b.json", 2, 4, 4, Precision::kBf16},
+                        Case{"deepseek-v3.json", 1, 8, 8, Precision::kBf16},
+                        Case{"", 2, 1, 1, Precision::kFp8}}) {
+    ModelSpec m = testing_models::Llama8B();
+    if (*c.config) {
+      auto model = LoadModel(std::string(DT_SOURCE_DIR) + "/tests/planner/hf_configs/" + c.config);
+      ASSERT_TRUE(model.ok()) << model.status().message();
+      m = *model;
+    }
+    m.seq_length = 4096;
+    m.vocab = static_cast<int>(MegatronPaddedVocab(m.vocab, 128, c.tp));  // as Megatron trains it
+    PlanSpec p;
+    p.tp = c.tp;
+    p.pp = c.pp;
+    p.dp = 16;
+    p.ep = c.ep;
+    p.micro_batch = 1;
+    p.num_microbatches = 8;
+    p.seq_length = 4096;
+    p.sequence_parallel = c.tp > 1;
+    p.zero_stage = 1;
+    p.precision = c.precision;
+    p.layers_per_chunk = EvenSplit(m.num_layers, p.pp);
+    // DeepSeek-V3: 61 layers over 8 stages export as --pipeline-model-parallel-layout.
+    ASSERT_TRUE(Validate(p, m, "plan").ok()) << c.config;
+    auto flags = MegatronArgs(m, p, true);
+    ASSERT_TRUE(flags.ok()) << c.config << ": " << flags.status().message();
+    auto words = SplitCommandLine(FormatFlags(*flags));
+    ASSERT_TRUE(words.ok());
+    auto job = ImportMegatron(*words, p.world(), "x");
+    ASSERT_TRUE(job.ok()) << c.config << ": " << job.status().message();
+    EXPECT_EQ(job->model.TotalParams(), m.TotalParams()) << c.config;
+    EXPECT_EQ(job->model.ActiveParams(), m.ActiveParams()) << c.config;
+    EXPECT_EQ(job->model.num_experts, m.num_experts) << c.config;
+    EXPECT_EQ(job->model.moe_top_k, m.moe_top_k) << c.config;
+    EXPECT_EQ(job->model.shared_ffn_hidden, m.shared_ffn_hidden) << c.config;
+    EXPECT_EQ(job->model.first_dense_layers, m.first_dense_layers) << c.config;
+    EXPECT_EQ(job->model.kv_lora_rank, m.kv_lora_rank) << c.config;
+    EXPECT_EQ(job->plan.ep, p.ep) << c.config;
+    EXPECT_EQ(job->plan.precision, p.precision) << c.config;
+    EXPECT_EQ(Describe(job->plan), Describe(p)) << c.config;
+  }
+}
+
+TEST(Frameworks, MegatronMoeAndFp8FlagsItCannotPriceAreRefusedByName) {
+  const std::vector<std::string> base = {"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
+                                         "--seq-length", "32", "--micro-batch-size", "1", "--vocab-size", "128",
+                                         "--swiglu", "--normalization", "RMSNorm", "--disable-bias-linear",
+                                         "--num-experts", "4", "--moe-router-topk", "2",
+                                         "--moe-token-dispatcher-type", "alltoall", "--moe-grouped-gemm"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> w = base;
+    w.insert(w.end(), extra.begin(), extra.end());
+    return ImportMegatron(w, 4, "x");
+  };
+  auto ok = with({"--expert-model-parallel-size", "2", "--moe-aux-loss-coeff", "0.01", "--moe-router-score-function",
+                  "sigmoid", "--fp8-format", "hybrid"});
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->plan.ep, 2);
+  EXPECT_EQ(ok->plan.precision, Precision::kFp8);
+  EXPECT_EQ(ok->model.moe_ffn_hidden, ok->model.ffn_hidden);  // --moe-ffn-hidden-size defaults to it
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"--moe-shared-expert-overlap"}, "--moe-shared-expert-overlap"},
+      {{"--moe-expert-capacity-factor", "1.25"}, "--moe-expert-capacity-factor"},
+      {{"--moe-token-dispatcher-type", "allgather"}, "allgather"},
+      {{"--moe-layer-freq", "([1]*2+[0]*2)"}, "--moe-layer-freq"},
+      {{"--expert-tensor-parallel-size", "2"}, "--expert-tensor-parallel-size"},
+      {{"--mtp-num-layers", "1"}, "--mtp-num-layers"},
+      {{"--fp8-format", "hybrid", "--fp8-recipe", "mxfp8"}, "--fp8-recipe mxfp8"},
+      {{"--fp8-param-gather"}, "--fp8-param-gather"}};
+  for (const auto& [extra, name] : refused) {
+    auto job = with(extra);
+    ASSERT_FALSE(job.ok()) << name;
+    EXPECT_NE(job.status().message().find(name), std::string::npos) << job.status().message();
+  }
+  auto dense = ImportMegatron({"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length",
+                               "32", "--micro-batch-size", "1", "--vocab-size", "128", "--moe-router-topk", "2"},
+                              1, "x");
+  ASSERT_FALSE(dense.ok());
+  EXPECT_NE(dense.status().message().find("--moe-router-topk needs --num-experts"), std::string::npos);
 }
 
 }  // namespace
