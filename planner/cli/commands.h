@@ -27,6 +27,7 @@ struct CommonOptions {
 struct DimensionOptions {
   std::optional<int> dp, tp, pp, cp, vpp, mbs, zero, ep;
   std::string schedule, recompute;
+  std::string precision;  // "" (the profile's dtype), fp32 or bf16
   std::optional<bool> sp;
   bool sp_on = false, sp_off = false;  // the --sp / --no-sp flags as parsed
 };

@@ -38,6 +38,10 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
   app->add_option("--schedule", d->schedule, "fix the schedule: gpipe, 1f1b or interleaved");
   app->add_option("--recompute", d->recompute, "fix recompute: none, selective or full");
   app->add_option("--zero", d->zero, "fix the ZeRO stage (0-3; 1 = distributed optimizer)");
+  app->add_option("--precision", d->precision,
+                  "training precision: fp32 or bf16 (mixed: bf16 weights, activations, gradients; fp32 master "
+                  "weights and Adam); default: the profile's (bf16 on gpu, fp32 on cpu)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   auto* sp_flag = app->add_flag("--sp", d->sp_on, "fix sequence parallelism on");
   app->add_flag("--no-sp", d->sp_off, "fix sequence parallelism off")->excludes(sp_flag);
 }

@@ -21,6 +21,7 @@ Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
   k->dp = d.dp; k->tp = d.tp; k->pp = d.pp; k->cp = d.cp; k->vpp = d.vpp; k->ep = d.ep;
   k->micro_batch = d.mbs; k->zero_stage = d.zero;
   k->sequence_parallel = d.sp;
+  k->precision = d.precision;
   if (d.sp_on) k->sequence_parallel = true;
   if (d.sp_off) k->sequence_parallel = false;
   if (!d.schedule.empty()) {
@@ -53,7 +54,8 @@ int RunPlan(const PlanOptions& o) {
   k.seq_length = o.seq_length > 0 ? o.seq_length : model.seq_length;
   k.global_batch = o.global_batch > 0 ? o.global_batch : 8LL * cluster.world();
   k.framework = *framework;
-  k.grad_bytes = FrameworkGradBytes(*framework, hw.device.dtype != "fp32");
+  const bool bf16 = o.dims.precision.empty() ? hw.device.dtype != "fp32" : o.dims.precision == "bf16";
+  k.grad_bytes = FrameworkGradBytes(*framework, bf16);
   k.flash_attention = o.attention.empty() ? cluster.device != "cpu" : o.attention == "flash";
   k.dropout = cluster.device != "cpu";  // the bundled CPU runtime trains without dropout
   if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());

@@ -26,6 +26,7 @@ struct SearchConstraints {
   // the others are counted among the rejections with the reason.
   Framework framework = Framework::kAny;
   int grad_bytes = 0;  // copied into every plan (PlanSpec::grad_bytes)
+  std::string precision;  // copied into every plan (PlanSpec::precision)
 };
 
 }  // namespace dt

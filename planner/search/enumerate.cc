@@ -167,6 +167,7 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   p.flash_attention = k.flash_attention;
                   p.dropout = k.dropout;
                   p.grad_bytes = k.grad_bytes;
+                  p.precision = k.precision;
                   p.layers_per_chunk = EvenSplit(m.num_layers, pp * vpp);
                   if (cpu_runtime) {  // never emit a CPU plan dtrun cannot execute
                     const std::vector<Feature> missing = MissingFeatures(m, p, RuntimeDevice::kCpu);

@@ -37,6 +37,14 @@ const std::vector<Capability>& CapabilityTable() {
       {Feature::kFlashAttention, "fused (flash) attention", false, false,
        "replan with --attention unfused (the CPU runtime's attention stores the score matrix)"},
       {Feature::kDropout, "dropout", false, false, "plan without dropout (dtplan --device cpu does)"},
+      {Feature::kBf16,
+       "bf16 mixed precision (bf16 weights, saved activations and gradients; fp32 master weights and Adam "
+       "states; fp32 arithmetic on CPU)",
+       true, false, "plan with --precision fp32"},
+      {Feature::kBf16ZeroSharded, "bf16 mixed precision with ZeRO-2/3 sharding", false, false,
+       "replan with --zero 1 or --precision fp32"},
+      {Feature::kBf16Fp32Grads, "fp32 main gradients under bf16 (grad_bytes 4)", false, false,
+       "set grad_bytes to 0 (the runtime keeps bf16 gradients) or plan with --precision fp32"},
   };
   return table;
 }
@@ -73,6 +81,9 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kFlashAttention: u = p.flash_attention; break;
       case Feature::kDropout: u = p.dropout && m.uses_dropout(); break;
       case Feature::kMixtureOfExperts: u = m.moe(); break;
+      case Feature::kBf16: u = p.precision == "bf16"; break;
+      case Feature::kBf16ZeroSharded: u = p.precision == "bf16" && p.zero_stage >= 2; break;
+      case Feature::kBf16Fp32Grads: u = p.precision == "bf16" && p.grad_bytes == 4; break;
     }
     if (u) used.push_back(c.feature);
   }
@@ -94,6 +105,9 @@ std::string Where(const ModelSpec& m, const PlanSpec& p, Feature f) {
     case Feature::kContextParallel: return "plan has cp=" + std::to_string(p.cp);
     case Feature::kFlashAttention: return "plan assumes flash attention";
     case Feature::kDropout: return "plan has dropout";
+    case Feature::kBf16: return "plan has precision=bf16";
+    case Feature::kBf16ZeroSharded: return "plan has precision=bf16 and zero_stage=" + std::to_string(p.zero_stage);
+    case Feature::kBf16Fp32Grads: return "plan has precision=bf16 and grad_bytes=4";
     case Feature::kTrainingStep: return "plan";
     default: return "model '" + m.name + "'";
   }

@@ -38,6 +38,9 @@ enum class Feature {
   kFlashAttention,         // fused attention (no s x s scores stored)
   kDropout,                // GPT dropout masks
   kMixtureOfExperts,       // routed experts, expert parallelism (ModelSpec::moe())
+  kBf16,                   // precision "bf16": bf16 storage, fp32 master weights and Adam
+  kBf16ZeroSharded,        // precision "bf16" with ZeRO-2/3
+  kBf16Fp32Grads,          // precision "bf16" with grad_bytes 4 (fp32 main gradients)
 };
 
 struct Capability {

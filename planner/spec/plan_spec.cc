@@ -142,6 +142,7 @@ json ToJson(const PlanSpec& p) {
               {"layers_per_chunk", p.layers_per_chunk},
               {"order", p.order}};
   if (p.ep != 1) j["ep"] = p.ep;  // written only for expert-parallel plans (absent: 1)
+  if (!p.precision.empty()) j["precision"] = p.precision;  // absent: the profile's dtype
   return j;
 }
 
@@ -179,6 +180,9 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   p.grad_bytes = static_cast<int>(r.IntOr("grad_bytes", 0));
   if (r.ok() && p.grad_bytes != 0 && p.grad_bytes != 2 && p.grad_bytes != 4)
     r.Fail("'grad_bytes' must be 0 (the profile's), 2 or 4");
+  p.precision = r.StrOr("precision", "");
+  if (r.ok() && !p.precision.empty() && p.precision != "fp32" && p.precision != "bf16")
+    r.Fail("'precision' = \"" + p.precision + "\": use \"fp32\" or \"bf16\" (or omit it for the profile's dtype)");
   p.dp_bucket_bytes = r.IntOr("dp_bucket_bytes", p.dp_bucket_bytes);
   p.order = r.StrOr("order", p.order);
   if (r.Has("layers_per_chunk")) {

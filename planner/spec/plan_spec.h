@@ -62,6 +62,11 @@ struct PlanSpec {
   // (2 for bf16, 4 for fp32). 4 on a bf16 profile: fp32 main gradients, as
   // Megatron-LM keeps them by default (planner/frameworks, docs/frameworks.md).
   int grad_bytes = 0;
+  // Training precision: "" (the hardware profile's dtype: bf16 on GPU
+  // profiles, fp32 on CPU ones), "fp32", or "bf16" (mixed precision: bf16
+  // weights, activations and gradients, fp32 master weights and Adam
+  // states; memory model in docs/memory.md, runtime in docs/runtime.md).
+  std::string precision;
   int64_t dp_bucket_bytes = 40LL << 20;  // DP gradient bucket (Megatron default 40M elems ~)
   std::vector<int> layers_per_chunk;  // size pp*vpp; see header comment
   std::string order = "tp-cp-dp-pp";  // rank grid, innermost first

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 namespace dt::rt {
@@ -41,6 +42,15 @@ class Comm {
   virtual std::unique_ptr<Request> ISend(const float* buf, size_t n, int peer, int tag) = 0;
   virtual std::unique_ptr<Request> IRecv(float* buf, size_t n, int peer, int tag) = 0;
   virtual void Barrier() = 0;
+
+  // bf16 collectives (bf16 mixed precision: gradients, ZeRO-1 value shards),
+  // with the contracts of the float ones above. The defaults widen to fp32,
+  // run the float collective and narrow the result (one rounding per
+  // element); MpiComm moves bf16 on the wire and adds in fp32, rounding each
+  // partial sum to bf16 (identical to the default for 2 members).
+  virtual void AllReduceBf16(uint16_t* buf, size_t n);
+  virtual void ReduceScatterBf16(const uint16_t* in, uint16_t* out, size_t n);
+  virtual void AllGatherBf16(const uint16_t* in, uint16_t* out, size_t n);
 };
 
 }  // namespace dt::rt

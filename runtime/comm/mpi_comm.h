@@ -72,6 +72,9 @@ class MpiComm : public Comm {
   std::unique_ptr<Request> ISend(const float* buf, size_t n, int peer, int tag) override;
   std::unique_ptr<Request> IRecv(float* buf, size_t n, int peer, int tag) override;
   void Barrier() override;
+  void AllReduceBf16(uint16_t* buf, size_t n) override;
+  void ReduceScatterBf16(const uint16_t* in, uint16_t* out, size_t n) override;
+  void AllGatherBf16(const uint16_t* in, uint16_t* out, size_t n) override;
 
  private:
   MPI_Comm comm_;
