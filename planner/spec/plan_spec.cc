@@ -257,6 +257,7 @@ std::string Describe(const PlanSpec& p) {
      << " rc=" << ToString(p.recompute) << (p.sequence_parallel ? " sp" : "")
      << (p.flash_attention ? "" : " unfused") << " zero"
      << p.zero_stage;
+  if (!p.precision.empty()) os << " " << p.precision;  // absent: the profile's dtype
   return os.str();
 }
 

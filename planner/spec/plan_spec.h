@@ -105,7 +105,8 @@ struct PlanFile {
 StatusOr<PlanFile> LoadPlanFile(const std::string& path);
 json ToJson(const PlanFile& f);
 
-// One-line human summary: "dp=2 tp=4 pp=8 vpp=1 mbs=1 m=64 1f1b rc=full sp zero1".
+// One-line human summary: "dp=2 tp=4 pp=8 vpp=1 mbs=1 m=64 1f1b rc=full sp zero1"
+// (plus " bf16" / " fp32" when the plan sets its precision).
 std::string Describe(const PlanSpec& p);
 
 }  // namespace dt

@@ -5,7 +5,8 @@ Usage: dtrun_bf16.py --dtrun BIN --dtplan BIN --mpirun BIN --source-dir DIR --wo
 
 Checks (gpt-tiny, global batch 8, OMP_NUM_THREADS=1)
   parity     precision=bf16 plans (dp=2 ZeRO-0, dp=2 ZeRO-1, tp=2 + SP, pp=2 1F1B, dp=2 x pp=2
-             ZeRO-1) train 10 steps to the 1-rank bf16 losses within a relative 1e-3 per step
+             ZeRO-1, cp=2, tp=2 full recompute, pp=2 selective recompute; llama-tiny dp=2
+             and tp=2) train 10 steps to the 1-rank bf16 losses within a relative 1e-3 per step
              (bf16 keeps 8 significant bits, 2^-8 = 3.9e-3; plans round gradients after
              different partial sums, so they agree to bf16 accuracy, not bitwise; observed
              <= 2e-5).
@@ -14,8 +15,9 @@ Checks (gpt-tiny, global batch 8, OMP_NUM_THREADS=1)
              identical (the bf16 path ran); bf16 peak memory is below 80% of fp32's
              (one microbatch of 8; observed 74%).
   memory     dtplan --device cpu --precision bf16 plans on 1 and 2 ranks (dp=2 ZeRO-0 and
-             ZeRO-1, tp=2, pp=2): measured peak per stage within 5% of the predicted
-             bytes (without the framework reserve, which the CPU runtime does not have).
+             ZeRO-1, tp=2, pp=2, full and selective recompute; llama-tiny on 1 rank and
+             tp=2): measured peak per stage within 5% of the predicted bytes (without the
+             framework reserve, which the CPU runtime does not have).
   bad_input  bf16 with ZeRO-2, bf16 with --checkpoint-dir, precision "fp16": exit code 2
              and a message naming the problem.
 Exit 0 on success, 1 with a message on failure.
@@ -54,9 +56,15 @@ def check_parity():
     ref, _, _ = train("bf16_1rank", 1, 10, precision="bf16")
     for name, kw in [("dp2", dict(dp=2)), ("dp2_zero1", dict(dp=2, zero=1)),
                      ("tp2_sp", dict(tp=2, sp=True)), ("pp2", dict(pp=2)),
-                     ("dp2xpp2_zero1", dict(dp=2, pp=2, mbs=1, zero=1))]:
+                     ("dp2xpp2_zero1", dict(dp=2, pp=2, mbs=1, zero=1)), ("cp2", dict(cp=2)),
+                     ("tp2_rc_full", dict(tp=2, recompute="full")), ("pp2_rc_selective", dict(pp=2, recompute="selective"))]:
         got, _, _ = train("bf16_" + name, 0, 10, precision="bf16", **kw)
         dc.compare("bf16 " + name + " vs 1-rank bf16", ref, got, PARITY_TOL)
+    llama = os.path.join(dc.A.source_dir, "examples/models/llama-tiny.json")
+    ref, _, _ = train("bf16_llama_1rank", 1, 10, precision="bf16", model=llama)
+    for name, kw in [("dp2", dict(dp=2)), ("tp2", dict(tp=2, sp=True))]:
+        got, _, _ = train("bf16_llama_" + name, 0, 10, precision="bf16", model=llama, **kw)
+        dc.compare("bf16 llama-tiny " + name + " vs 1-rank bf16", ref, got, PARITY_TOL)
 
 
 def check_fp32():
@@ -80,11 +88,14 @@ STAGE = re.compile(r"stage (\d+): measured ([\d.]+) (B|KiB|MiB|GiB) \| predicted
 
 
 def check_memory():
-    model = os.path.join(dc.A.source_dir, "examples/models/gpt-tiny.json")
+    models = os.path.join(dc.A.source_dir, "examples/models")
     worst = 0.0
     for name, ranks, dims in [("1rank", 1, []), ("dp2", 2, ["--dp", "2", "--zero", "0"]),
                               ("dp2_zero1", 2, ["--dp", "2", "--zero", "1"]), ("tp2", 2, ["--tp", "2"]),
-                              ("pp2", 2, ["--pp", "2"])]:
+                              ("pp2", 2, ["--pp", "2"]), ("rc_full", 1, ["--recompute", "full"]),
+                              ("rc_selective", 1, ["--recompute", "selective"]), ("llama_1rank", 1, []),
+                              ("llama_tp2", 2, ["--tp", "2"])]:
+        model = os.path.join(models, "llama-tiny.json" if name.startswith("llama") else "gpt-tiny.json")
         plan = os.path.join(dc.A.work, "mem_" + name + ".json")
         cmd = [dc.A.dtplan, "--model", model, "--device", "cpu", "--gpus", str(ranks), "--global-batch", "8",
                "--precision", "bf16", "--top", "1", "--out", plan] + dims
