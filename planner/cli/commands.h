@@ -27,6 +27,7 @@ struct CommonOptions {
 struct DimensionOptions {
   std::optional<int> dp, tp, pp, cp, vpp, mbs, zero, ep;
   std::string schedule, recompute;
+  std::string precision;  // "" (the profile's dtype), fp32, bf16 or fp8
   std::optional<bool> sp;
   bool sp_on = false, sp_off = false;  // the --sp / --no-sp flags as parsed
 };
@@ -41,7 +42,6 @@ struct PlanOptions {
   int top = 5;
   DimensionOptions dims;
   std::string attention;  // flash | unfused; default flash on gpu, unfused on cpu
-  std::string precision = "bf16";  // bf16 | fp8 (Transformer-Engine FP8 GEMMs)
   std::string out = "plan.json";
   std::string trace;
   std::string report;         // self-contained HTML report of the search

@@ -38,6 +38,10 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
   app->add_option("--schedule", d->schedule, "fix the schedule: gpipe, 1f1b or interleaved");
   app->add_option("--recompute", d->recompute, "fix recompute: none, selective or full");
   app->add_option("--zero", d->zero, "fix the ZeRO stage (0-3; 1 = distributed optimizer)");
+  app->add_option("--precision", d->precision,
+                  "training precision: fp32, bf16 (mixed: bf16 weights, activations, gradients; fp32 master "
+                  "weights and Adam) or fp8 (bf16 mixed with Transformer-Engine FP8 GEMMs, on a profile with "
+                  "FP8 data such as h100); default: the profile's (bf16 on gpu, fp32 on cpu)");
   auto* sp_flag = app->add_flag("--sp", d->sp_on, "fix sequence parallelism on");
   app->add_flag("--no-sp", d->sp_off, "fix sequence parallelism off")->excludes(sp_flag);
 }
@@ -64,9 +68,6 @@ static int Run(int argc, char** argv) {
   app.add_option("--attention", plan.attention,
                  "attention kernel: flash (fused, default on gpu) or unfused (default on cpu)")
       ->check(CLI::IsMember({"flash", "unfused"}));
-  app.add_option("--precision", plan.precision,
-                 "GEMM precision of the transformer layers: bf16 (default) or fp8 (Transformer-Engine FP8 "
-                 "on a profile with FP8 data, e.g. h100)");
   app.add_option("--out", plan.out, "where to write the best plan (JSON)");
   app.add_option("--trace", plan.trace, "write the best plan's simulated step as a Chrome trace");
   app.add_option("--report", plan.report,

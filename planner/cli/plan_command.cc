@@ -21,6 +21,11 @@ Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
   k->dp = d.dp; k->tp = d.tp; k->pp = d.pp; k->cp = d.cp; k->vpp = d.vpp; k->ep = d.ep;
   k->micro_batch = d.mbs; k->zero_stage = d.zero;
   k->sequence_parallel = d.sp;
+  if (!d.precision.empty()) {
+    auto p = ParsePrecision(d.precision);
+    if (!p.ok()) return InvalidArgument("--precision: " + p.status().message());
+    k->precision = *p;
+  }
   if (d.sp_on) k->sequence_parallel = true;
   if (d.sp_off) k->sequence_parallel = false;
   if (!d.schedule.empty()) {
@@ -53,15 +58,13 @@ int RunPlan(const PlanOptions& o) {
   k.seq_length = o.seq_length > 0 ? o.seq_length : model.seq_length;
   k.global_batch = o.global_batch > 0 ? o.global_batch : 8LL * cluster.world();
   k.framework = *framework;
-  k.grad_bytes = FrameworkGradBytes(*framework, hw.device.dtype != "fp32");
+  const bool bf16 = o.dims.precision.empty() ? hw.device.dtype != "fp32" : o.dims.precision != "fp32";
+  k.grad_bytes = FrameworkGradBytes(*framework, bf16);
   k.flash_attention = o.attention.empty() ? cluster.device != "cpu" : o.attention == "flash";
   k.dropout = cluster.device != "cpu";  // the bundled CPU runtime trains without dropout
   if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());
-  auto precision = ParsePrecision(o.precision);
-  if (!precision.ok()) return Fail("--precision: " + precision.status().message());
-  k.precision = *precision;
   if (k.precision == Precision::kFp8 && cluster.device == "cpu")
-    return Fail("--precision fp8 needs GPUs with FP8 Tensor Cores; the CPU runtime trains in fp32");
+    return Fail("--precision fp8 needs GPUs with FP8 Tensor Cores; plan CPU ranks with --precision fp32 or bf16");
   if (model.learned_positions() && k.seq_length > model.max_position)
     return Fail("--seq-length " + std::to_string(k.seq_length) + " exceeds the model's " +
                 std::to_string(model.max_position) + " learned positions; use --seq-length <= " +

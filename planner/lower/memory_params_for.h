@@ -1,7 +1,10 @@
 // MemoryParamsFor: the memory model's constants for a hardware profile
 // (capacity, reserve and fragmentation from the device; element sizes from
-// its training dtype: bf16 mixed precision or fp32; a plan's grad_bytes, when
-// set, overrides the gradient element size). Pure.
+// its training dtype: bf16 mixed precision or fp32; a plan's precision, when
+// set, overrides the profile's dtype, and its grad_bytes the gradient element
+// size). bf16 on a CPU profile is the bundled runtime's bf16 path: bf16
+// storage, fp32 working set and fp32 working copies of the unit in use
+// (runtime/model/bf16_params.h, docs/memory.md). Pure.
 #pragma once
 
 #include "planner/memory/memory_params.h"
@@ -20,6 +23,16 @@ inline MemoryParams MemoryParamsFor(const HardwareProfile& hw) {
 
 inline MemoryParams MemoryParamsFor(const HardwareProfile& hw, const PlanSpec& p) {
   MemoryParams mp = MemoryParamsFor(hw);
+  if (p.precision == Precision::kFp32 || p.precision == Precision::kBf16) {
+    const double cap = static_cast<double>(hw.device.memory_bytes);
+    mp = p.precision == Precision::kFp32 ? MemoryParams::Fp32(cap) : MemoryParams::MixedPrecision(cap);
+    mp.reserved_bytes = static_cast<double>(hw.device.reserved_bytes);
+    mp.fragmentation = hw.device.fragmentation;
+  }
+  if (hw.device.kind == "cpu" && mp.activation_bytes == 2) {
+    mp.working_bytes = 4;
+    mp.unit_working_bytes = 8;
+  }
   if (p.grad_bytes > 0) mp.grad_bytes = p.grad_bytes;
   return mp;
 }

@@ -14,6 +14,16 @@ struct MemoryParams {
                               // fp32 grad accumulation: 4)
   int optimizer_bytes = 12;   // Adam, mixed precision: fp32 master + m + v (ZeRO's K = 12)
   int activation_bytes = 2;   // bytes per activation element: 2 or 4
+  // Bytes per element of the backward working set (gradients in flight,
+  // recomputed tensors); 0: activation_bytes. The CPU runtime's bf16 path
+  // stores activations in bf16 but computes in fp32 (4), widening a layer's
+  // stored tensors to fp32 for its backward.
+  int working_bytes = 0;
+  // Bytes per parameter of the unit in use (a layer, or the final norm + LM
+  // head) held as temporaries next to the model states: the CPU runtime's
+  // bf16 path widens its values to an fp32 working copy and, in backward,
+  // gives it an fp32 gradient buffer (4 + 4). 0 elsewhere.
+  int unit_working_bytes = 0;
   double capacity_bytes = 80e9;          // device memory (A100/H100 80 GB)
   double reserved_bytes = 2.0 * (1 << 30);  // CUDA context, cuBLAS workspace, NCCL buffers
   double fragmentation = 0.05;  // allocator slack as a fraction of allocated bytes

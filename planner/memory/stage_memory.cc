@@ -32,6 +32,9 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   DT_CHECK_GE(in_flight_microbatches, 0);
   const bool first = pipeline_rank == 0, last = pipeline_rank == p.pp - 1;
   const double e = mp.activation_bytes;
+  // The backward working set's element size (fp32 on the CPU runtime's bf16
+  // path, which computes in fp32 from bf16 storage; else e).
+  const double w = mp.working_bytes > 0 ? mp.working_bytes : e;
   const Tokens tok = MakeTokens(p);
   const double h = m.hidden;
   const double v_local = std::ceil(static_cast<double>(m.vocab) / p.tp);
@@ -136,12 +139,12 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   const double s_local = static_cast<double>(p.seq_length / p.cp);
   // Unfused ring attention carries K/V expanded to the query heads (GQA).
   const double kv_local = p.flash_attention ? (m.kv_heads >= p.tp ? m.kv_heads / p.tp : 1) : a_local;
-  const double attn_bwd = p.cp > 1 ? 2 * e * s_local * s_local + 5 * 2 * e * tok.T * kv_local * m.head_dim() +
+  const double attn_bwd = p.cp > 1 ? 2 * w * s_local * s_local + 5 * 2 * w * tok.T * kv_local * m.head_dim() +
                                          4.0 * p.micro_batch * a_local * s_local
-                                   : 2 * e * scores;
+                                   : 2 * w * scores;
   // SwiGLU's backward holds the activation gradient next to the gate and
   // up gradients it produces (3 T f); GeLU's works in place (T f).
-  double mlp_bwd = (m.gated_mlp() ? 3 : 1) * e * tok.T * f_local;
+  double mlp_bwd = (m.gated_mlp() ? 3 : 1) * w * tok.T * f_local;
   if (m.moe()) {
     // MoE: the experts' backward over the busiest rank's routed rows (the
     // three gradients of the gated MLP and the gathered input and output
@@ -149,25 +152,41 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
     const double rows = ExpertLoadImbalance(p) * ExpertRowsPerRank(m, p);
     const double fe = std::ceil(static_cast<double>(m.moe_ffn_hidden) / p.tp);
     const double fs = std::ceil(static_cast<double>(m.shared_ffn_hidden) / p.tp);
-    mlp_bwd = std::max((m.gated_mlp() ? 3 : 1) * e * rows * fe + 2 * e * rows * h,
-                       (m.gated_mlp() ? 3 : 1) * e * tok.T * fs);
+    mlp_bwd = std::max((m.gated_mlp() ? 3 : 1) * w * rows * fe + 2 * w * rows * h,
+                       (m.gated_mlp() ? 3 : 1) * w * tok.T * fs);
   }
-  double layer_bwd = std::max(attn_bwd, 2 * e * tok.T_r * h + (sp ? 3 : 1) * e * tok.T * h + mlp_bwd);
+  double layer_bwd = std::max(attn_bwd, 2 * w * tok.T_r * h + (sp ? 3 : 1) * w * tok.T * h + mlp_bwd);
   // Recompute rebuilds the layer's stored tensors before its backward
   // (full: the whole layer beyond its stored input; selective: the scores,
   // except under CP, where each block's are rebuilt inside the ring above).
   if (p.recompute == Recompute::kFull)
-    layer_bwd += ActivationBytesPerLayerFor(m, p, mp.activation_bytes, Recompute::kNone) -
-                 ActivationBytesPerLayerFor(m, p, mp.activation_bytes, Recompute::kFull);
+    layer_bwd += ActivationBytesPerLayerFor(m, p, static_cast<int>(w), Recompute::kNone) -
+                 ActivationBytesPerLayerFor(m, p, static_cast<int>(w), Recompute::kFull);
   else if (p.recompute == Recompute::kSelective && p.cp == 1)
-    layer_bwd += AttentionScoreBytesPerLayer(m, p, mp.activation_bytes);
+    layer_bwd += AttentionScoreBytesPerLayer(m, p, static_cast<int>(w));
+  // CPU bf16: the layer's stored tensors are widened to fp32 for its
+  // backward (runtime/model/stash_precision.h).
+  if (w != e)
+    layer_bwd += ActivationBytesPerLayer(m, p, static_cast<int>(w)) - ActivationBytesPerLayer(m, p, mp.activation_bytes);
   // The head's backward (last chunk) holds the fp32 logits and their
   // gradient plus the hidden-size input gradient; it frees its stash before
   // the layers' backward starts.
-  const double head_bwd = last ? 4.0 * tok.T * v_local + e * tok.T * h : 0.0;
+  // (CPU bf16: with its stored input and norm output widened to fp32.)
+  const double head_bwd = last ? 4.0 * tok.T * v_local + w * tok.T * h + 2 * (w - e) * tok.T_r * h : 0.0;
   // ZeRO-2/3: the unit in backward also holds its full gradient buffer and,
   // ZeRO-3, its gathered values (the head's: final norm and LM head).
-  s.temporary += std::max(layer_bwd - head_stash + zero_layer_bytes, head_bwd + (last ? zero_head_bytes : 0.0));
+  // CPU bf16: the unit in use has fp32 values and, in backward, an fp32
+  // gradient buffer (runtime/model/bf16_params.h).
+  double unit_layer_bytes = 0, unit_head_bytes = 0;
+  if (mp.unit_working_bytes > 0) {
+    for (int local = 0; local < p.vpp; ++local) {
+      const ChunkUnits cu = ZeroChunkUnits(m, p, local * p.pp + pipeline_rank);
+      unit_layer_bytes = std::max(unit_layer_bytes, static_cast<double>(cu.layer) * mp.unit_working_bytes);
+      unit_head_bytes = std::max(unit_head_bytes, static_cast<double>(cu.head_use) * mp.unit_working_bytes);
+    }
+  }
+  s.temporary += std::max(layer_bwd - head_stash + zero_layer_bytes + unit_layer_bytes,
+                          head_bwd + (last ? zero_head_bytes + unit_head_bytes : 0.0));
 
   s.reserved = mp.reserved_bytes;
   const double allocated = s.weights + s.gradients + s.optimizer + s.activations + s.temporary;

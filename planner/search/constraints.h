@@ -19,7 +19,7 @@ struct SearchConstraints {
   std::optional<Recompute> recompute;
   std::optional<bool> sequence_parallel;
   bool flash_attention = true;  // a software choice, not searched
-  Precision precision = Precision::kBf16;  // copied into every plan, not searched
+  Precision precision = Precision::kProfile;  // copied into every plan, not searched
   bool force_balanced_routing = false;     // copied into every plan (PlanSpec), not searched
   bool dropout = true;          // GPT dropout (the bundled CPU runtime has none)
   int max_micro_batch = 16;  // searched microbatch sizes are divisors up to this

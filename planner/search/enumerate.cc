@@ -165,10 +165,10 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   p.micro_batch = mbs; p.num_microbatches = nmb; p.seq_length = k.seq_length;
                   p.schedule = sched; p.recompute = rc; p.sequence_parallel = sp; p.zero_stage = z;
                   p.flash_attention = k.flash_attention;
-                  p.precision = k.precision;
                   p.force_balanced_routing = k.force_balanced_routing;
                   p.dropout = k.dropout;
                   p.grad_bytes = k.grad_bytes;
+                  p.precision = k.precision;
                   p.layers_per_chunk = EvenSplit(m.num_layers, pp * vpp);
                   if (cpu_runtime) {  // never emit a CPU plan dtrun cannot execute
                     const std::vector<Feature> missing = MissingFeatures(m, p, RuntimeDevice::kCpu);

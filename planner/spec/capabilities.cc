@@ -51,6 +51,14 @@ const std::vector<Capability>& CapabilityTable() {
       {Feature::kFlashAttention, "fused (flash) attention", false, false,
        "replan with --attention unfused (the CPU runtime's attention stores the score matrix)"},
       {Feature::kDropout, "dropout", false, false, "plan without dropout (dtplan --device cpu does)"},
+      {Feature::kBf16,
+       "bf16 mixed precision (bf16 weights, saved activations and gradients; fp32 master weights and Adam "
+       "states; fp32 arithmetic on CPU)",
+       true, false, "plan with --precision fp32"},
+      {Feature::kBf16ZeroSharded, "bf16 mixed precision with ZeRO-2/3 sharding", false, false,
+       "replan with --zero 1 or --precision fp32"},
+      {Feature::kBf16Fp32Grads, "fp32 main gradients under bf16 (grad_bytes 4)", false, false,
+       "set grad_bytes to 0 (the runtime keeps bf16 gradients) or plan with --precision fp32"},
   };
   return table;
 }
@@ -92,6 +100,9 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kExpertParallelZero: u = m.moe() && p.ep > 1 && p.zero_stage >= 1; break;
       case Feature::kForcedBalancedRouting: u = p.force_balanced_routing; break;
       case Feature::kFp8: u = p.precision == Precision::kFp8; break;
+      case Feature::kBf16: u = p.precision == Precision::kBf16; break;
+      case Feature::kBf16ZeroSharded: u = p.precision == Precision::kBf16 && p.zero_stage >= 2; break;
+      case Feature::kBf16Fp32Grads: u = p.precision == Precision::kBf16 && p.grad_bytes == 4; break;
     }
     if (u) used.push_back(c.feature);
   }
@@ -115,6 +126,9 @@ std::string Where(const ModelSpec& m, const PlanSpec& p, Feature f) {
       return "plan has ep=" + std::to_string(p.ep) + " and zero_stage=" + std::to_string(p.zero_stage);
     case Feature::kFlashAttention: return "plan assumes flash attention";
     case Feature::kDropout: return "plan has dropout";
+    case Feature::kBf16: return "plan has precision=bf16";
+    case Feature::kBf16ZeroSharded: return "plan has precision=bf16 and zero_stage=" + std::to_string(p.zero_stage);
+    case Feature::kBf16Fp32Grads: return "plan has precision=bf16 and grad_bytes=4";
     case Feature::kTrainingStep: return "plan";
     default: return "model '" + m.name + "'";
   }

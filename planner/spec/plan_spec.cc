@@ -25,6 +25,8 @@ const char* ToString(Recompute r) {
 
 const char* ToString(Precision p) {
   switch (p) {
+    case Precision::kProfile: return "profile";
+    case Precision::kFp32: return "fp32";
     case Precision::kBf16: return "bf16";
     case Precision::kFp8: return "fp8";
   }
@@ -32,9 +34,10 @@ const char* ToString(Precision p) {
 }
 
 StatusOr<Precision> ParsePrecision(const std::string& s) {
-  if (s == "bf16" || s == "fp16" || s == "mixed") return Precision::kBf16;  // same bytes and rate
+  if (s == "fp32") return Precision::kFp32;
+  if (s == "bf16") return Precision::kBf16;
   if (s == "fp8") return Precision::kFp8;
-  return InvalidArgument("precision '" + s + "' is unknown; use bf16 or fp8");
+  return InvalidArgument("precision '" + s + "' is unknown; use fp32, bf16 or fp8 (or omit it for the profile's dtype)");
 }
 
 StatusOr<Schedule> ParseSchedule(const std::string& s) {
@@ -156,8 +159,8 @@ json ToJson(const PlanSpec& p) {
               {"layers_per_chunk", p.layers_per_chunk},
               {"order", p.order}};
   if (p.ep != 1) j["ep"] = p.ep;  // written only for expert-parallel plans (absent: 1)
-  if (p.precision != Precision::kBf16) j["precision"] = ToString(p.precision);  // absent: bf16
-  if (p.force_balanced_routing) j["force_balanced_routing"] = true;              // absent: false
+  if (p.precision != Precision::kProfile) j["precision"] = ToString(p.precision);  // absent: the profile's dtype
+  if (p.force_balanced_routing) j["force_balanced_routing"] = true;                 // absent: false
   return j;
 }
 
@@ -192,9 +195,11 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   p.flash_attention = r.BoolOr("flash_attention", true);
   p.dropout = r.BoolOr("dropout", true);
   p.zero_stage = static_cast<int>(r.IntOr("zero_stage", 0));
-  auto prec = ParsePrecision(r.StrOr("precision", "bf16"));
-  if (!prec.ok()) r.Fail(prec.status().message());
-  else p.precision = *prec;
+  if (r.Has("precision")) {
+    auto prec = ParsePrecision(r.Str("precision"));
+    if (!prec.ok()) r.Fail(prec.status().message());
+    else p.precision = *prec;
+  }
   p.force_balanced_routing = r.BoolOr("force_balanced_routing", false);
   p.grad_bytes = static_cast<int>(r.IntOr("grad_bytes", 0));
   if (r.ok() && p.grad_bytes != 0 && p.grad_bytes != 2 && p.grad_bytes != 4)
@@ -272,7 +277,8 @@ std::string Describe(const PlanSpec& p) {
   os << " mbs=" << p.micro_batch << " m=" << p.num_microbatches << " " << ToString(p.schedule)
      << " rc=" << ToString(p.recompute) << (p.sequence_parallel ? " sp" : "")
      << (p.flash_attention ? "" : " unfused") << " zero"
-     << p.zero_stage << (p.precision == Precision::kFp8 ? " fp8" : "");
+     << p.zero_stage;
+  if (p.precision != Precision::kProfile) os << " " << ToString(p.precision);  // absent: the profile's dtype
   return os.str();
 }
 

@@ -23,15 +23,19 @@ namespace dt {
 
 enum class Schedule { kGpipe, k1F1B, kInterleaved };
 enum class Recompute { kNone, kSelective, kFull };
-// Math precision of the transformer layers' linear GEMMs. kFp8: Transformer
-// Engine style (E4M3 forward, E5M2 gradients, per-tensor delayed scaling,
-// fp32 accumulation); attention core, norms, embedding and LM head stay
-// bf16 and so do weights, gradients and optimizer states (docs/fp8.md).
-enum class Precision { kBf16, kFp8 };
+// Training precision of a plan. kProfile: the hardware profile's dtype
+// (bf16 mixed precision on the GPU profiles, fp32 on the CPU ones). kFp32 /
+// kBf16: fp32, or bf16 mixed precision (bf16 weights, activations and
+// gradients, fp32 master weights and Adam states; dtrun executes it on CPU,
+// docs/runtime.md). kFp8: bf16 mixed precision with the transformer layers'
+// linear GEMMs in FP8, Transformer Engine style (E4M3 forward, E5M2
+// gradients, per-tensor delayed scaling, fp32 accumulation; attention core,
+// norms, embedding and LM head stay bf16; docs/fp8.md).
+enum class Precision { kProfile, kFp32, kBf16, kFp8 };
 const char* ToString(Schedule s);
 const char* ToString(Recompute r);
 const char* ToString(Precision p);
-StatusOr<Precision> ParsePrecision(const std::string& s);  // bf16 | fp8
+StatusOr<Precision> ParsePrecision(const std::string& s);  // fp32 | bf16 | fp8
 StatusOr<Schedule> ParseSchedule(const std::string& s);    // gpipe | 1f1b | interleaved
 StatusOr<Recompute> ParseRecompute(const std::string& s);  // none | selective | full
 
@@ -65,7 +69,7 @@ struct PlanSpec {
   // runtime trains without dropout (false); Llama never uses it.
   bool dropout = true;
   int zero_stage = 0;          // 0..3; 1 = distributed optimizer
-  Precision precision = Precision::kBf16;  // a software choice, never searched
+  Precision precision = Precision::kProfile;  // a software choice, never searched
   // MoE: the router spreads tokens evenly over the experts (Megatron-LM's
   // --moe-router-force-load-balancing, a benchmarking setting): expert work
   // is priced at the balanced share instead of the load-imbalance allowance
@@ -113,7 +117,8 @@ struct PlanFile {
 StatusOr<PlanFile> LoadPlanFile(const std::string& path);
 json ToJson(const PlanFile& f);
 
-// One-line human summary: "dp=2 tp=4 pp=8 vpp=1 mbs=1 m=64 1f1b rc=full sp zero1".
+// One-line human summary: "dp=2 tp=4 pp=8 vpp=1 mbs=1 m=64 1f1b rc=full sp zero1"
+// (plus " bf16" / " fp32" when the plan sets its precision).
 std::string Describe(const PlanSpec& p);
 
 }  // namespace dt

@@ -117,7 +117,9 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
     return InvalidArgument(where + ": hardware TFLOP/s need the plan's 'recompute' to convert to a time");
   // Precision: bf16 (fp16, "mixed": same bytes and Tensor Core rate) or fp8
   // (Transformer-Engine FP8 GEMMs; the profile must have compute.fp8).
-  auto precision = ParsePrecision(top.StrOr("precision", "bf16"));
+  std::string prec_name = top.StrOr("precision", "bf16");
+  if (prec_name == "fp16" || prec_name == "mixed") prec_name = "bf16";  // same bytes and Tensor Core rate
+  auto precision = ParsePrecision(prec_name);
   if (!precision.ok()) return InvalidArgument(where + ": " + precision.status().message());
   k.precision = *precision;
   // MoE: "force_balanced" when the run spread tokens evenly over the experts

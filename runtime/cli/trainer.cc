@@ -109,6 +109,11 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
                                " is out of range: allowed N >= 1 (keep the newest N), or 0 to keep all");
   if (opts.keep_checkpoints > 0 && opts.checkpoint_dir.empty())
     return BadInput(world, "--keep-checkpoints needs --checkpoint-dir");
+  const bool bf16 = plan.precision == Precision::kBf16;
+  if (bf16 && !opts.checkpoint_dir.empty())
+    return BadInput(world, "--checkpoint-dir with a precision=bf16 plan: dtrun does not save or resume bf16 runs "
+                           "yet (the fp32 master weights live in the optimizer); drop --checkpoint-dir or plan "
+                           "with --precision fp32");
   StatusOr<RankGrid> grid = RankGrid::Create(plan.tp, plan.cp, plan.dp, plan.pp, plan.order);
   if (!grid.ok()) return BadInput(world, grid.status().message());
   if (world.size() != plan.world())
@@ -167,6 +172,9 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
   // What this rank keeps between steps: weights, gradients and Adam moments
   // after ZeRO sharding (the largest over ranks is reported).
   int64_t model_state_bytes = CurrentBytes() - bytes_before_model;
+  // bf16: setup briefly held the fp32 initial values next to the bf16 copy
+  // and the optimizer's master; the peak reported is that of the steps.
+  if (bf16) ResetPeakBytes();
   DT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &model_state_bytes, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
 
   // ---- resume ----
@@ -252,6 +260,9 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
                 static_cast<long long>(opts.steps));
     std::printf("model states: %.3f MiB per rank (weights, gradients, Adam m and v after ZeRO-%d sharding; "
                 "largest rank)\n", static_cast<double>(model_state_bytes) / (1 << 20), plan.zero_stage);
+    if (bf16)
+      std::printf("precision: bf16 mixed precision (bf16 weights, saved activations and gradients; fp32 master "
+                  "weights and Adam states; fp32 arithmetic)\n");
     if (plan.flash_attention)
       std::printf("note: the plan assumes fused (flash) attention; the CPU runtime runs unfused attention\n");
     std::fflush(stdout);

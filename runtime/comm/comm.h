@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -56,6 +57,15 @@ class Comm {
     std::vector<size_t> counts(static_cast<size_t>(size()), n);
     AllToAllV(in, counts.data(), out, counts.data());
   }
+
+  // bf16 collectives (bf16 mixed precision: gradients, ZeRO-1 value shards),
+  // with the contracts of the float ones above. The defaults widen to fp32,
+  // run the float collective and narrow the result (one rounding per
+  // element); MpiComm moves bf16 on the wire and adds in fp32, rounding each
+  // partial sum to bf16 (identical to the default for 2 members).
+  virtual void AllReduceBf16(uint16_t* buf, size_t n);
+  virtual void ReduceScatterBf16(const uint16_t* in, uint16_t* out, size_t n);
+  virtual void AllGatherBf16(const uint16_t* in, uint16_t* out, size_t n);
 };
 
 }  // namespace dt::rt

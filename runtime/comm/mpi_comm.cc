@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "runtime/tensor/bf16.h"
 
 namespace dt::rt {
 namespace {
@@ -33,6 +34,23 @@ class MpiRequest : public Request {
  private:
   MPI_Request req_ = MPI_REQUEST_NULL;
 };
+
+// MPI has no bf16 type: bf16 travels as MPI_UINT16_T and sums through this
+// user op (fp32 add, round to nearest even), created once per process.
+void Bf16SumOp(void* in, void* inout, int* len, MPI_Datatype*) {
+  const uint16_t* a = static_cast<const uint16_t*>(in);
+  uint16_t* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = FloatToBf16(Bf16ToFloat(a[i]) + Bf16ToFloat(b[i]));
+}
+
+MPI_Op Bf16Sum() {
+  static MPI_Op op = [] {
+    MPI_Op o;
+    DT_MPI_CHECK(MPI_Op_create(&Bf16SumOp, /*commute=*/1, &o));
+    return o;
+  }();
+  return op;
+}
 
 }  // namespace
 
@@ -84,6 +102,18 @@ std::unique_ptr<Request> MpiComm::IAllReduce(float* buf, size_t n) {
 
 void MpiComm::ReduceScatter(const float* in, float* out, size_t n) {
   DT_MPI_CHECK(MPI_Reduce_scatter_block(in, out, Count(n), MPI_FLOAT, MPI_SUM, comm_));
+}
+
+void MpiComm::AllReduceBf16(uint16_t* buf, size_t n) {
+  DT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, Count(n), MPI_UINT16_T, Bf16Sum(), comm_));
+}
+
+void MpiComm::ReduceScatterBf16(const uint16_t* in, uint16_t* out, size_t n) {
+  DT_MPI_CHECK(MPI_Reduce_scatter_block(in, out, Count(n), MPI_UINT16_T, Bf16Sum(), comm_));
+}
+
+void MpiComm::AllGatherBf16(const uint16_t* in, uint16_t* out, size_t n) {
+  DT_MPI_CHECK(MPI_Allgather(in, Count(n), MPI_UINT16_T, out, Count(n), MPI_UINT16_T, comm_));
 }
 
 void MpiComm::AllGather(const float* in, float* out, size_t n) {

@@ -73,6 +73,9 @@ class MpiComm : public Comm {
   std::unique_ptr<Request> IRecv(float* buf, size_t n, int peer, int tag) override;
   void Barrier() override;
   void AllToAllV(const float* in, const size_t* send_counts, float* out, const size_t* recv_counts) override;
+  void AllReduceBf16(uint16_t* buf, size_t n) override;
+  void ReduceScatterBf16(const uint16_t* in, uint16_t* out, size_t n) override;
+  void AllGatherBf16(const uint16_t* in, uint16_t* out, size_t n) override;
 
  private:
   MPI_Comm comm_;

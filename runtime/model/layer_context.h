@@ -40,6 +40,9 @@ struct LayerContext {
   Comm* ep = nullptr;
   int ep_rank = 0, ep_size = 1;
   ParamStore* store = nullptr;
+  // bf16 mixed precision: stashes are kept in bf16 between forward and
+  // backward (stash_precision.h), parameters in bf16 (bf16_params.h).
+  bool bf16 = false;
   // Under SP, parameters applied to sequence shards (LayerNorms, the biases
   // added after a reduce-scatter) get only this shard's share of the
   // gradient: it goes to sp_grads (sp_offset[i] >= 0) and is all-reduced

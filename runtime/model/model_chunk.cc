@@ -5,6 +5,7 @@
 #include "base/check.h"
 #include "runtime/model/init.h"
 #include "runtime/model/llama_layer.h"
+#include "runtime/model/stash_precision.h"
 #include "runtime/model/tp_ops.h"
 #include "runtime/ops/cross_entropy.h"
 #include "runtime/ops/embedding.h"
@@ -121,9 +122,21 @@ ModelChunk::ModelChunk(const ModelSpec& model, const PlanSpec& plan, int chunk, 
   if (plan.zero_stage >= 2 && comms.dp != nullptr && comms.dp->size() > 1)
     zero_ = std::make_unique<ShardedParams>(&store_, comms.dp, plan.zero_stage,
                                             1.0f / static_cast<float>(comms.dp->size()));
+  if (plan.precision == Precision::kBf16) {
+    DT_CHECK(zero_ == nullptr) << "bf16 with ZeRO-" << plan.zero_stage << " sharding is not supported";
+    ctx_.bf16 = true;
+    bf16_ = std::make_unique<Bf16Params>(&store_);
+  }
 }
 
 void ModelChunk::BeginUse(const std::vector<int>& units, bool backward) {
+  if (bf16_) {
+    for (int u : units) {
+      bf16_->Gather(u);
+      if (backward) bf16_->BeginGrads(u);
+    }
+    return;
+  }
   if (!zero_) return;
   for (int u : units) {
     zero_->Gather(u);
@@ -132,13 +145,15 @@ void ModelChunk::BeginUse(const std::vector<int>& units, bool backward) {
 }
 
 void ModelChunk::EndUse(const std::vector<int>& units, bool backward) {
-  if (!zero_) return;
+  if (!zero_ && !bf16_) return;
   for (int u : units) {
-    zero_->Release(u);
+    if (zero_) zero_->Release(u);
+    if (bf16_) bf16_->Release(u);
     if (!backward) continue;
     const ParamUnit& pu = store_.units()[u];
     FlushSpGrads(&ctx_, pu.first_param, pu.end_param);
-    zero_->ReduceGrads(u);
+    if (zero_) zero_->ReduceGrads(u);
+    if (bf16_) bf16_->EndGrads(u);
   }
 }
 
@@ -284,12 +299,15 @@ Tensor ModelChunk::Forward(int mb, const Tensor* input, const int32_t* tokens, c
     BeginUse({layer_units_[l]}, false);
     x = layers_[l]->Forward(std::move(x), plan_.recompute, &s.layers[l]);
     EndUse({layer_units_[l]}, false);
+    NarrowStash(ctx_, &s.layers[l]);
   }
   if (!is_last_) return x;
   DT_CHECK(targets != nullptr) << "last chunk needs targets";
   BeginUse(head_units_, false);
   float l = HeadForward(std::move(x), targets, &s.head);
   EndUse(head_units_, false);
+  NarrowTensor(ctx_, &s.head.x);
+  NarrowTensor(ctx_, &s.head.lnf);
   if (ctx_.cp != nullptr) {  // mean of the CP ranks' local means (equal token counts)
     comms_.cp->AllReduce(&l, 1);
     l /= static_cast<float>(ctx_.cp_size);
@@ -306,6 +324,8 @@ Tensor ModelChunk::Backward(int mb, const Tensor* grad_output, float loss_scale)
   Stash& s = it->second;
   Tensor d;
   if (is_last_) {
+    WidenTensor(&s.head.x);
+    WidenTensor(&s.head.lnf);
     BeginUse(head_units_, true);
     d = HeadBackward(&s.head, loss_scale);
     EndUse(head_units_, true);
@@ -315,6 +335,7 @@ Tensor ModelChunk::Backward(int mb, const Tensor* grad_output, float loss_scale)
     d = grad_output->Reshaped({ctx_.local_rows, ctx_.hidden});
   }
   for (size_t l = layers_.size(); l-- > 0;) {
+    WidenStash(&s.layers[l]);
     BeginUse({layer_units_[l]}, true);
     d = layers_[l]->Backward(d, &s.layers[l]);
     EndUse({layer_units_[l]}, true);
@@ -327,7 +348,7 @@ Tensor ModelChunk::Backward(int mb, const Tensor* grad_output, float loss_scale)
   } else if (!d.owning()) {
     d = d.Clone();
   }
-  if (!zero_) FlushSpGrads(&ctx_);  // ZeRO-2/3 flushed unit by unit
+  if (!zero_ && !bf16_) FlushSpGrads(&ctx_);  // ZeRO-2/3 and bf16 flushed unit by unit
   stash_.erase(it);
   return d;
 }

@@ -52,6 +52,14 @@
 // interpreter passes loss_scale = 1 / num_microbatches to Backward and the
 // optimizer averages over Groups::dp_cp.
 //
+// bf16 mixed precision (plan.precision == Precision::kBf16; ZeRO-2/3 excluded): the
+// store's values and grads are bf16 (bf16_params.h), fp32 working copies
+// exist only around a unit's use (the same BeginUse/EndUse hooks as ZeRO-3),
+// and every layer's stash is narrowed to bf16 after its forward and widened
+// before its backward (stash_precision.h); the LM head keeps its input and
+// norm output in bf16, its logits in fp32. Activations exchanged between
+// chunks stay fp32.
+//
 // Initialisation is a pure function of (seed, global name, global index)
 // (runtime/model/init.h): identical values for any plan. N(0, 0.02);
 // attn.proj and mlp.fc2 weights N(0, 0.02 / sqrt(2 * num_layers));
@@ -75,6 +83,7 @@
 #include "runtime/model/transformer_layer.h"
 #include "runtime/model/layer_context.h"
 #include "runtime/model/param_store.h"
+#include "runtime/model/bf16_params.h"
 #include "runtime/model/sharded_params.h"
 #include "runtime/tensor/tensor.h"
 
@@ -147,6 +156,7 @@ class ModelChunk {
   std::vector<int> embed_units_, layer_units_, head_units_;  // ParamStore units by use
   std::map<int, Stash> stash_;
   std::unique_ptr<ShardedParams> zero_;  // after store_: destroyed first
+  std::unique_ptr<Bf16Params> bf16_;     // likewise
 };
 
 }  // namespace dt::rt

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/check.h"
+#include "runtime/model/bf16_params.h"
 #include "runtime/model/sharded_params.h"
 
 namespace dt::rt {
@@ -83,6 +84,7 @@ float* ParamStore::grad(int i) {
 void ParamStore::ZeroGrads() {
   std::fill(grads_.begin(), grads_.end(), 0.0f);
   if (sharding_ != nullptr) sharding_->ZeroGradShards();
+  if (bf16_ != nullptr) bf16_->ZeroGrads();
 }
 
 void ParamStore::DropValues() {

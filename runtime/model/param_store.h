@@ -28,6 +28,7 @@
 namespace dt::rt {
 
 class ShardedParams;
+class Bf16Params;
 
 enum class ShardKind {
   kReplicated,  // every TP rank holds the full tensor (norms, row-parallel bias)
@@ -109,6 +110,10 @@ class ParamStore {
   // The ZeRO-2/3 manager of this store (owned by the model chunk), or null.
   ShardedParams* sharding() const { return sharding_; }
   void set_sharding(ShardedParams* s) { sharding_ = s; }
+  // The bf16 storage of this store (bf16_params.h: bf16 values and grads,
+  // fp32 only around a unit's use), or null in fp32.
+  Bf16Params* bf16() const { return bf16_; }
+  void set_bf16(Bf16Params* b) { bf16_ = b; }
 
  private:
   std::vector<Param> params_;
@@ -119,6 +124,7 @@ class ParamStore {
   int64_t total_ = 0;
   bool finalized_ = false;
   ShardedParams* sharding_ = nullptr;
+  Bf16Params* bf16_ = nullptr;
 };
 
 }  // namespace dt::rt

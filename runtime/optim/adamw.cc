@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "runtime/model/bf16_params.h"
 
 namespace dt::rt {
 
@@ -25,6 +26,7 @@ AdamWShard::AdamWShard(const ParamStore& store, int64_t begin, int64_t end)
   }
   m_.assign(static_cast<size_t>(end - begin), 0.0f);
   v_.assign(static_cast<size_t>(end - begin), 0.0f);
+  if (store.bf16() != nullptr) master_.assign(store.values() + begin, store.values() + end);
 }
 
 void AdamWApply(const AdamWConfig& cfg, int64_t t, float lr, float grad_scale, bool decay_on, int64_t n,
@@ -47,6 +49,24 @@ void AdamWApply(const AdamWConfig& cfg, int64_t t, float lr, float grad_scale, b
 
 void AdamWShard::Update(ParamStore& store, const AdamWConfig& cfg, int64_t t, float lr,
                         float grad_scale) {
+  if (Bf16Params* b = store.bf16()) {
+    DT_CHECK_EQ(static_cast<int64_t>(master_.size()), end_ - begin_) << "bf16 store without master weights";
+    // Widen gradients block by block (stack scratch), step the fp32 master,
+    // narrow it into the bf16 model copy.
+    constexpr int64_t kBlock = 1024;
+    float g[kBlock];
+    for (const Segment& s : segments_) {
+      for (int64_t i = s.begin; i < s.end; i += kBlock) {
+        const int64_t n = std::min(kBlock, s.end - i);
+        WidenFromBf16(b->grads() + i, g, n);
+        float* master = master_.data() + (i - begin_);
+        AdamWApply(cfg, t, lr, grad_scale, s.decay, n, master, g, m_.data() + (i - begin_),
+                   v_.data() + (i - begin_));
+        NarrowToBf16(master, b->values() + i, n);
+      }
+    }
+    return;
+  }
   float* p = store.values();
   const float* g = store.grads();
   for (const Segment& s : segments_)

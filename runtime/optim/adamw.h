@@ -12,7 +12,12 @@
 //
 // AdamWShard owns m and v (allocated through the runtime allocator) for
 // elements [begin, end) of the store only; with ZeRO-1 that range is the DP
-// rank's shard, so Adam state is never held for the rest. Not thread-safe.
+// rank's shard, so Adam state is never held for the rest. For a bf16 store
+// (ParamStore::bf16(), runtime/model/bf16_params.h) it also owns the fp32
+// master weights of that range, copied from the store's initial fp32
+// values at construction: Update steps the master from the widened bf16
+// gradients and writes the bf16 model copy (round to nearest even).
+// Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +59,7 @@ class AdamWShard {
   FloatVec& v() { return v_; }
   const FloatVec& m() const { return m_; }
   const FloatVec& v() const { return v_; }
+  bool has_master() const { return !master_.empty(); }
 
  private:
   struct Segment {
@@ -63,6 +69,7 @@ class AdamWShard {
   int64_t begin_, end_;
   std::vector<Segment> segments_;
   FloatVec m_, v_;
+  FloatVec master_;  // bf16 stores only: fp32 master weights of [begin, end)
 };
 
 }  // namespace dt::rt

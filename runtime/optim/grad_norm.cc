@@ -3,20 +3,28 @@
 #include <algorithm>
 #include <vector>
 
+#include "runtime/model/bf16_params.h"
+
 namespace dt::rt {
 
 double LocalGradSquares(const ParamStore& store, int64_t begin, int64_t end, bool count_tied,
                         ParamSubset subset) {
   double total = 0.0;
-  const float* g = store.grads();
+  const Bf16Params* b = store.bf16();
+  const float* g = b ? nullptr : store.grads();
+  const bf16_t* g16 = b ? b->grads() : nullptr;
   for (const Param& p : store.params()) {
     if (p.shard == ShardKind::kReplicated && p.tp_rank != 0) continue;
     if (p.replica != 0) continue;  // a TP-replicated shard counts once
     if (p.tied && !count_tied) continue;
     if (subset != ParamSubset::kAll && p.expert != (subset == ParamSubset::kExperts)) continue;
-    int64_t b = std::max(begin, p.offset), e = std::min(end, p.offset + p.numel);
+    int64_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.numel);
     double s = 0.0;
-    for (int64_t i = b; i < e; ++i) s += static_cast<double>(g[i]) * g[i];
+    if (g16 != nullptr) {
+      for (int64_t i = lo; i < hi; ++i) s += static_cast<double>(Bf16ToFloat(g16[i])) * Bf16ToFloat(g16[i]);
+    } else {
+      for (int64_t i = lo; i < hi; ++i) s += static_cast<double>(g[i]) * g[i];
+    }
     total += s;
   }
   return total;

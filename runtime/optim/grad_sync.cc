@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/check.h"
+#include "runtime/model/bf16_params.h"
 
 namespace dt::rt {
 
@@ -14,9 +15,20 @@ void GradSync::Start(ParamStore& store) {
   store_ = &store;
   last_buckets_ = 0;
   if (dp_ == nullptr || dp_->size() == 1) return;
-  // Runs [begin, end) of the flat buffer reduced over one group.
+  // Runs [begin, end) of the flat buffer reduced over one group: fp32
+  // buckets in flight (waited in Finish), or a bf16 store's gradients in
+  // bf16 on the wire, blocking, with the same bucket bytes.
+  Bf16Params* b16 = store.bf16();
   auto reduce = [&](Comm* group, int64_t begin, int64_t end) {
     if (group == nullptr || group->size() == 1) return;
+    if (b16 != nullptr) {
+      const int64_t elems = bucket_elems_ * 2;
+      for (int64_t i = begin; i < end; i += elems) {
+        group->AllReduceBf16(b16->grads() + i, static_cast<size_t>(std::min(elems, end - i)));
+        ++last_buckets_;
+      }
+      return;
+    }
     for (int64_t b = begin; b < end; b += bucket_elems_) {
       requests_.push_back(group->IAllReduce(store.grads() + b, static_cast<size_t>(std::min(bucket_elems_, end - b))));
       ++last_buckets_;
@@ -41,7 +53,9 @@ void GradSync::Finish() {
   DT_CHECK(store_ != nullptr) << "GradSync::Finish without Start";
   for (auto& r : requests_) r->Wait();
   requests_.clear();
-  if (dp_ != nullptr && dp_->size() > 1 && scale_ != 1.0f) {
+  if (dp_ != nullptr && dp_->size() > 1 && scale_ != 1.0f && store_->bf16() != nullptr) {
+    ScaleBf16(store_->bf16()->grads(), scale_, store_->numel());
+  } else if (dp_ != nullptr && dp_->size() > 1 && scale_ != 1.0f) {
     float* g = store_->grads();
     for (int64_t i = 0; i < store_->numel(); ++i) g[i] *= scale_;
   }

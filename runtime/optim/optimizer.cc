@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "runtime/model/bf16_params.h"
 #include "runtime/optim/grad_norm.h"
 
 namespace dt::rt {
@@ -28,12 +29,14 @@ Optimizer::Optimizer(std::vector<ParamStore*> chunks, std::vector<bool> counts_t
           << "ZeRO-" << opts.zero_stage << " needs chunk " << i << "'s store sharded over the same DP group";
       c.zero_adam = std::make_unique<ShardedAdamW>(c.zero);
     } else if (opts.zero_stage >= 1) {
-      c.shard = std::make_unique<ZeroShard>(comms.dp, c.store->numel(), scale);
+      c.shard = std::make_unique<ZeroShard>(comms.dp, c.store->numel(), scale, c.store->bf16() != nullptr);
       c.adam = std::make_unique<AdamWShard>(*c.store, c.shard->range().begin, c.shard->range().end);
     } else {
       c.sync = std::make_unique<GradSync>(comms.dp, opts.bucket_bytes, scale, split_experts, comms.expert_dp);
       c.adam = std::make_unique<AdamWShard>(*c.store, 0, c.store->numel());
     }
+    // bf16: the optimizer took its fp32 master range; the flat fp32 values go.
+    if (c.store->bf16() != nullptr) c.store->DropValues();
     chunks_.push_back(std::move(c));
   }
 }
@@ -45,7 +48,9 @@ void Optimizer::StartGradSync(int local_chunk) {
     auto& ps = c.store->params();
     for (int i = 0; i < static_cast<int>(ps.size()); ++i) {
       if (!ps[i].tied) continue;
-      if (c.zero_adam) {
+      if (Bf16Params* b = c.store->bf16()) {
+        comms_.tied->AllReduceBf16(b->grads() + ps[i].offset, static_cast<size_t>(ps[i].numel));
+      } else if (c.zero_adam) {
         int64_t n = 0;
         float* g = c.zero_adam->TiedGradSlot(i, &n);
         comms_.tied->AllReduce(g, static_cast<size_t>(n));

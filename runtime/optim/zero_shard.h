@@ -9,7 +9,9 @@
 //     back so all members hold identical full values.
 // Both are blocking collectives over dp. Scratch buffers (P + S floats) come
 // from the runtime allocator and are kept between steps; a group of size 1
-// allocates none. Not thread-safe.
+// allocates none. bf16 stores (bf16 = true; ParamStore::bf16()): gradients
+// are reduce-scattered and value shards all-gathered in bf16, through bf16
+// scratch (P + S elements of 2 bytes). Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include "runtime/comm/comm.h"
 #include "runtime/model/param_store.h"
 #include "runtime/optim/adamw.h"
+#include "runtime/tensor/bf16.h"
 
 namespace dt::rt {
 
@@ -29,7 +32,7 @@ ShardRange ComputeShard(int64_t n, int dp_size, int dp_rank);
 
 class ZeroShard {
  public:
-  ZeroShard(Comm* dp, int64_t numel, float scale);
+  ZeroShard(Comm* dp, int64_t numel, float scale, bool bf16 = false);
   const ShardRange& range() const { return range_; }
   void ReduceScatterGrads(ParamStore& store);
   void AllGatherValues(ParamStore& store);
@@ -43,6 +46,8 @@ class ZeroShard {
   float scale_;
   ShardRange range_;
   FloatVec full_, part_;
+  bool bf16_ = false;
+  Bf16Buffer full16_, part16_;
 };
 
 }  // namespace dt::rt

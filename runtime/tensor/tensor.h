@@ -1,6 +1,10 @@
 // Tensor: a row-major fp32 array with a shape, either owning its buffer
 // (allocated through runtime/tensor/allocator.h, zero-filled) or a view of
 // someone else's memory (View / Slice; the viewed memory must outlive it).
+// A tensor may instead hold bf16 storage (NarrowedToBf16: 2 bytes per
+// element, owning only; bf16.h): kernels never read it, data() aborts on it;
+// WidenedToFp32 gives the fp32 copy to compute with (mixed precision keeps
+// the activations saved for backward this way, runtime/model/stash_precision.h).
 //
 // Move-only: copying an activation by accident would double memory; use
 // Clone() to copy. An empty Tensor (default-constructed) has no data and
@@ -13,7 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "runtime/tensor/bf16.h"
+
 namespace dt::rt {
+
+enum class DType { kF32, kBF16 };
 
 using Shape = std::vector<int64_t>;
 
@@ -37,15 +45,22 @@ class Tensor {
   Tensor Slice(int64_t begin, int64_t end) const;
   // View with the same data and a new shape of equal numel.
   Tensor Reshaped(Shape shape) const;
-  Tensor Clone() const;  // owning deep copy
+  Tensor Clone() const;  // owning deep copy (same dtype)
+  // Owning copies in the other storage type (round to nearest even / exact).
+  Tensor NarrowedToBf16() const;  // from fp32
+  Tensor WidenedToFp32() const;   // from bf16
 
-  float* data() { return data_; }
-  const float* data() const { return data_; }
+  DType dtype() const { return dtype_; }
+  bool is_bf16() const { return dtype_ == DType::kBF16; }
+
+  float* data() { return Fp32(); }
+  const float* data() const { return const_cast<Tensor*>(this)->Fp32(); }
+  const bf16_t* bf16_data() const;
   const Shape& shape() const { return shape_; }
   int64_t dim(int i) const;
   int rank() const { return static_cast<int>(shape_.size()); }
   int64_t numel() const { return numel_; }
-  int64_t bytes() const { return numel_ * static_cast<int64_t>(sizeof(float)); }
+  int64_t bytes() const { return numel_ * (is_bf16() ? 2 : static_cast<int64_t>(sizeof(float))); }
   bool empty() const { return data_ == nullptr; }
   bool owning() const { return owning_; }
   void Fill(float v);
@@ -55,7 +70,9 @@ class Tensor {
 
  private:
   void Release();
-  float* data_ = nullptr;
+  float* Fp32();  // data_, checked to be fp32 storage
+  float* data_ = nullptr;  // bf16 storage: reinterpreted, ceil(numel/2) floats
+  DType dtype_ = DType::kF32;
   Shape shape_;
   int64_t numel_ = 0;
   bool owning_ = false;

@@ -448,8 +448,8 @@ TEST(Frameworks, MegatronMoeMlaAndFp8FlagsRoundTrip) {
     int tp, pp, ep;
     Precision precision;
   };
-  for (const Case& c : {Case{"mixtral-8x7b.json", 2, 4, 4, Precision::kBf16},
-                        Case{"deepseek-v3.json", 1, 8, 8, Precision::kBf16},
+  for (const Case& c : {Case{"mixtral-8x7b.json", 2, 4, 4, Precision::kProfile},
+                        Case{"deepseek-v3.json", 1, 8, 8, Precision::kProfile},
                         Case{"", 2, 1, 1, Precision::kFp8}}) {
     ModelSpec m = testing_models::Llama8B();
     if (*c.config) {

@@ -1,0 +1,34 @@
+#include "runtime/model/stash_precision.h"
+
+#include "runtime/model/gpt_layer.h"
+
+namespace dt::rt {
+
+namespace {
+template <typename F>
+void ForEachNarrowed(LayerStash* s, F f) {
+  for (Tensor* t : {&s->x, &s->ln1, &s->qkv, &s->probs, &s->attn, &s->x2, &s->ln2, &s->fc1, &s->act, &s->up})
+    f(t);
+}
+}  // namespace
+
+void NarrowTensor(const LayerContext& ctx, Tensor* t) {
+  if (!ctx.bf16 || t->empty() || t->is_bf16()) return;
+  *t = t->NarrowedToBf16();
+}
+
+void WidenTensor(Tensor* t) {
+  if (t->empty() || !t->is_bf16()) return;
+  *t = t->WidenedToFp32();
+}
+
+void NarrowStash(const LayerContext& ctx, LayerStash* s) {
+  if (!ctx.bf16) return;
+  ForEachNarrowed(s, [&](Tensor* t) { NarrowTensor(ctx, t); });
+}
+
+void WidenStash(LayerStash* s) {
+  ForEachNarrowed(s, [](Tensor* t) { WidenTensor(t); });
+}
+
+}  // namespace dt::rt

@@ -1,0 +1,122 @@
+// Precision as a plan property (PlanSpec::precision): its JSON form, the
+// memory constants it selects (planner/lower/memory_params_for.h), the CPU
+// runtime's bf16 memory terms and the capability entries that gate it.
+#include <gtest/gtest.h>
+
+#include "planner/lower/memory_params_for.h"
+#include "planner/memory/stage_memory.h"
+#include "planner/memory/zero_units.h"
+#include "planner/profile/profile.h"
+#include "planner/spec/capabilities.h"
+#include "planner/spec/plan_spec.h"
+#include "tests/planner/test_models.h"
+
+namespace dt {
+namespace {
+
+ModelSpec TinyGpt() {
+  ModelSpec m = testing_models::Gpt(64, 4, 4);
+  m.vocab = 256;
+  m.seq_length = m.max_position = 64;
+  return m;
+}
+
+PlanSpec CpuPlan(Precision precision) {
+  PlanSpec p;
+  p.seq_length = 64;
+  p.micro_batch = 8;
+  p.layers_per_chunk = {4};
+  p.flash_attention = false;
+  p.dropout = false;
+  p.precision = precision;
+  return p;
+}
+
+TEST(Precision, JsonRoundTripAndRefusal) {
+  const ModelSpec m = TinyGpt();
+  PlanSpec p = CpuPlan(Precision::kBf16);
+  auto back = PlanFromJson(ToJson(p), m, "plan");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->precision, Precision::kBf16);
+  // Absent: the profile's dtype, and not written back.
+  p.precision = Precision::kProfile;
+  EXPECT_FALSE(ToJson(p).contains("precision"));
+  EXPECT_EQ(PlanFromJson(ToJson(p), m, "plan")->precision, Precision::kProfile);
+  json j = ToJson(p);
+  j["precision"] = "fp16";
+  auto bad = PlanFromJson(j, m, "plan");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("precision 'fp16' is unknown"), std::string::npos) << bad.status().message();
+}
+
+TEST(Precision, PlanPrecisionOverridesTheProfileDtype) {
+  const HardwareProfile cpu = LoadProfile("cpu-generic").value();
+  const HardwareProfile gpu = LoadProfile("A100-SXM4-80GB").value();
+  ASSERT_EQ(cpu.device.dtype, "fp32");
+  const MemoryParams cpu_default = MemoryParamsFor(cpu, CpuPlan(Precision::kProfile));
+  EXPECT_EQ(cpu_default.weight_bytes, 4);
+  EXPECT_EQ(cpu_default.optimizer_bytes, 8);
+  EXPECT_EQ(cpu_default.working_bytes, 0);
+  const MemoryParams cpu_bf16 = MemoryParamsFor(cpu, CpuPlan(Precision::kBf16));
+  EXPECT_EQ(cpu_bf16.weight_bytes, 2);
+  EXPECT_EQ(cpu_bf16.grad_bytes, 2);
+  EXPECT_EQ(cpu_bf16.optimizer_bytes, 12);
+  EXPECT_EQ(cpu_bf16.activation_bytes, 2);
+  EXPECT_EQ(cpu_bf16.working_bytes, 4);        // the CPU runtime computes in fp32
+  EXPECT_EQ(cpu_bf16.unit_working_bytes, 8);   // fp32 values + grads of the unit in use
+  EXPECT_EQ(cpu_bf16.reserved_bytes, cpu_default.reserved_bytes);
+  // GPU plans: bf16 is the profile's dtype; no CPU working-copy terms.
+  const MemoryParams gpu_bf16 = MemoryParamsFor(gpu, CpuPlan(Precision::kBf16));
+  EXPECT_EQ(gpu_bf16.weight_bytes, 2);
+  EXPECT_EQ(gpu_bf16.working_bytes, 0);
+  EXPECT_EQ(gpu_bf16.unit_working_bytes, 0);
+  EXPECT_EQ(MemoryParamsFor(gpu, CpuPlan(Precision::kFp32)).weight_bytes, 4);
+}
+
+TEST(Precision, CpuBf16StageMemory) {
+  const ModelSpec m = TinyGpt();
+  const HardwareProfile cpu = LoadProfile("cpu-generic").value();
+  const PlanSpec p32 = CpuPlan(Precision::kFp32), p16 = CpuPlan(Precision::kBf16);
+  const StageMemory s32 = EstimateStageMemory(m, p32, MemoryParamsFor(cpu, p32), 0, 1);
+  const MemoryParams mp16 = MemoryParamsFor(cpu, p16);
+  const StageMemory s16 = EstimateStageMemory(m, p16, mp16, 0, 1);
+  EXPECT_DOUBLE_EQ(s16.weights, s32.weights / 2);
+  EXPECT_DOUBLE_EQ(s16.gradients, s32.gradients / 2);
+  EXPECT_DOUBLE_EQ(s16.optimizer, s32.optimizer * 12 / 8);
+  // Stored activations halve but the fp32 logits (4 T v) stay.
+  EXPECT_LT(s16.activations, 0.6 * s32.activations);
+  EXPECT_GT(s16.activations, 0.5 * s32.activations);
+  // The unit working copies: without them the temporaries shrink by exactly
+  // the larger of one layer's and the head's 8 bytes per parameter.
+  MemoryParams no_units = mp16;
+  no_units.unit_working_bytes = 0;
+  const StageMemory s16n = EstimateStageMemory(m, p16, no_units, 0, 1);
+  const ChunkUnits cu = ZeroChunkUnits(m, p16, 0);
+  const double layer = 8.0 * cu.layer, head = 8.0 * cu.head_use;
+  EXPECT_GT(s16.temporary, s16n.temporary);
+  EXPECT_LE(s16.temporary - s16n.temporary, std::max(layer, head) + 1e-6);
+  EXPECT_GE(s16.temporary - s16n.temporary, std::min(layer, head) - 1e-6);
+}
+
+TEST(Precision, CapabilitiesGateBf16) {
+  const ModelSpec m = TinyGpt();
+  PlanSpec p = CpuPlan(Precision::kBf16);
+  EXPECT_TRUE(CheckExecutable(m, p, RuntimeDevice::kCpu).ok());
+  p.dp = 2;
+  p.zero_stage = 1;
+  EXPECT_TRUE(CheckExecutable(m, p, RuntimeDevice::kCpu).ok());
+  for (int z : {2, 3}) {
+    p.zero_stage = z;
+    Status s = CheckExecutable(m, p, RuntimeDevice::kCpu);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find(CapabilityOf(Feature::kBf16ZeroSharded).name), std::string::npos) << s.message();
+  }
+  p.zero_stage = 0;
+  p.grad_bytes = 4;  // fp32 main gradients: not what the runtime keeps
+  EXPECT_FALSE(CheckExecutable(m, p, RuntimeDevice::kCpu).ok());
+  p.grad_bytes = 0;
+  EXPECT_FALSE(Executes(RuntimeDevice::kCuda, Feature::kBf16));
+}
+
+}  // namespace
+}  // namespace dt
