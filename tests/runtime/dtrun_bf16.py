@@ -6,7 +6,7 @@ Usage: dtrun_bf16.py --dtrun BIN --dtplan BIN --mpirun BIN --source-dir DIR --wo
 Checks (gpt-tiny, global batch 8, OMP_NUM_THREADS=1)
   parity     precision=bf16 plans (dp=2 ZeRO-0, dp=2 ZeRO-1, tp=2 + SP, pp=2 1F1B, dp=2 x pp=2
              ZeRO-1, cp=2, tp=2 full recompute, pp=2 selective recompute; llama-tiny dp=2
-             and tp=2) train 10 steps to the 1-rank bf16 losses within a relative 1e-3 per step
+             and tp=2; mixtral-tiny dp=2 x ep=2) train 10 steps to the 1-rank bf16 losses within a relative 1e-3 per step
              (bf16 keeps 8 significant bits, 2^-8 = 3.9e-3; plans round gradients after
              different partial sums, so they agree to bf16 accuracy, not bitwise; observed
              <= 2e-5).
@@ -68,6 +68,11 @@ def check_parity():
     for name, kw in [("dp2", dict(dp=2)), ("tp2", dict(tp=2, sp=True))]:
         got, _, _ = train("bf16_llama_" + name, 0, 10, precision="bf16", model=llama, **kw)
         dc.compare("bf16 llama-tiny " + name + " vs 1-rank bf16", ref, got, PARITY_TOL)
+    # MoE: the experts' bf16 gradients are reduced over the expert-DP group.
+    mixtral = os.path.join(dc.A.source_dir, "examples/models/mixtral-tiny.json")
+    ref, _, _ = train("bf16_moe_1rank", 1, 10, precision="bf16", model=mixtral)
+    got, _, _ = train("bf16_moe_dp2_ep2", 0, 10, precision="bf16", model=mixtral, dp=2, ep=2)
+    dc.compare("bf16 mixtral-tiny dp2 ep2 vs 1-rank bf16", ref, got, PARITY_TOL)
 
 
 def check_fp32():
