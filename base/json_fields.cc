@@ -8,6 +8,21 @@
 #include <sstream>
 
 namespace dt {
+namespace {
+
+StatusOr<std::string> ReadJsonText(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return InvalidArgument("'" + path + "' is a directory, not a JSON file; give the file inside it");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot open '" + path + "': check the path");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return IoError("reading '" + path + "' failed");
+  return ss.str();
+}
+
+}  // namespace
 
 FieldReader::FieldReader(const json& j, std::string where) : j_(j), where_(std::move(where)) {
   if (!j_.is_object()) status_ = InvalidArgument(where_ + ": expected a JSON object");
@@ -84,19 +99,12 @@ void FieldReader::Range(const char* key, int64_t v, int64_t lo, int64_t hi) {
   }
 }
 
-StatusOr<json> ReadJsonFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    return InvalidArgument("'" + path + "' is a directory, not a JSON file; give the file inside it");
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot open '" + path + "': check the path");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+StatusOr<json> ParseJsonText(const std::string& text, const std::string& path) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     // Re-parse with exceptions to get the position for the message.
     try {
-      json again = json::parse(ss.str());
+      json again = json::parse(text);
       (void)again;
     } catch (const std::exception& e) {
       return InvalidArgument("'" + path + "' is not valid JSON: " + e.what());
@@ -104,6 +112,11 @@ StatusOr<json> ReadJsonFile(const std::string& path) {
     return InvalidArgument("'" + path + "' is not valid JSON");
   }
   return j;
+}
+
+StatusOr<json> ReadJsonFile(const std::string& path) {
+  DT_ASSIGN_OR_RETURN(std::string text, ReadJsonText(path));
+  return ParseJsonText(text, path);
 }
 
 Status WriteTextFile(const std::string& path, const std::string& text) {

@@ -121,10 +121,7 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   return v;
 }
 
-}  // namespace
-
-StatusOr<std::vector<ValidationCase>> ReadJsonCases(const std::string& path) {
-  DT_ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
+StatusOr<std::vector<ValidationCase>> CasesFromJson(const json& j, const std::string& path) {
   if (!j.is_object() || !j.contains("cases") || !j["cases"].is_array())
     return InvalidArgument("case file '" + path + "': expected {\"cases\": [...]}");
   std::vector<ValidationCase> out;
@@ -143,6 +140,18 @@ StatusOr<std::vector<ValidationCase>> ReadJsonCases(const std::string& path) {
     out.push_back(std::move(bad));
   }
   return out;
+}
+
+}  // namespace
+
+StatusOr<std::vector<ValidationCase>> JsonCasesFromText(const std::string& text, const std::string& path) {
+  DT_ASSIGN_OR_RETURN(json j, ParseJsonText(text, path));
+  return CasesFromJson(j, path);
+}
+
+StatusOr<std::vector<ValidationCase>> ReadJsonCases(const std::string& path) {
+  DT_ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
+  return CasesFromJson(j, path);
 }
 
 StatusOr<std::vector<ValidationCase>> ReadCases(const std::string& path) {

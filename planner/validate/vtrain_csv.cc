@@ -28,8 +28,16 @@ std::vector<std::string> SplitCsv(const std::string& line) {
 }  // namespace
 
 StatusOr<std::vector<ValidationCase>> ReadVtrainCsv(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound("cannot open '" + path + "': check the path");
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return IoError("reading '" + path + "' failed");
+  return VtrainCasesFromCsvText(text.str(), path);
+}
+
+StatusOr<std::vector<ValidationCase>> VtrainCasesFromCsvText(const std::string& csv, const std::string& path) {
+  std::istringstream in(csv);
   std::string line;
   if (!std::getline(in, line)) return InvalidArgument("'" + path + "' is empty");
   if (line.size() >= 3 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line = line.substr(3);

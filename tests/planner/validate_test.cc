@@ -58,6 +58,24 @@ TEST(VtrainCsv, ReadsRowsWithRunSettings) {
   EXPECT_EQ(report->spearman.size(), 1u);  // one model with 3 cases
 }
 
+// The in-memory readers (the fuzz harnesses') read what the file readers
+// read and name the given path.
+TEST(VtrainCsv, FromTextMatchesTheFileReader) {
+  auto from_file = ReadVtrainCsv(WriteTemp("gt.csv", kCsv));
+  auto from_text = VtrainCasesFromCsvText(kCsv, "mem/gt.csv");
+  ASSERT_TRUE(from_file.ok() && from_text.ok()) << from_text.status().message();
+  ASSERT_EQ(from_text->size(), from_file->size());
+  for (size_t i = 0; i < from_text->size(); ++i)
+    EXPECT_EQ((*from_text)[i].measured_s, (*from_file)[i].measured_s);
+  EXPECT_EQ(from_text->front().source, "vTrain gt.csv");
+  auto bad = VtrainCasesFromCsvText("", "mem/empty.csv");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'mem/empty.csv' is empty"), std::string::npos);
+  auto cases = JsonCasesFromText("{\"cases\": 3}", "mem/c.json");
+  ASSERT_FALSE(cases.ok());
+  EXPECT_NE(cases.status().message().find("case file 'mem/c.json'"), std::string::npos);
+}
+
 // The invalid message of the only bad case (the last one), or "" if it is valid.
 std::string LastInvalid(const StatusOr<std::vector<ValidationCase>>& r) {
   if (!r.ok() || r->empty()) return "reader failed: " + r.status().message();
