@@ -100,18 +100,13 @@ void FieldReader::Range(const char* key, int64_t v, int64_t lo, int64_t hi) {
 }
 
 StatusOr<json> ParseJsonText(const std::string& text, const std::string& path) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    // Re-parse with exceptions to get the position for the message.
-    try {
-      json again = json::parse(text);
-      (void)again;
-    } catch (const std::exception& e) {
-      return InvalidArgument("'" + path + "' is not valid JSON: " + e.what());
-    }
-    return InvalidArgument("'" + path + "' is not valid JSON");
+  // One parse: nlohmann throws only on bad input, and its message has the
+  // position. Caught here, at the library's edge.
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    return InvalidArgument("'" + path + "' is not valid JSON: " + e.what());
   }
-  return j;
 }
 
 StatusOr<json> ReadJsonFile(const std::string& path) {
