@@ -2,6 +2,8 @@
 
 #include "base/checked_write.h"
 
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -48,12 +50,24 @@ const json* FieldReader::Get(const char* key, const char* type_name) {
 int64_t FieldReader::Int(const char* key) {
   const json* v = Get(key, "integer");
   if (!v) return 0;
-  if (v->is_number_integer()) return v->get<int64_t>();
-  if (v->is_number_float()) {
-    double d = v->get<double>();
-    if (d == static_cast<double>(static_cast<int64_t>(d))) return static_cast<int64_t>(d);
+  // Only values an int64 holds exactly. A JSON integer above 2^63 - 1 is
+  // stored unsigned (get<int64_t> would wrap it), and casting a double
+  // outside [-2^63, 2^63) to int64 is undefined behaviour (found by
+  // tests/fuzz: "num_hidden_layers": 8.05e36), so both are range-checked first.
+  constexpr double kTwoTo63 = 9223372036854775808.0;
+  bool in_range = true;
+  if (v->is_number_unsigned()) {
+    if (v->get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(v->get<uint64_t>());
+    in_range = false;
+  } else if (v->is_number_integer()) {
+    return v->get<int64_t>();
+  } else if (v->is_number_float()) {
+    const double d = v->get<double>();
+    in_range = d >= -kTwoTo63 && d < kTwoTo63;
+    if (in_range && d == std::trunc(d)) return static_cast<int64_t>(d);
   }
-  Fail(std::string("field '") + key + "' must be an integer, got " + v->dump());
+  Fail(std::string("field '") + key + "' must be an integer, got " + v->dump() +
+       (in_range ? "" : " (outside the 64-bit integer range)"));
   return 0;
 }
 
