@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <set>
 
 #include "base/checked_write.h"
@@ -36,6 +37,19 @@ std::string ReadAll(const std::string& path, bool* ok) {
   std::ifstream in(path, std::ios::binary);
   *ok = static_cast<bool>(in);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// A manifest integer: a JSON integer that int64 holds. Not nlohmann's
+// get<int64_t>, which casts a float (undefined behaviour outside int64: found
+// by tests/fuzz with "step": 1e300) and wraps an unsigned above 2^63 - 1.
+std::optional<int64_t> ExactInt64(const json& v) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+    return static_cast<int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  return std::nullopt;
 }
 
 std::string Errno(const std::string& what, const std::string& path) {
@@ -191,10 +205,15 @@ StatusOr<CheckpointManifest> ParseManifest(const std::string& text, const std::s
     if (manifest.value("format", "") != kFormat)
       return IoError("'" + manifest_path + "' is not a dtplan checkpoint manifest (format '" +
                      manifest.value("format", "") + "', expected '" + kFormat + "')");
-    m.step = manifest.at("step").get<int64_t>();
+    for (const char* key : {"step", "blob_bytes"}) {
+      const std::optional<int64_t> v = ExactInt64(manifest.at(key));
+      if (!v)
+        return IoError("checkpoint manifest '" + manifest_path + "' field '" + key + "' is " +
+                       manifest.at(key).dump() + ", not a 64-bit integer; restore the checkpoint or load an older step");
+      (std::string(key) == "step" ? m.step : m.blob_bytes) = *v;
+    }
     m.meta = manifest.value("meta", json::object());
     m.blob = manifest.at("blob").get<std::string>();
-    m.blob_bytes = manifest.at("blob_bytes").get<int64_t>();
   } catch (const json::exception& e) {
     return IoError("checkpoint manifest '" + manifest_path + "' is malformed: " + e.what());
   }
@@ -215,9 +234,23 @@ StatusOr<CheckpointManifest> ParseManifest(const std::string& text, const std::s
       if (!names.insert(e.name).second)
         return IoError("checkpoint tensor '" + e.name + "' appears twice in '" + manifest_path +
                        "'; restore the checkpoint or load an older step");
-      e.shape = t.at("shape").get<std::vector<int64_t>>();
-      e.offset = t.at("offset").get<int64_t>();
-      e.bytes = t.at("bytes").get<int64_t>();
+      const json& shape = t.at("shape");
+      std::optional<int64_t> offset = ExactInt64(t.at("offset")), bytes = ExactInt64(t.at("bytes"));
+      bool ints = shape.is_array() && offset && bytes;
+      for (size_t k = 0; ints && k < shape.size(); ++k) {
+        const std::optional<int64_t> d = ExactInt64(shape[k]);
+        ints = d.has_value();
+        if (ints) e.shape.push_back(*d);
+      }
+      const std::optional<int64_t> crc = ExactInt64(t.at("crc32"));
+      ints = ints && crc && *crc >= 0 && *crc <= int64_t{UINT32_MAX};
+      if (!ints)
+        return IoError("checkpoint tensor '" + e.name + "' in '" + manifest_path + "' has a shape, offset, bytes or "
+                       "crc32 that is not a 64-bit integer (crc32: 32-bit); restore the checkpoint or load an older "
+                       "step");
+      e.offset = *offset;
+      e.bytes = *bytes;
+      e.crc32 = static_cast<uint32_t>(*crc);
       if (t.value("dtype", "") != "f32")
         return IoError("checkpoint tensor '" + e.name + "' in '" + manifest_path + "' has dtype '" +
                        t.value("dtype", "") + "'; only f32 is supported");
@@ -243,7 +276,6 @@ StatusOr<CheckpointManifest> ParseManifest(const std::string& text, const std::s
                                                    : ": entries overlap") +
                        "; restore the checkpoint or load an older step");
       expected_offset += e.bytes;
-      e.crc32 = t.at("crc32").get<uint32_t>();
       m.tensors.push_back(std::move(e));
     }
     if (expected_offset != m.blob_bytes)

@@ -155,11 +155,24 @@ TEST(CkptFormat, OverflowingManifestEntriesAreErrors) {
            [](json& t) { t["bytes"] = 9223372036854775000LL; },
            [](json& t) { t["shape"] = {4611686018427387904LL, 4}; t["bytes"] = 0; },
            [](json& t) { t["shape"] = {-4}; t["bytes"] = -16; },
-           [](json& t) { t["shape"] = {3037000500LL, 3037000500LL}; }}) {
+           [](json& t) { t["shape"] = {3037000500LL, 3037000500LL}; },
+           // Regression (tests/fuzz, tests/fuzz/corpus/manifest/float_*): numbers
+           // that are not int64 were cast by nlohmann's get<int64_t> (UB).
+           [](json& t) { t["shape"] = {1e30}; },
+           [](json& t) { t["offset"] = 1e300; },
+           [](json& t) { t["bytes"] = 18446744073709551615ULL; },
+           [](json& t) { t["crc32"] = 4294967296LL; }}) {
     auto c = edit(change);
     ASSERT_FALSE(c.ok());
     EXPECT_NE(c.status().message().find("param/b"), std::string::npos) << c.status().message();
   }
+  json j = original;
+  j["step"] = 1e300;
+  WriteManifest(root + "/step-5", j, /*reseal=*/true);
+  auto c = ReadCheckpoint(root + "/step-5");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("field 'step' is 1e+300, not a 64-bit integer"), std::string::npos)
+      << c.status().message();
 }
 
 // Issue 13: the manifest is checksummed; a changed byte (here the step) is
