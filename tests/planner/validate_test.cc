@@ -129,6 +129,26 @@ TEST(JsonCases, RejectsNonPositiveMeasuredTimes) {
   }
 }
 
+// Regression (tests/fuzz, tests/fuzz/corpus/cases/zero_gpus_per_node.json):
+// gpus_per_node 0 divided by zero, and huge tp/pp/dp overflowed the int
+// product; each is now an invalid case naming the field.
+TEST(JsonCases, RejectsZeroGpusPerNodeAndHugeParallelism) {
+  const std::pair<const char*, const char*> bad[] = {
+      {R"("gpus_per_node": 0)", R"("tp": 1, "pp": 1, "dp": 8)"},
+      {R"("gpus_per_node": 8)", R"("tp": 1048576, "pp": 1048576, "dp": 8)"},
+      {R"("gpus_per_node": 8)", R"("tp": 0, "pp": 1, "dp": 8)"},
+      {R"("gpus_per_node": 8)", R"("tp": 4294967304, "pp": 1, "dp": 8)"}};
+  const char* want[] = {"gpus_per_node", "tp x pp x dp", "'tp'", "'tp'"};
+  for (size_t i = 0; i < 4; ++i) {
+    std::string j = std::string(R"({"cases": [{"id": "x", "source": "s", "hardware": {"gpu": "A100-SXM4-80GB", )") +
+                    bad[i].first + R"(}, "model": {"family": "gpt", "num_layers": 2, "hidden_size": 256,
+      "num_attention_heads": 4, "vocab_size": 512, "seq_length": 128}, "plan": {)" + bad[i].second +
+                    R"(, "global_batch_size": 64}, "measured": {"iteration_time_s": 1}}]})";
+    auto cases = JsonCasesFromText(j, "t.json");
+    EXPECT_NE(LastInvalid(cases).find(want[i]), std::string::npos) << i << ": " << LastInvalid(cases);
+  }
+}
+
 TEST(JsonCases, ReadsPartlyFixedPlansAndSearchesTheRest) {
   const char* j = R"({"cases": [{
     "id": "x", "source": "Narayanan et al. SC21",
