@@ -14,7 +14,8 @@
 # its input as build-fuzz/crash-* (or leak-*, timeout-*); the script then
 # exits 1.
 # --merge runs each harness with -merge=1 to add to tests/fuzz/corpus/<name>/
-# only the inputs of build-fuzz/corpus/<name>/ that reach new coverage.
+# only the inputs of build-fuzz/corpus/<name>/ that reach new edges
+# (-use_counters=0: edge coverage, not hit counts, keeps the corpora small).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 merge=0
@@ -49,7 +50,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 if [ $merge -eq 1 ]; then
   for n in "${names[@]}"; do
     before=$(ls "tests/fuzz/corpus/$n" | wc -l)
-    ./build-fuzz/tests/fuzz/fuzz_"$n" -merge=1 "tests/fuzz/corpus/$n" "build-fuzz/corpus/$n" \
+    ./build-fuzz/tests/fuzz/fuzz_"$n" -merge=1 -use_counters=0 "tests/fuzz/corpus/$n" "build-fuzz/corpus/$n" \
       >"build-fuzz/merge_$n.log" 2>&1 || { echo "fuzz.sh: merge of $n failed, see build-fuzz/merge_$n.log" >&2; exit 1; }
     printf 'merged %-12s %4d -> %4d files in tests/fuzz/corpus/%s\n' "$n" "$before" \
       "$(ls "tests/fuzz/corpus/$n" | wc -l)" "$n"
