@@ -2,12 +2,29 @@
 
 #include "base/checked_write.h"
 
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 namespace dt {
+namespace {
+
+StatusOr<std::string> ReadJsonText(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return InvalidArgument("'" + path + "' is a directory, not a JSON file; give the file inside it");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot open '" + path + "': check the path");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return IoError("reading '" + path + "' failed");
+  return ss.str();
+}
+
+}  // namespace
 
 FieldReader::FieldReader(const json& j, std::string where) : j_(j), where_(std::move(where)) {
   if (!j_.is_object()) status_ = InvalidArgument(where_ + ": expected a JSON object");
@@ -33,12 +50,24 @@ const json* FieldReader::Get(const char* key, const char* type_name) {
 int64_t FieldReader::Int(const char* key) {
   const json* v = Get(key, "integer");
   if (!v) return 0;
-  if (v->is_number_integer()) return v->get<int64_t>();
-  if (v->is_number_float()) {
-    double d = v->get<double>();
-    if (d == static_cast<double>(static_cast<int64_t>(d))) return static_cast<int64_t>(d);
+  // Only values an int64 holds exactly. A JSON integer above 2^63 - 1 is
+  // stored unsigned (get<int64_t> would wrap it), and casting a double
+  // outside [-2^63, 2^63) to int64 is undefined behaviour (found by
+  // tests/fuzz: "num_hidden_layers": 8.05e36), so both are range-checked first.
+  constexpr double kTwoTo63 = 9223372036854775808.0;
+  bool in_range = true;
+  if (v->is_number_unsigned()) {
+    if (v->get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(v->get<uint64_t>());
+    in_range = false;
+  } else if (v->is_number_integer()) {
+    return v->get<int64_t>();
+  } else if (v->is_number_float()) {
+    const double d = v->get<double>();
+    in_range = d >= -kTwoTo63 && d < kTwoTo63;
+    if (in_range && d == std::trunc(d)) return static_cast<int64_t>(d);
   }
-  Fail(std::string("field '") + key + "' must be an integer, got " + v->dump());
+  Fail(std::string("field '") + key + "' must be an integer, got " + v->dump() +
+       (in_range ? "" : " (outside the 64-bit integer range)"));
   return 0;
 }
 
@@ -84,26 +113,19 @@ void FieldReader::Range(const char* key, int64_t v, int64_t lo, int64_t hi) {
   }
 }
 
-StatusOr<json> ReadJsonFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    return InvalidArgument("'" + path + "' is a directory, not a JSON file; give the file inside it");
-  std::ifstream in(path);
-  if (!in) return NotFound("cannot open '" + path + "': check the path");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    // Re-parse with exceptions to get the position for the message.
-    try {
-      json again = json::parse(ss.str());
-      (void)again;
-    } catch (const std::exception& e) {
-      return InvalidArgument("'" + path + "' is not valid JSON: " + e.what());
-    }
-    return InvalidArgument("'" + path + "' is not valid JSON");
+StatusOr<json> ParseJsonText(const std::string& text, const std::string& path) {
+  // One parse: nlohmann throws only on bad input, and its message has the
+  // position. Caught here, at the library's edge.
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    return InvalidArgument("'" + path + "' is not valid JSON: " + e.what());
   }
-  return j;
+}
+
+StatusOr<json> ReadJsonFile(const std::string& path) {
+  DT_ASSIGN_OR_RETURN(std::string text, ReadJsonText(path));
+  return ParseJsonText(text, path);
 }
 
 Status WriteTextFile(const std::string& path, const std::string& text) {

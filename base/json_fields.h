@@ -46,7 +46,12 @@ class FieldReader {
   Status status_;
 };
 
-// Parses a JSON file; errors name the path and the parse position.
+// Parses JSON text; `path` names its source in errors ("'<path>' is not
+// valid JSON: <parse position>"). No file access: the in-memory entry point
+// the loaders and the fuzz harnesses (tests/fuzz) share.
+StatusOr<json> ParseJsonText(const std::string& text, const std::string& path);
+// Reads the file and calls ParseJsonText; a missing file (NotFound) or a
+// directory (InvalidArgument) is an error naming the path.
 StatusOr<json> ReadJsonFile(const std::string& path);
 // Writes atomically (temp file + rename; 2-space indentation). Every write
 // and the close are checked (base/checked_write.h): a failure (disk full)

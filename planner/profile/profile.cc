@@ -204,6 +204,11 @@ StatusOr<HardwareProfile> LoadProfile(const std::string& name_or_path) {
   return ProfileFromJson(j, "profile '" + path + "'");
 }
 
+StatusOr<HardwareProfile> ProfileFromJsonText(const std::string& text, const std::string& path) {
+  DT_ASSIGN_OR_RETURN(json j, ParseJsonText(text, path));
+  return ProfileFromJson(j, "profile '" + path + "'");
+}
+
 bool operator==(const HardwareProfile& a, const HardwareProfile& b) {
   const DeviceProfile &da = a.device, &db = b.device;
   const ComputeProfile &ca = a.compute, &cb = b.compute;

@@ -145,6 +145,10 @@ std::vector<std::string> BundledProfileNames();
 StatusOr<HardwareProfile> LoadProfile(const std::string& name_or_path);
 // Parses and validates; `where` names the source in error messages.
 StatusOr<HardwareProfile> ProfileFromJson(const json& j, const std::string& where);
+// A profile file's content (ParseJsonText + ProfileFromJson), no file
+// access; `path` names the source in errors. LoadProfile of a path is this
+// on the file's content.
+StatusOr<HardwareProfile> ProfileFromJsonText(const std::string& text, const std::string& path);
 // Inverse of ProfileFromJson: ProfileFromJson(ToJson(p)) == p.
 json ToJson(const HardwareProfile& p);
 

@@ -215,12 +215,25 @@ StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where) {
   return m;
 }
 
-StatusOr<ModelSpec> LoadModel(const std::string& path) {
-  DT_ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
+namespace {
+
+StatusOr<ModelSpec> ModelFromFileJson(const json& j, const std::string& path) {
   auto m = ModelFromJson(j, "model file '" + path + "'");
   if (m.ok() && (m->name.empty() || m->name == "model"))  // unnamed: use the file's stem
     m->name = std::filesystem::path(path).stem().string();
   return m;
+}
+
+}  // namespace
+
+StatusOr<ModelSpec> ModelFromJsonText(const std::string& text, const std::string& path) {
+  DT_ASSIGN_OR_RETURN(json j, ParseJsonText(text, path));
+  return ModelFromFileJson(j, path);
+}
+
+StatusOr<ModelSpec> LoadModel(const std::string& path) {
+  DT_ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
+  return ModelFromFileJson(j, path);
 }
 
 json ToJson(const ModelSpec& m) {

@@ -125,6 +125,11 @@ Status Validate(const ModelSpec& m, const std::string& where);
 // Parses our schema or a HuggingFace config (detected by "model_type" or
 // "num_hidden_layers"; see planner/spec/hf_config.h).
 StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where);
+// A model file's content (dtplan's format or a HuggingFace config.json):
+// ParseJsonText + ModelFromJson, no file access. `path` names the source in
+// errors, and its stem names a model that has no "name". LoadModel is this
+// on the file's content.
+StatusOr<ModelSpec> ModelFromJsonText(const std::string& text, const std::string& path);
 StatusOr<ModelSpec> LoadModel(const std::string& path);
 json ToJson(const ModelSpec& m);
 

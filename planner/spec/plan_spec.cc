@@ -245,8 +245,9 @@ StatusOr<ClusterSpec> ClusterFromJson(const json& j, const std::string& where) {
   return c;
 }
 
-StatusOr<PlanFile> LoadPlanFile(const std::string& path) {
-  DT_ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
+namespace {
+
+StatusOr<PlanFile> PlanFileFromJson(const json& j, const std::string& path) {
   std::string where = "plan file '" + path + "'";
   if (!j.is_object() || !j.contains("model") || !j.contains("plan"))
     return InvalidArgument(where + ": expected an object with \"model\" and \"plan\" "
@@ -259,6 +260,18 @@ StatusOr<PlanFile> LoadPlanFile(const std::string& path) {
   DT_ASSIGN_OR_RETURN(f.plan, PlanFromJson(j["plan"], f.model, where + " field 'plan'"));
   f.prediction = j.value("prediction", json());
   return f;
+}
+
+}  // namespace
+
+StatusOr<PlanFile> PlanFileFromJsonText(const std::string& text, const std::string& path) {
+  DT_ASSIGN_OR_RETURN(json j, ParseJsonText(text, path));
+  return PlanFileFromJson(j, path);
+}
+
+StatusOr<PlanFile> LoadPlanFile(const std::string& path) {
+  DT_ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
+  return PlanFileFromJson(j, path);
 }
 
 json ToJson(const PlanFile& f) {

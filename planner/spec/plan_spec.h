@@ -114,6 +114,9 @@ struct PlanFile {
   PlanSpec plan;
   json prediction;  // free-form; may be null
 };
+// A plan file's content, no file access; `path` names the source in errors.
+// LoadPlanFile is this on the file's content.
+StatusOr<PlanFile> PlanFileFromJsonText(const std::string& text, const std::string& path);
 StatusOr<PlanFile> LoadPlanFile(const std::string& path);
 json ToJson(const PlanFile& f);
 

@@ -63,6 +63,10 @@ struct ValidationCase {
 
 StatusOr<std::vector<ValidationCase>> ReadJsonCases(const std::string& path);
 StatusOr<std::vector<ValidationCase>> ReadVtrainCsv(const std::string& path);
+// The same readers on a file's content, no file access; `path` names the
+// source in errors (and, for vTrain, in each case's `source`).
+StatusOr<std::vector<ValidationCase>> JsonCasesFromText(const std::string& text, const std::string& path);
+StatusOr<std::vector<ValidationCase>> VtrainCasesFromCsvText(const std::string& text, const std::string& path);
 // Picks the reader by extension (.csv or .json).
 StatusOr<std::vector<ValidationCase>> ReadCases(const std::string& path);
 

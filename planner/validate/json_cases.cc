@@ -20,7 +20,10 @@ StatusOr<std::string> ProfileForGpu(const std::string& gpu, const std::string& w
 
 template <typename T>
 void SetIf(FieldReader& r, const char* key, std::optional<T>* out) {
-  if (r.Has(key)) *out = static_cast<T>(r.Int(key));
+  if (!r.Has(key)) return;
+  const int64_t v = r.Int(key);
+  r.Range(key, v, 1, 1 << 20);  // before the cast: every such field is a count >= 1
+  if (r.ok()) *out = static_cast<T>(v);
 }
 
 StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t index) {
@@ -33,8 +36,10 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
     return InvalidArgument(where + ": needs \"hardware\", \"model\", \"plan\" and \"measured\"");
   FieldReader hw(c["hardware"], where + " field 'hardware'");
   DT_ASSIGN_OR_RETURN(v.profile, ProfileForGpu(hw.Str("gpu"), where));
-  v.cluster.gpus_per_node = static_cast<int>(hw.IntOr("gpus_per_node", 8));
+  const int64_t gpus_per_node = hw.IntOr("gpus_per_node", 8);
+  hw.Range("gpus_per_node", gpus_per_node, 1, 1024);  // 0 divided the world below (found by fuzzing)
   if (!hw.ok()) return hw.status();
+  v.cluster.gpus_per_node = static_cast<int>(gpus_per_node);
   DT_ASSIGN_OR_RETURN(v.model, ModelFromJson(c["model"], where + " field 'model'"));
   v.group = v.model.name == "model" ? v.id : v.model.name;
   v.group = ToString(v.model.family) + std::string("-h") + std::to_string(v.model.hidden) + "-l" +
@@ -76,7 +81,12 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   if (!p.ok()) return p.status();
   if (!k.dp || !k.tp || !k.pp)
     return InvalidArgument(where + ": plan needs tp, pp and dp to size the cluster");
-  const int world = *k.dp * *k.tp * *k.pp * k.cp.value_or(1);
+  // In double: four factors up to 2^20 overflow int (and int64).
+  const double world_gpus = static_cast<double>(*k.dp) * *k.tp * *k.pp * k.cp.value_or(1);
+  if (world_gpus > (1 << 24))
+    return InvalidArgument(where + ": the plan's tp x pp x dp x cp is " + std::to_string(world_gpus) +
+                           " GPUs; at most 16777216");
+  const int world = static_cast<int>(world_gpus);
   if (world % v.cluster.gpus_per_node == 0) {
     v.cluster.nodes = world / v.cluster.gpus_per_node;
   } else {
@@ -135,10 +145,7 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   return v;
 }
 
-}  // namespace
-
-StatusOr<std::vector<ValidationCase>> ReadJsonCases(const std::string& path) {
-  DT_ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
+StatusOr<std::vector<ValidationCase>> CasesFromJson(const json& j, const std::string& path) {
   if (!j.is_object() || !j.contains("cases") || !j["cases"].is_array())
     return InvalidArgument("case file '" + path + "': expected {\"cases\": [...]}");
   std::vector<ValidationCase> out;
@@ -157,6 +164,18 @@ StatusOr<std::vector<ValidationCase>> ReadJsonCases(const std::string& path) {
     out.push_back(std::move(bad));
   }
   return out;
+}
+
+}  // namespace
+
+StatusOr<std::vector<ValidationCase>> JsonCasesFromText(const std::string& text, const std::string& path) {
+  DT_ASSIGN_OR_RETURN(json j, ParseJsonText(text, path));
+  return CasesFromJson(j, path);
+}
+
+StatusOr<std::vector<ValidationCase>> ReadJsonCases(const std::string& path) {
+  DT_ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
+  return CasesFromJson(j, path);
 }
 
 StatusOr<std::vector<ValidationCase>> ReadCases(const std::string& path) {

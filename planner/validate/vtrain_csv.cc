@@ -34,8 +34,16 @@ std::vector<std::string> SplitCsv(const std::string& line) {
 }  // namespace
 
 StatusOr<std::vector<ValidationCase>> ReadVtrainCsv(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return NotFound("cannot open '" + path + "': check the path");
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return IoError("reading '" + path + "' failed");
+  return VtrainCasesFromCsvText(text.str(), path);
+}
+
+StatusOr<std::vector<ValidationCase>> VtrainCasesFromCsvText(const std::string& csv, const std::string& path) {
+  std::istringstream in(csv);
   std::string line;
   if (!std::getline(in, line)) return InvalidArgument("'" + path + "' is empty");
   if (line.size() >= 3 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line = line.substr(3);
@@ -50,13 +58,15 @@ StatusOr<std::vector<ValidationCase>> ReadVtrainCsv(const std::string& path) {
     if (!col.count(r))
       return InvalidArgument("'" + path + "': missing column '" + r +
                              "' (expected vTrain's ground_truth CSV header)");
-  // The measured node's network: loaded once, shared by every row.
-  auto measured = LoadProfile(kVtrainNetworkProfile);
+  // The measured node's network: loaded once per process (immutable data;
+  // a function-local static is initialised once, thread-safely), shared by
+  // every row.
+  static const StatusOr<HardwareProfile> measured = LoadProfile(kVtrainNetworkProfile);
   if (!measured.ok())
     return InvalidArgument("'" + path + "': cannot load the bundled profile '" + kVtrainNetworkProfile +
                            "' holding vTrain's measured all-reduce tables: " + measured.status().message() +
                            " (regenerate it as docs/validation.md says)");
-  auto network = std::make_shared<const NetworkProfile>(measured->network);
+  static const auto network = std::make_shared<const NetworkProfile>(measured->network);
   std::vector<ValidationCase> out;
   int lineno = 1;
   while (std::getline(in, line)) {

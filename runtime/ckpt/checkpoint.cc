@@ -182,6 +182,12 @@ StatusOr<TrainState> LoadCheckpoint(const std::string& path, const std::vector<C
   DT_ASSIGN_OR_RETURN(CheckpointContents c, ReadCheckpoint(path));
   TrainState s;
   try {
+    // Integers only: nlohmann's get<int64_t> of a float casts it (undefined
+    // behaviour outside int64), the bug the manifest fuzz harness found.
+    for (const char* key : {"step", "optimizer_step", "data_position", "data_seed"})
+      if (!c.meta.at(key).is_number_integer())
+        return IoError("checkpoint '" + path + "' has malformed training state: meta field '" + key + "' is " +
+                       c.meta.at(key).dump() + ", not an integer; restore the checkpoint or load an older step");
     s.step = c.meta.at("step").get<int64_t>();
     s.optimizer_step = c.meta.at("optimizer_step").get<int64_t>();
     s.data_position = c.meta.at("data_position").get<int64_t>();

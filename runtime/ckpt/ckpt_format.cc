@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <set>
 
 #include "base/checked_write.h"
@@ -36,6 +37,19 @@ std::string ReadAll(const std::string& path, bool* ok) {
   std::ifstream in(path, std::ios::binary);
   *ok = static_cast<bool>(in);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// A manifest integer: a JSON integer that int64 holds. Not nlohmann's
+// get<int64_t>, which casts a float (undefined behaviour outside int64: found
+// by tests/fuzz with "step": 1e300) and wraps an unsigned above 2^63 - 1.
+std::optional<int64_t> ExactInt64(const json& v) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+    return static_cast<int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  return std::nullopt;
 }
 
 std::string Errno(const std::string& what, const std::string& path) {
@@ -176,6 +190,128 @@ StatusOr<std::string> LatestCheckpointDir(const std::string& root) {
   return (fs::path(root) / name).string();
 }
 
+StatusOr<CheckpointManifest> ParseManifest(const std::string& text, const std::string& crc_text,
+                                           const std::string& manifest_path) {
+  const fs::path dir = fs::path(manifest_path).parent_path();
+  if (crc_text != CrcText(text))
+    return IoError("checkpoint manifest '" + manifest_path + "' fails its CRC-32 check against '" +
+                   (dir / kManifestCrc).string() +
+                   "' (edited or corrupt); restore the checkpoint or load an older step");
+  json manifest = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (manifest.is_discarded() || !manifest.is_object())
+    return IoError("checkpoint manifest '" + manifest_path + "' is not valid JSON");
+  CheckpointManifest m;
+  try {
+    if (manifest.value("format", "") != kFormat)
+      return IoError("'" + manifest_path + "' is not a dtplan checkpoint manifest (format '" +
+                     manifest.value("format", "") + "', expected '" + kFormat + "')");
+    for (const char* key : {"step", "blob_bytes"}) {
+      const std::optional<int64_t> v = ExactInt64(manifest.at(key));
+      if (!v)
+        return IoError("checkpoint manifest '" + manifest_path + "' field '" + key + "' is " +
+                       manifest.at(key).dump() + ", not a 64-bit integer; restore the checkpoint or load an older step");
+      (std::string(key) == "step" ? m.step : m.blob_bytes) = *v;
+    }
+    m.meta = manifest.value("meta", json::object());
+    m.blob = manifest.at("blob").get<std::string>();
+  } catch (const json::exception& e) {
+    return IoError("checkpoint manifest '" + manifest_path + "' is malformed: " + e.what());
+  }
+  // The directory's name and the manifest agree on the step.
+  const std::string dir_name = dir.filename().string();
+  if (dir_name.rfind("step-", 0) == 0 && dir_name != StepDirName(m.step))
+    return IoError("checkpoint manifest '" + manifest_path + "' field 'step' is " + std::to_string(m.step) +
+                   " but its directory is '" + dir_name + "'; restore the checkpoint or load an older step");
+  if (m.step < 0 || m.blob_bytes < 0)
+    return IoError("checkpoint manifest '" + manifest_path + "' has a negative 'step' or 'blob_bytes' (allowed: >= 0)"
+                   "; restore the checkpoint or load an older step");
+  try {
+    int64_t expected_offset = 0;  // WriteCheckpoint stores tensors back to back
+    std::set<std::string> names;
+    for (const json& t : manifest.at("tensors")) {
+      ManifestEntry e;
+      e.name = t.at("name").get<std::string>();
+      if (!names.insert(e.name).second)
+        return IoError("checkpoint tensor '" + e.name + "' appears twice in '" + manifest_path +
+                       "'; restore the checkpoint or load an older step");
+      const json& shape = t.at("shape");
+      std::optional<int64_t> offset = ExactInt64(t.at("offset")), bytes = ExactInt64(t.at("bytes"));
+      bool ints = shape.is_array() && offset && bytes;
+      for (size_t k = 0; ints && k < shape.size(); ++k) {
+        const std::optional<int64_t> d = ExactInt64(shape[k]);
+        ints = d.has_value();
+        if (ints) e.shape.push_back(*d);
+      }
+      const std::optional<int64_t> crc = ExactInt64(t.at("crc32"));
+      ints = ints && crc && *crc >= 0 && *crc <= int64_t{UINT32_MAX};
+      if (!ints)
+        return IoError("checkpoint tensor '" + e.name + "' in '" + manifest_path + "' has a shape, offset, bytes or "
+                       "crc32 that is not a 64-bit integer (crc32: 32-bit); restore the checkpoint or load an older "
+                       "step");
+      e.offset = *offset;
+      e.bytes = *bytes;
+      e.crc32 = static_cast<uint32_t>(*crc);
+      if (t.value("dtype", "") != "f32")
+        return IoError("checkpoint tensor '" + e.name + "' in '" + manifest_path + "' has dtype '" +
+                       t.value("dtype", "") + "'; only f32 is supported");
+      // Every size is checked before it is multiplied or added: a manifest
+      // is input, and int64 overflow would index outside the blob.
+      int64_t numel = 1;
+      bool sane = e.offset >= 0 && e.bytes >= 0 && e.offset <= m.blob_bytes && e.bytes <= m.blob_bytes - e.offset;
+      for (int64_t d : e.shape) {
+        if (!sane) break;
+        sane = d >= 0 && (d == 0 || numel <= m.blob_bytes / 4 / d);
+        if (sane) numel *= d;
+      }
+      if (!sane || e.bytes != numel * 4)
+        return IoError("checkpoint tensor '" + e.name + "' in '" + manifest_path + "' has an inconsistent offset/size"
+                       " (offset " + std::to_string(e.offset) + ", bytes " + std::to_string(e.bytes) + ", blob " +
+                       std::to_string(m.blob_bytes) + " bytes); restore the checkpoint or load an older step");
+      if (e.offset != expected_offset)
+        return IoError("checkpoint tensor '" + e.name + "' in '" + manifest_path + "' starts at byte " +
+                       std::to_string(e.offset) + " but the previous entry ends at " +
+                       std::to_string(expected_offset) +
+                       (e.offset > expected_offset ? ": bytes in '" + (dir / m.blob).string() + "' belong to no entry (an entry was "
+                                                     "removed?)"
+                                                   : ": entries overlap") +
+                       "; restore the checkpoint or load an older step");
+      expected_offset += e.bytes;
+      m.tensors.push_back(std::move(e));
+    }
+    if (expected_offset != m.blob_bytes)
+      return IoError("checkpoint manifest '" + manifest_path + "' describes " + std::to_string(expected_offset) +
+                     " bytes of tensors but 'blob_bytes' is " + std::to_string(m.blob_bytes) +
+                     ": its tail belongs to no entry (an entry was removed?); restore the checkpoint or load an "
+                     "older step");
+  } catch (const json::exception& e) {
+    return IoError("checkpoint manifest '" + manifest_path + "' is malformed: " + e.what());
+  }
+  return m;
+}
+
+StatusOr<CheckpointContents> DecodeCheckpoint(const CheckpointManifest& m, const std::string& blob,
+                                              const std::string& blob_path) {
+  if (static_cast<int64_t>(blob.size()) != m.blob_bytes)
+    return IoError("checkpoint blob '" + blob_path + "' is truncated or padded: " + std::to_string(blob.size()) +
+                   " bytes, manifest says " + std::to_string(m.blob_bytes) + "; restore it or load an older step");
+  CheckpointContents c;
+  c.step = m.step;
+  c.meta = m.meta;
+  for (const ManifestEntry& e : m.tensors) {  // ParseManifest checked that each lies inside blob_bytes
+    const char* bytes = blob.data() + e.offset;
+    if (Crc32(bytes, static_cast<size_t>(e.bytes)) != e.crc32)
+      return IoError("checkpoint tensor '" + e.name + "' in '" + blob_path +
+                     "' fails its CRC-32 check (corrupt data); restore the file or load an older step");
+    NamedTensor nt;
+    nt.name = e.name;
+    nt.shape = e.shape;
+    nt.data.resize(static_cast<size_t>(e.bytes / 4));
+    if (e.bytes > 0) std::memcpy(nt.data.data(), bytes, static_cast<size_t>(e.bytes));
+    c.tensors.push_back(std::move(nt));
+  }
+  return c;
+}
+
 StatusOr<CheckpointContents> ReadCheckpoint(const std::string& path) {
   std::string dir = path;
   if (!fs::exists(fs::path(path) / kManifest)) {
@@ -190,93 +326,12 @@ StatusOr<CheckpointContents> ReadCheckpoint(const std::string& path) {
   if (!read_ok)
     return IoError("checkpoint manifest checksum '" + crc_path + "' is missing (a save older than the checksum, or "
                    "a damaged copy); restore it or load an older step");
-  if (want_crc != CrcText(text))
-    return IoError("checkpoint manifest '" + manifest_path + "' fails its CRC-32 check against '" + crc_path +
-                   "' (edited or corrupt); restore the checkpoint or load an older step");
-  json manifest = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (manifest.is_discarded() || !manifest.is_object())
-    return IoError("checkpoint manifest '" + manifest_path + "' is not valid JSON");
-  CheckpointContents c;
-  std::string blob_path;
-  int64_t blob_bytes = 0;
-  try {
-    if (manifest.value("format", "") != kFormat)
-      return IoError("'" + manifest_path + "' is not a dtplan checkpoint manifest (format '" +
-                     manifest.value("format", "") + "', expected '" + kFormat + "')");
-    c.step = manifest.at("step").get<int64_t>();
-    c.meta = manifest.value("meta", json::object());
-    blob_path = (fs::path(dir) / manifest.at("blob").get<std::string>()).string();
-    blob_bytes = manifest.at("blob_bytes").get<int64_t>();
-  } catch (const json::exception& e) {
-    return IoError("checkpoint manifest '" + manifest_path + "' is malformed: " + e.what());
-  }
-  // The directory's name and the manifest agree on the step.
-  const std::string dir_name = fs::path(dir).filename().string();
-  if (dir_name.rfind("step-", 0) == 0 && dir_name != StepDirName(c.step))
-    return IoError("checkpoint manifest '" + manifest_path + "' field 'step' is " + std::to_string(c.step) +
-                   " but its directory is '" + dir_name + "'; restore the checkpoint or load an older step");
-  if (c.step < 0 || blob_bytes < 0)
-    return IoError("checkpoint manifest '" + manifest_path + "' has a negative 'step' or 'blob_bytes' (allowed: >= 0)"
-                   "; restore the checkpoint or load an older step");
-  std::ifstream in(blob_path, std::ios::binary);
-  if (!in) return IoError("checkpoint blob '" + blob_path + "' is missing");
-  std::string blob((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (static_cast<int64_t>(blob.size()) != blob_bytes)
-    return IoError("checkpoint blob '" + blob_path + "' is truncated or padded: " +
-                   std::to_string(blob.size()) + " bytes, manifest says " + std::to_string(blob_bytes) +
-                   "; restore it or load an older step");
-  try {
-    int64_t expected_offset = 0;  // WriteCheckpoint stores tensors back to back
-    std::set<std::string> names;
-    for (const json& t : manifest.at("tensors")) {
-      NamedTensor nt;
-      nt.name = t.at("name").get<std::string>();
-      if (!names.insert(nt.name).second)
-        return IoError("checkpoint tensor '" + nt.name + "' appears twice in '" + manifest_path +
-                       "'; restore the checkpoint or load an older step");
-      nt.shape = t.at("shape").get<std::vector<int64_t>>();
-      const int64_t offset = t.at("offset").get<int64_t>(), bytes = t.at("bytes").get<int64_t>();
-      if (t.value("dtype", "") != "f32")
-        return IoError("checkpoint tensor '" + nt.name + "' in '" + manifest_path + "' has dtype '" +
-                       t.value("dtype", "") + "'; only f32 is supported");
-      // Every size is checked before it is multiplied or added: a manifest
-      // is input, and int64 overflow would index outside the blob.
-      int64_t numel = 1;
-      bool sane = offset >= 0 && bytes >= 0 && offset <= blob_bytes && bytes <= blob_bytes - offset;
-      for (int64_t d : nt.shape) {
-        if (!sane) break;
-        sane = d >= 0 && (d == 0 || numel <= blob_bytes / 4 / d);
-        if (sane) numel *= d;
-      }
-      if (!sane || bytes != numel * 4)
-        return IoError("checkpoint tensor '" + nt.name + "' in '" + manifest_path + "' has an inconsistent offset/size"
-                       " (offset " + std::to_string(offset) + ", bytes " + std::to_string(bytes) + ", blob " +
-                       std::to_string(blob_bytes) + " bytes); restore the checkpoint or load an older step");
-      if (offset != expected_offset)
-        return IoError("checkpoint tensor '" + nt.name + "' in '" + manifest_path + "' starts at byte " +
-                       std::to_string(offset) + " but the previous entry ends at " + std::to_string(expected_offset) +
-                       (offset > expected_offset ? ": bytes in '" + blob_path + "' belong to no entry (an entry was "
-                                                   "removed?)"
-                                                 : ": entries overlap") +
-                       "; restore the checkpoint or load an older step");
-      expected_offset += bytes;
-      const uint32_t crc = Crc32(blob.data() + offset, static_cast<size_t>(bytes));
-      if (crc != t.at("crc32").get<uint32_t>())
-        return IoError("checkpoint tensor '" + nt.name + "' in '" + blob_path +
-                       "' fails its CRC-32 check (corrupt data); restore the file or load an older step");
-      nt.data.resize(static_cast<size_t>(numel));
-      std::memcpy(nt.data.data(), blob.data() + offset, static_cast<size_t>(bytes));
-      c.tensors.push_back(std::move(nt));
-    }
-    if (expected_offset != blob_bytes)
-      return IoError("checkpoint manifest '" + manifest_path + "' describes " + std::to_string(expected_offset) +
-                     " bytes of tensors but 'blob_bytes' is " + std::to_string(blob_bytes) +
-                     ": its tail belongs to no entry (an entry was removed?); restore the checkpoint or load an "
-                     "older step");
-  } catch (const json::exception& e) {
-    return IoError("checkpoint manifest '" + manifest_path + "' is malformed: " + e.what());
-  }
-  return c;
+  DT_ASSIGN_OR_RETURN(CheckpointManifest m, ParseManifest(text, want_crc, manifest_path));
+  const std::string blob_path = (fs::path(dir) / m.blob).string();
+  bool blob_ok = false;
+  const std::string blob = ReadAll(blob_path, &blob_ok);
+  if (!blob_ok) return IoError("checkpoint blob '" + blob_path + "' is missing");
+  return DecodeCheckpoint(m, blob, blob_path);
 }
 
 }  // namespace dt::rt

@@ -43,10 +43,38 @@ struct CheckpointContents {
   const NamedTensor* Find(const std::string& name) const;
 };
 
+// A manifest.json as ParseManifest returns it: every field checked.
+struct ManifestEntry {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0;  // into the blob; entries tile [0, blob_bytes) in order
+  int64_t bytes = 0;   // 4 x the shape's element count
+  uint32_t crc32 = 0;  // of the entry's bytes in the blob
+};
+struct CheckpointManifest {
+  int64_t step = 0;
+  json meta = json::object();
+  std::string blob;  // file name, relative to the step directory
+  int64_t blob_bytes = 0;
+  std::vector<ManifestEntry> tensors;
+};
+
 Status WriteCheckpoint(const std::string& root, const CheckpointContents& c);
 // `path` is either a step directory (holding manifest.json) or a root with a
 // "latest" pointer.
 StatusOr<CheckpointContents> ReadCheckpoint(const std::string& path);
+// ReadCheckpoint's checks on bytes already read, no file access (the fuzz
+// harness tests/fuzz/manifest_fuzz.cc calls these). ParseManifest checks
+// `text` against the sidecar's `crc_text`, then the format, the step (>= 0,
+// and N when `manifest_path` lies in a step-N directory), blob_bytes >= 0 and
+// every entry (unique name, f32, shape and sizes overflow-checked, entries
+// back to back covering exactly blob_bytes). DecodeCheckpoint checks the
+// blob's size and every tensor's CRC-32 and copies the tensors out. Errors
+// are kIoError naming `manifest_path` / `blob_path` and the entry.
+StatusOr<CheckpointManifest> ParseManifest(const std::string& text, const std::string& crc_text,
+                                           const std::string& manifest_path);
+StatusOr<CheckpointContents> DecodeCheckpoint(const CheckpointManifest& m, const std::string& blob,
+                                              const std::string& blob_path);
 // The step directory "latest" points to; without a "latest" file, the
 // newest complete step directory (saying so on stderr); NotFound when there
 // is none.

@@ -20,15 +20,25 @@ StatusOr<std::string> ReadAll(const std::string& path) {
 
 StatusOr<std::unique_ptr<FileTokenSource>> FileTokenSource::OpenTextFile(const std::string& path) {
   DT_ASSIGN_OR_RETURN(std::string bytes, ReadAll(path));
+  return FromTextBytes(bytes, path);
+}
+
+StatusOr<std::unique_ptr<FileTokenSource>> FileTokenSource::OpenTokenFile(const std::string& path,
+                                                                          int vocab) {
+  DT_ASSIGN_OR_RETURN(std::string bytes, ReadAll(path));
+  return FromTokenBytes(bytes, path, vocab);
+}
+
+StatusOr<std::unique_ptr<FileTokenSource>> FileTokenSource::FromTextBytes(const std::string& bytes,
+                                                                          const std::string& path) {
   if (bytes.empty()) return InvalidArgument("text file '" + path + "' is empty");
   std::vector<uint16_t> tokens(bytes.size());
   for (size_t i = 0; i < bytes.size(); ++i) tokens[i] = static_cast<unsigned char>(bytes[i]);
   return std::unique_ptr<FileTokenSource>(new FileTokenSource(path, 256, std::move(tokens)));
 }
 
-StatusOr<std::unique_ptr<FileTokenSource>> FileTokenSource::OpenTokenFile(const std::string& path,
-                                                                          int vocab) {
-  DT_ASSIGN_OR_RETURN(std::string bytes, ReadAll(path));
+StatusOr<std::unique_ptr<FileTokenSource>> FileTokenSource::FromTokenBytes(const std::string& bytes,
+                                                                           const std::string& path, int vocab) {
   if (bytes.size() % 2 != 0)
     return InvalidArgument("token file '" + path + "' is truncated: " + std::to_string(bytes.size()) +
                            " bytes is not a whole number of uint16 token ids; re-export it");

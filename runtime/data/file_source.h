@@ -21,6 +21,12 @@ class FileTokenSource : public TokenSource {
  public:
   static StatusOr<std::unique_ptr<FileTokenSource>> OpenTextFile(const std::string& path);
   static StatusOr<std::unique_ptr<FileTokenSource>> OpenTokenFile(const std::string& path, int vocab);
+  // The same on a file's bytes, no file access (the fuzz harness
+  // tests/fuzz/tokens_fuzz.cc); `path` names the source in errors.
+  static StatusOr<std::unique_ptr<FileTokenSource>> FromTextBytes(const std::string& bytes,
+                                                                  const std::string& path);
+  static StatusOr<std::unique_ptr<FileTokenSource>> FromTokenBytes(const std::string& bytes,
+                                                                   const std::string& path, int vocab);
 
   int vocab() const override { return vocab_; }
   int64_t num_tokens() const override { return static_cast<int64_t>(tokens_.size()); }

@@ -41,6 +41,32 @@ TEST(FieldReader, NamesMissingAndMistypedFields) {
   EXPECT_NE(r2.status().message().find("f.json"), std::string::npos);
 }
 
+// Regression (tests/fuzz, crash inputs in tests/fuzz/corpus/{model,plan,cases}/
+// int64_range_*): a number outside int64 is an error naming the field, not
+// undefined behaviour (double -> int64 cast) or a silent wrap (uint64 above
+// 2^63 - 1); integral doubles inside the range are still integers.
+TEST(FieldReader, IntegersOutsideInt64AreErrors) {
+  json j = json::parse(R"({"big": 8.05e36, "neg": -1e19, "huge": 18446744073709551615,
+                           "max": 9223372036854775807, "min": -9223372036854775808,
+                           "whole": 4.0e18, "frac": 1024.7, "edge": 9223372036854775808.0})");
+  FieldReader ok(j, "f");
+  EXPECT_EQ(ok.Int("max"), INT64_MAX);
+  EXPECT_EQ(ok.Int("min"), INT64_MIN);
+  EXPECT_EQ(ok.Int("whole"), int64_t{4000000000000000000});
+  EXPECT_TRUE(ok.ok());
+  for (const char* key : {"big", "neg", "huge", "edge"}) {
+    FieldReader r(j, "file 'f.json'");
+    EXPECT_EQ(r.Int(key), 0) << key;
+    ASSERT_FALSE(r.ok()) << key;
+    EXPECT_NE(r.status().message().find(std::string("'") + key + "' must be an integer"), std::string::npos);
+    EXPECT_NE(r.status().message().find("outside the 64-bit integer range"), std::string::npos)
+        << r.status().message();
+  }
+  FieldReader frac(j, "f");
+  frac.Int("frac");
+  EXPECT_FALSE(frac.ok());
+}
+
 TEST(CheckDeathTest, AbortsWithFileAndLine) {
   EXPECT_DEATH({ DT_CHECK(1 == 2) << "boom"; }, "status_test.cc:[0-9]+ \\[rank -1\\] check failed: 1 == 2: boom");
 }

@@ -3,6 +3,6 @@
 #include "tests/fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  (void)dt::ReadJsonCases(dt::fuzz::InputFile(data, size, "cases.json"));
+  (void)dt::JsonCasesFromText(dt::fuzz::Text(data, size), "fuzz/cases.json");
   return 0;
 }

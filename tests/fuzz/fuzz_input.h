@@ -7,34 +7,17 @@
 // with clang's -fsanitize=fuzzer for scripts/fuzz.sh, and with replay_main.cc
 // (any compiler) so ctest replays the checked-in corpora on every build.
 //
-// Path-based parsers get the bytes through a file: InputFile writes them to a
-// per-process path under /tmp (overwritten on each call; not thread-safe,
-// libFuzzer calls one input at a time).
+// The harnesses call the parsers' in-memory entry points (ModelFromJsonText,
+// ParseManifest, FileTokenSource::FromTokenBytes, ...), which the file
+// loaders wrap: no temporary files, so libFuzzer runs 10-100x more inputs a
+// second than through the loaders. The harnesses pass made-up paths
+// ("fuzz/model.json") for the error messages.
 #pragma once
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cstdint>
-#include <cstdio>
 #include <string>
 
 namespace dt::fuzz {
-
-// Writes the input to /tmp/dtfuzz-<pid>/<name> and returns that path.
-inline std::string InputFile(const uint8_t* data, size_t size, const std::string& name) {
-  static const std::string dir = [] {
-    std::string d = "/tmp/dtfuzz-" + std::to_string(::getpid());
-    ::mkdir(d.c_str(), 0700);
-    return d;
-  }();
-  const std::string path = dir + "/" + name;
-  if (FILE* f = std::fopen(path.c_str(), "wb")) {
-    if (size > 0) std::fwrite(data, 1, size, f);
-    std::fclose(f);
-  }
-  return path;
-}
 
 inline std::string Text(const uint8_t* data, size_t size) {
   return std::string(reinterpret_cast<const char*>(data), size);

@@ -3,6 +3,6 @@
 #include "tests/fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  (void)dt::LoadPlanFile(dt::fuzz::InputFile(data, size, "plan.json"));
+  (void)dt::PlanFileFromJsonText(dt::fuzz::Text(data, size), "fuzz/plan.json");
   return 0;
 }

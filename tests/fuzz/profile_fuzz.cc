@@ -3,6 +3,6 @@
 #include "tests/fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  (void)dt::LoadProfile(dt::fuzz::InputFile(data, size, "profile.json"));
+  (void)dt::ProfileFromJsonText(dt::fuzz::Text(data, size), "fuzz/profile.json");
   return 0;
 }

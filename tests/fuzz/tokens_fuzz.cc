@@ -16,8 +16,9 @@ void Draw(const dt::rt::FileTokenSource& s) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::string path = dt::fuzz::InputFile(data, size, "tokens.bin");
-  if (auto t = dt::rt::FileTokenSource::OpenTokenFile(path, 256); t.ok()) Draw(**t);
-  if (auto t = dt::rt::FileTokenSource::OpenTextFile(path); t.ok()) Draw(**t);
+  const std::string bytes = dt::fuzz::Text(data, size);
+  using dt::rt::FileTokenSource;
+  if (auto t = FileTokenSource::FromTokenBytes(bytes, "fuzz/tokens.bin", 256); t.ok()) Draw(**t);
+  if (auto t = FileTokenSource::FromTextBytes(bytes, "fuzz/tokens.txt"); t.ok()) Draw(**t);
   return 0;
 }

@@ -3,6 +3,6 @@
 #include "tests/fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  (void)dt::ReadVtrainCsv(dt::fuzz::InputFile(data, size, "cases.csv"));
+  (void)dt::VtrainCasesFromCsvText(dt::fuzz::Text(data, size), "fuzz/cases.csv");
   return 0;
 }

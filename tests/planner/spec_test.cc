@@ -82,6 +82,26 @@ TEST(ModelSpec, RejectsInconsistentHeads) {
   EXPECT_NE(m.status().message().find("num_attention_heads"), std::string::npos);
 }
 
+// The in-memory entry points (what the fuzz harnesses call) name the given
+// path in their errors, as the file loaders do, and name an unnamed model by
+// the path's stem.
+TEST(ModelSpec, FromJsonTextNamesThePath) {
+  auto m = ModelFromJsonText(R"({"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+                                 "vocab_size": 256, "seq_length": 32})",
+                             "dir/tiny.json");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->name, "tiny");
+  auto bad = ModelFromJsonText("{\"num_layers\": ", "dir/broken.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'dir/broken.json' is not valid JSON"), std::string::npos);
+  auto missing = ModelFromJsonText("{}", "dir/empty.json");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("model file 'dir/empty.json'"), std::string::npos);
+  auto plan = PlanFileFromJsonText("[]", "p.json");
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("plan file 'p.json'"), std::string::npos);
+}
+
 TEST(PlanSpec, JsonRoundTripAndValidation) {
   json mj = {{"family", "gpt"}, {"num_layers", 8}, {"hidden_size", 64},
              {"num_attention_heads", 4}, {"vocab_size", 256}, {"seq_length", 32}};

@@ -80,6 +80,24 @@ TEST(VtrainCsv, UsesTheMeasuredNodesAllReduceTables) {
   EXPECT_EQ((*cases)[0].profile, "A100-SXM4-80GB");
 }
 
+// The in-memory readers (the fuzz harnesses') read what the file readers
+// read and name the given path.
+TEST(VtrainCsv, FromTextMatchesTheFileReader) {
+  auto from_file = ReadVtrainCsv(WriteTemp("gt.csv", kCsv));
+  auto from_text = VtrainCasesFromCsvText(kCsv, "mem/gt.csv");
+  ASSERT_TRUE(from_file.ok() && from_text.ok()) << from_text.status().message();
+  ASSERT_EQ(from_text->size(), from_file->size());
+  for (size_t i = 0; i < from_text->size(); ++i)
+    EXPECT_EQ((*from_text)[i].measured_s, (*from_file)[i].measured_s);
+  EXPECT_EQ(from_text->front().source, "vTrain gt.csv");
+  auto bad = VtrainCasesFromCsvText("", "mem/empty.csv");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'mem/empty.csv' is empty"), std::string::npos);
+  auto cases = JsonCasesFromText("{\"cases\": 3}", "mem/c.json");
+  ASSERT_FALSE(cases.ok());
+  EXPECT_NE(cases.status().message().find("case file 'mem/c.json'"), std::string::npos);
+}
+
 // The invalid message of the only bad case (the last one), or "" if it is valid.
 std::string LastInvalid(const StatusOr<std::vector<ValidationCase>>& r) {
   if (!r.ok() || r->empty()) return "reader failed: " + r.status().message();
@@ -130,6 +148,26 @@ TEST(JsonCases, RejectsNonPositiveMeasuredTimes) {
       "measured": {"iteration_time_s": )") + t + "}}]}";
     auto cases = ReadJsonCases(WriteTemp("t.json", j));
     EXPECT_NE(LastInvalid(cases).find("iteration_time_s"), std::string::npos) << t << LastInvalid(cases);
+  }
+}
+
+// Regression (tests/fuzz, tests/fuzz/corpus/cases/zero_gpus_per_node.json):
+// gpus_per_node 0 divided by zero, and huge tp/pp/dp overflowed the int
+// product; each is now an invalid case naming the field.
+TEST(JsonCases, RejectsZeroGpusPerNodeAndHugeParallelism) {
+  const std::pair<const char*, const char*> bad[] = {
+      {R"("gpus_per_node": 0)", R"("tp": 1, "pp": 1, "dp": 8)"},
+      {R"("gpus_per_node": 8)", R"("tp": 1048576, "pp": 1048576, "dp": 8)"},
+      {R"("gpus_per_node": 8)", R"("tp": 0, "pp": 1, "dp": 8)"},
+      {R"("gpus_per_node": 8)", R"("tp": 4294967304, "pp": 1, "dp": 8)"}};
+  const char* want[] = {"gpus_per_node", "tp x pp x dp", "'tp'", "'tp'"};
+  for (size_t i = 0; i < 4; ++i) {
+    std::string j = std::string(R"({"cases": [{"id": "x", "source": "s", "hardware": {"gpu": "A100-SXM4-80GB", )") +
+                    bad[i].first + R"(}, "model": {"family": "gpt", "num_layers": 2, "hidden_size": 256,
+      "num_attention_heads": 4, "vocab_size": 512, "seq_length": 128}, "plan": {)" + bad[i].second +
+                    R"(, "global_batch_size": 64}, "measured": {"iteration_time_s": 1}}]})";
+    auto cases = JsonCasesFromText(j, "t.json");
+    EXPECT_NE(LastInvalid(cases).find(want[i]), std::string::npos) << i << ": " << LastInvalid(cases);
   }
 }
 

@@ -77,6 +77,34 @@ TEST(CkptFormat, RoundTripAndLatestPointer) {
   EXPECT_EQ(old->Find("param/a")->data[5], 1.0f);
 }
 
+// ParseManifest + DecodeCheckpoint on the files' bytes (the fuzz harness's
+// path) give what ReadCheckpoint gives; a wrong sidecar is refused.
+TEST(CkptFormat, InMemoryParseMatchesReadCheckpoint) {
+  const std::string root = FreshDir("inmemory");
+  ASSERT_TRUE(WriteCheckpoint(root, Sample(3)).ok());
+  const std::string dir = root + "/step-3";
+  const std::string text = ReadText(dir + "/manifest.json");
+  auto m = ParseManifest(text, ReadText(dir + "/manifest.crc32"), dir + "/manifest.json");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->step, 3);
+  EXPECT_EQ(m->blob, "tensors.bin");
+  auto c = DecodeCheckpoint(*m, ReadText(dir + "/tensors.bin"), dir + "/tensors.bin");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto from_disk = ReadCheckpoint(dir);
+  ASSERT_TRUE(from_disk.ok());
+  ASSERT_EQ(c->tensors.size(), from_disk->tensors.size());
+  for (size_t i = 0; i < c->tensors.size(); ++i) {
+    EXPECT_EQ(c->tensors[i].name, from_disk->tensors[i].name);
+    EXPECT_EQ(c->tensors[i].data, from_disk->tensors[i].data);
+  }
+  auto forged = ParseManifest(text, "00000000\n", dir + "/manifest.json");
+  ASSERT_FALSE(forged.ok());
+  EXPECT_NE(forged.status().message().find("CRC-32"), std::string::npos);
+  auto short_blob = DecodeCheckpoint(*m, "abc", "b.bin");
+  ASSERT_FALSE(short_blob.ok());
+  EXPECT_NE(short_blob.status().message().find("'b.bin' is truncated"), std::string::npos);
+}
+
 TEST(CkptFormat, CorruptByteIsDetectedAndNamed) {
   const std::string root = FreshDir("corrupt");
   ASSERT_TRUE(WriteCheckpoint(root, Sample(3)).ok());
@@ -127,11 +155,24 @@ TEST(CkptFormat, OverflowingManifestEntriesAreErrors) {
            [](json& t) { t["bytes"] = 9223372036854775000LL; },
            [](json& t) { t["shape"] = {4611686018427387904LL, 4}; t["bytes"] = 0; },
            [](json& t) { t["shape"] = {-4}; t["bytes"] = -16; },
-           [](json& t) { t["shape"] = {3037000500LL, 3037000500LL}; }}) {
+           [](json& t) { t["shape"] = {3037000500LL, 3037000500LL}; },
+           // Regression (tests/fuzz, tests/fuzz/corpus/manifest/float_*): numbers
+           // that are not int64 were cast by nlohmann's get<int64_t> (UB).
+           [](json& t) { t["shape"] = {1e30}; },
+           [](json& t) { t["offset"] = 1e300; },
+           [](json& t) { t["bytes"] = 18446744073709551615ULL; },
+           [](json& t) { t["crc32"] = 4294967296LL; }}) {
     auto c = edit(change);
     ASSERT_FALSE(c.ok());
     EXPECT_NE(c.status().message().find("param/b"), std::string::npos) << c.status().message();
   }
+  json j = original;
+  j["step"] = 1e300;
+  WriteManifest(root + "/step-5", j, /*reseal=*/true);
+  auto c = ReadCheckpoint(root + "/step-5");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("field 'step' is 1e+300, not a 64-bit integer"), std::string::npos)
+      << c.status().message();
 }
 
 // Issue 13: the manifest is checksummed; a changed byte (here the step) is

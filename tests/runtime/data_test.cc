@@ -146,5 +146,21 @@ TEST(FileTokenSource, TokenFileValidation) {
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
 }
 
+// The in-memory entry points (the fuzz harness's) check what the file
+// loaders check and name the given path.
+TEST(FileTokenSource, FromBytesMatchesTheFileLoaders) {
+  auto ok = FileTokenSource::FromTokenBytes(std::string("\x01\x00\x02\x00", 4), "mem.bin", 300);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ((*ok)->num_tokens(), 2);
+  auto bad = FileTokenSource::FromTokenBytes(std::string("\xff\x00", 2), "mem.bin", 200);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("token file 'mem.bin'"), std::string::npos);
+  EXPECT_FALSE(FileTokenSource::FromTokenBytes("", "mem.bin", 300).ok());
+  EXPECT_FALSE(FileTokenSource::FromTextBytes("", "mem.txt").ok());
+  auto text = FileTokenSource::FromTextBytes("ab", "mem.txt");
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ((*text)->num_tokens(), 2);
+}
+
 }  // namespace
 }  // namespace dt::rt
