@@ -1,5 +1,7 @@
 #include "planner/spec/plan_spec.h"
 
+#include <limits>
+
 #include <numeric>
 #include <sstream>
 
@@ -164,20 +166,31 @@ json ToJson(const PlanSpec& p) {
   return j;
 }
 
+namespace {
+// An integer field that must fit an int: range-checked in int64 before the
+// cast (a value such as 4294967304 would otherwise run as 8). Validate()
+// checks what each field means; this only keeps the conversion defined.
+int IntField(FieldReader& r, const char* key, int64_t dflt) {
+  const int64_t v = r.IntOr(key, dflt);
+  r.Range(key, v, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
+  return r.ok() ? static_cast<int>(v) : 0;
+}
+}  // namespace
+
 StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::string& where) {
   FieldReader r(j, where);
   if (!r.ok()) return r.status();
   PlanSpec p;
-  p.dp = static_cast<int>(r.IntOr("dp", 1));
-  p.tp = static_cast<int>(r.IntOr("tp", 1));
-  p.pp = static_cast<int>(r.IntOr("pp", 1));
-  p.cp = static_cast<int>(r.IntOr("cp", 1));
-  p.ep = static_cast<int>(r.IntOr("ep", 1));  // older plan files have none: 1
-  p.vpp = static_cast<int>(r.IntOr("vpp", 1));
-  p.micro_batch = static_cast<int>(r.IntOr("micro_batch", 1));
-  p.seq_length = static_cast<int>(r.IntOr("seq_length", m.seq_length));
+  p.dp = IntField(r, "dp", 1);
+  p.tp = IntField(r, "tp", 1);
+  p.pp = IntField(r, "pp", 1);
+  p.cp = IntField(r, "cp", 1);
+  p.ep = IntField(r, "ep", 1);  // older plan files have none: 1
+  p.vpp = IntField(r, "vpp", 1);
+  p.micro_batch = IntField(r, "micro_batch", 1);
+  p.seq_length = IntField(r, "seq_length", m.seq_length);
   if (r.Has("num_microbatches")) {
-    p.num_microbatches = static_cast<int>(r.Int("num_microbatches"));
+    p.num_microbatches = IntField(r, "num_microbatches", 0);
   } else {
     int64_t gb = r.Int("global_batch");
     int64_t per = static_cast<int64_t>(p.dp) * p.micro_batch;
@@ -194,14 +207,14 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   p.sequence_parallel = r.BoolOr("sequence_parallel", false);
   p.flash_attention = r.BoolOr("flash_attention", true);
   p.dropout = r.BoolOr("dropout", true);
-  p.zero_stage = static_cast<int>(r.IntOr("zero_stage", 0));
+  p.zero_stage = IntField(r, "zero_stage", 0);
   if (r.Has("precision")) {
     auto prec = ParsePrecision(r.Str("precision"));
     if (!prec.ok()) r.Fail(prec.status().message());
     else p.precision = *prec;
   }
   p.force_balanced_routing = r.BoolOr("force_balanced_routing", false);
-  p.grad_bytes = static_cast<int>(r.IntOr("grad_bytes", 0));
+  p.grad_bytes = IntField(r, "grad_bytes", 0);
   if (r.ok() && p.grad_bytes != 0 && p.grad_bytes != 2 && p.grad_bytes != 4)
     r.Fail("'grad_bytes' must be 0 (the profile's), 2 or 4");
   p.dp_bucket_bytes = r.IntOr("dp_bucket_bytes", p.dp_bucket_bytes);
@@ -212,11 +225,12 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
       r.Fail("'layers_per_chunk' must be an array of integers");
     } else {
       for (const auto& v : l) {
-        if (!v.is_number_integer()) {
-          r.Fail("'layers_per_chunk' must be an array of integers");
+        if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > 1000000) ||
+            (!v.is_number_unsigned() && (v.get<int64_t>() < -1000000 || v.get<int64_t>() > 1000000))) {
+          r.Fail("'layers_per_chunk' must be an array of integers (each 0 .. the model's layers)");
           break;
         }
-        p.layers_per_chunk.push_back(v.get<int>());
+        p.layers_per_chunk.push_back(static_cast<int>(v.get<int64_t>()));
       }
     }
   } else if (p.pp >= 1 && p.vpp >= 1 && m.num_layers >= p.pp * p.vpp) {
@@ -234,11 +248,12 @@ json ToJson(const ClusterSpec& c) {
 StatusOr<ClusterSpec> ClusterFromJson(const json& j, const std::string& where) {
   FieldReader r(j, where);
   ClusterSpec c;
-  c.nodes = static_cast<int>(r.IntOr("nodes", 1));
-  c.gpus_per_node = static_cast<int>(r.IntOr("gpus_per_node", 8));
+  const int64_t nodes = r.IntOr("nodes", 1), gpus = r.IntOr("gpus_per_node", 8);
   c.device = r.StrOr("device", "gpu");
-  r.Range("nodes", c.nodes, 1, 1 << 20);
-  r.Range("gpus_per_node", c.gpus_per_node, 1, 1024);
+  r.Range("nodes", nodes, 1, 1 << 20);  // in int64, before the cast
+  r.Range("gpus_per_node", gpus, 1, 1024);
+  c.nodes = r.ok() ? static_cast<int>(nodes) : 1;
+  c.gpus_per_node = r.ok() ? static_cast<int>(gpus) : 1;
   if (r.ok() && c.device != "gpu" && c.device != "cpu")
     r.Fail("field 'device' must be \"gpu\" or \"cpu\"");
   if (!r.ok()) return r.status();

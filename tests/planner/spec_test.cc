@@ -119,6 +119,30 @@ TEST(PlanSpec, JsonRoundTripAndValidation) {
   EXPECT_NE(s.message().find("tp=3"), std::string::npos);
 }
 
+// Integer fields that do not fit an int are refused by name, never truncated
+// (4294967304 = 2^32 + 8 would otherwise run as 8).
+TEST(PlanSpec, IntegersBeyondIntAreRefusedNotTruncated) {
+  json mj = {{"family", "gpt"}, {"num_layers", 8}, {"hidden_size", 64},
+             {"num_attention_heads", 4}, {"vocab_size", 256}, {"seq_length", 32}};
+  ModelSpec m = *ModelFromJson(mj, "m");
+  PlanSpec p;
+  p.num_microbatches = 4; p.seq_length = 32; p.layers_per_chunk = EvenSplit(8, 1);
+  ASSERT_TRUE(PlanFromJson(ToJson(p), m, "p").ok());
+  for (const char* key : {"dp", "micro_batch", "num_microbatches", "zero_stage", "seq_length"}) {
+    json j = ToJson(p);
+    j[key] = 4294967304LL;
+    auto r = PlanFromJson(j, m, "p");
+    ASSERT_FALSE(r.ok()) << key;
+    EXPECT_NE(r.status().message().find(key), std::string::npos) << r.status().message();
+  }
+  json j = ToJson(p);
+  j["layers_per_chunk"] = json::array({4294967304LL});
+  EXPECT_FALSE(PlanFromJson(j, m, "p").ok());
+  auto c = ClusterFromJson(json{{"nodes", 4294967297LL}, {"gpus_per_node", 8}}, "c");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("nodes"), std::string::npos) << c.status().message();
+}
+
 TEST(PlanSpec, EvenSplitPutsRemainderFirst) {
   EXPECT_EQ(EvenSplit(10, 4), (std::vector<int>{3, 3, 2, 2}));
 }
