@@ -75,25 +75,35 @@ namespace {
 // all-to-all; an approximation, docs/simulator.md "Mixture of experts"):
 // inside a node, NVLink/NVSwitch moves the same (n-1)/n of each rank's
 // buffer as an all-gather, at the all-gather busbw of the group size. Across
-// nodes, every rank's off-node share leaves through its own NIC, in parallel
-// with the others, so the bus bandwidth is one NIC's: the all-gather .inter
-// entry for 1 rank per node (not the g-NIC aggregate a ring reaches).
-LinkChoice AllToAllLink(double bytes, int n, bool spans_nodes, const HardwareProfile& p) {
+// nodes (g ranks of the group per node), each rank sends (n-g)/n of its
+// buffer off the node through its own NIC -- one NIC's busbw, the all-gather
+// .inter entry for 1 rank per node, not the g-NIC aggregate a ring reaches --
+// while the (g-1)/n for its node-mates crosses NVLink at the same time. The
+// slower of the two sets the time; it is returned as the busbw that moves the
+// nccl-tests (n-1)/n share in that time.
+LinkChoice AllToAllLink(double bytes, int n, int g, bool spans_nodes, const HardwareProfile& p) {
   const CollectiveTable& ag = p.network.table(CollKind::kAllGather);
   if (!spans_nodes) {
     DT_CHECK_LE(n, p.network.gpus_per_node) << "an intra-node group cannot exceed a node";
     return Lookup(ag.intra, n, bytes);
   }
   DT_CHECK(!ag.inter.empty()) << "profile '" << p.name << "' has no inter-node all_gather table";
+  DT_CHECK(g >= 1 && g < n && g <= p.network.gpus_per_node) << "ranks per node " << g << " of " << n;
   LinkChoice c = Lookup(ag.inter, 1, bytes);
-  if (!ag.intra.empty()) c.busbw_Bps = std::min(c.busbw_Bps, Lookup(ag.intra, std::min(n, p.network.gpus_per_node), bytes).busbw_Bps);
+  const double nd = n;
+  double seconds_per_byte = (nd - g) / nd / c.busbw_Bps;  // off-node share through one NIC
+  if (g >= 2 && !ag.intra.empty()) {
+    const double nvlink = Lookup(ag.intra, g, bytes).busbw_Bps;
+    seconds_per_byte = std::max(seconds_per_byte, (g - 1.0) / nd / nvlink);
+  }
+  c.busbw_Bps = (nd - 1.0) / nd / seconds_per_byte;
   return c;
 }
 }  // namespace
 
 LinkChoice ChooseLink(CollKind kind, double bytes, int n, int g, bool spans_nodes,
                       const HardwareProfile& p) {
-  if (kind == CollKind::kAllToAll) return AllToAllLink(bytes, n, spans_nodes, p);
+  if (kind == CollKind::kAllToAll) return AllToAllLink(bytes, n, g, spans_nodes, p);
   const CollectiveTable& t = p.network.table(kind);
   if (!spans_nodes) {
     DT_CHECK_LE(n, p.network.gpus_per_node) << "an intra-node group cannot exceed a node";
