@@ -27,11 +27,14 @@ double MeasuredGemmTime(const Op& op, double flops, const HardwareProfile& p) {
   for (const GemmPoint& g : c.gemm_points)
     if (g.m == op.m && g.n == op.n && g.k == op.k && g.batch == op.batch) return g.seconds;
   // Time per FLOP is what scales with peak; the measured curve already holds
-  // the overheads of the measured kernels.
-  double t = Interpolate(c.measured_gemm_seconds, flops, Scale::kLog, Scale::kLog).value;
-  if (flops < c.measured_gemm_seconds.x.front()) t *= flops / c.measured_gemm_seconds.x.front();
-  if (flops > c.measured_gemm_seconds.x.back()) t *= flops / c.measured_gemm_seconds.x.back();
-  return std::max(t, c.kernel_overhead_s);
+  // the overheads of the measured kernels. A batched GEMM is `batch` calls,
+  // each timed at its own size (dtrun runs an MoE rank's experts one by one).
+  const double calls = static_cast<double>(std::max<int64_t>(op.batch, 1));
+  const double per_call = flops / calls;
+  double t = Interpolate(c.measured_gemm_seconds, per_call, Scale::kLog, Scale::kLog).value;
+  if (per_call < c.measured_gemm_seconds.x.front()) t *= per_call / c.measured_gemm_seconds.x.front();
+  if (per_call > c.measured_gemm_seconds.x.back()) t *= per_call / c.measured_gemm_seconds.x.back();
+  return calls * std::max(t, c.kernel_overhead_s);
 }
 
 }  // namespace
@@ -62,15 +65,23 @@ double DeviceTime(const Op& op, const HardwareProfile& p) {
     case OpKind::kGemm: {
       double flops = GemmFlops(op);
       if (flops <= 0) return 0;
+      // A batched GEMM (the grouped GEMM of an MoE layer's local experts) is
+      // `batch` GEMM calls of flops / batch each, every one at the
+      // efficiency of its own size: Transformer Engine's grouped linear runs
+      // one cuBLAS GEMM per expert (multi_stream_cublas_gemm, its default on
+      // Hopper), and dtrun loops over its experts. One launch overhead: TE
+      // spreads the calls over several streams, so their tails overlap.
+      const double calls = static_cast<double>(std::max<int64_t>(op.batch, 1));
+      const double per_call = flops / calls;
       if (op.fp8) {
         const Fp8Compute& f = p.compute.fp8;
         DT_CHECK(f.available()) << "FP8 GEMM '" << op.name << "' on profile '" << p.name
                                 << "' without compute.fp8 (CheckPrecision not called)";
-        const double eff = Interpolate(f.gemm_efficiency, std::max(flops, 1.0), Scale::kLog, Scale::kLog).value;
+        const double eff = Interpolate(f.gemm_efficiency, std::max(per_call, 1.0), Scale::kLog, Scale::kLog).value;
         return std::max(flops / (f.peak_flops * eff), MemoryTime(GemmMinBytes(op, p), p)) + overhead;
       }
       if (!p.compute.gemm_points.empty()) return MeasuredGemmTime(op, flops, p);
-      double math = flops / (peak * GemmEfficiency(flops, p));
+      double math = flops / (peak * GemmEfficiency(per_call, p));
       return std::max(math, MemoryTime(GemmMinBytes(op, p), p)) + overhead;
     }
     case OpKind::kAttention: {

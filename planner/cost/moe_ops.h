@@ -10,8 +10,10 @@
 // all-to-alls them over the EP group, all-gathers them over TP, runs its
 // E/ep experts' MLPs (one grouped GEMM per matrix: batch E/ep of
 // T*k/(E/ep) rows each, every expert column- and row-split over tp; the
-// time model sees its total FLOPs and the bytes of all local experts'
-// weights) on T*k rows (balanced routing), reduce-scatters
+// time model prices it as E/ep GEMM calls, each at the efficiency of one
+// expert's size, as Transformer Engine's grouped linear and dtrun run it,
+// and reads the bytes of all local experts' weights) on T*k rows (balanced
+// routing), reduce-scatters
 // over TP, all-to-alls back, and sums each token's k outputs weighted by
 // its router probabilities. Shared experts run as a dense MLP of width
 // shared_ffn_hidden on every token (all-gather / reduce-scatter over TP),
