@@ -28,6 +28,7 @@ struct DimensionOptions {
   std::optional<int> dp, tp, pp, cp, vpp, mbs, zero, ep;
   std::string schedule, recompute;
   std::string precision;  // "" (the profile's dtype), fp32, bf16 or fp8
+  std::string moe_dispatcher;  // "" (alltoall), alltoall or deduplicated
   std::optional<bool> sp;
   bool sp_on = false, sp_off = false;  // the --sp / --no-sp flags as parsed
 };

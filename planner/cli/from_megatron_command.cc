@@ -79,6 +79,7 @@ int RunFromMegatron(const PlanOptions& o) {
   k.flash_attention = mine.flash_attention;
   k.dropout = mine.dropout;
   k.precision = mine.precision;  // --fp8-format: the best plan is searched in FP8 too
+  k.moe_dispatcher = mine.moe_dispatcher;  // --moe-enable-deepep: the best plan uses DeepEP too
   k.framework = *framework;
   k.grad_bytes = FrameworkGradBytes(*framework, job->bf16);
   if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());

@@ -42,6 +42,9 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
                   "training precision: fp32, bf16 (mixed: bf16 weights, activations, gradients; fp32 master "
                   "weights and Adam) or fp8 (bf16 mixed with Transformer-Engine FP8 GEMMs, on a profile with "
                   "FP8 data such as h100); default: the profile's (bf16 on gpu, fp32 on cpu)");
+  app->add_option("--moe-dispatcher", d->moe_dispatcher,
+                  "MoE token dispatcher: alltoall (default; every routed copy sent, Megatron-LM's alltoall "
+                  "dispatcher, dtrun) or deduplicated (DeepEP / HybridEP: once per destination rank and node)");
   auto* sp_flag = app->add_flag("--sp", d->sp_on, "fix sequence parallelism on");
   app->add_flag("--no-sp", d->sp_off, "fix sequence parallelism off")->excludes(sp_flag);
 }

@@ -26,6 +26,11 @@ Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
     if (!p.ok()) return InvalidArgument("--precision: " + p.status().message());
     k->precision = *p;
   }
+  if (!d.moe_dispatcher.empty()) {
+    auto m = ParseMoeDispatcher(d.moe_dispatcher);
+    if (!m.ok()) return InvalidArgument("--moe-dispatcher: " + m.status().message());
+    k->moe_dispatcher = *m;
+  }
   if (d.sp_on) k->sequence_parallel = true;
   if (d.sp_off) k->sequence_parallel = false;
   if (!d.schedule.empty()) {

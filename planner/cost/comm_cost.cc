@@ -138,6 +138,38 @@ double CollectiveTime(CollKind kind, double bytes, int n, int g, bool spans_node
   return sim::CollectiveTime(op, bytes, n, c.latency_s, c.busbw_Bps);
 }
 
+namespace {
+// Probability that a token's k distinct experts, drawn evenly from E, include
+// at least one of the E/parts experts a given part (rank or node) holds.
+double HitProbability(double experts, int k, double parts) {
+  const double held = experts / parts;
+  double miss = 1.0;
+  for (int i = 0; i < k; ++i) miss *= std::max(0.0, experts - held - i) / (experts - i);
+  return 1.0 - miss;
+}
+}  // namespace
+
+double OpCollectiveTime(const Op& op, int g, bool spans_nodes, const HardwareProfile& p) {
+  if (op.coll != CollKind::kAllToAll || op.dedup_top_k <= 0 || op.group_size <= 1)
+    return CollectiveTime(op.coll, op.bytes, op.group_size, g, spans_nodes, p);
+  DT_CHECK(op.dedup_experts >= op.dedup_top_k) << "dedup all-to-all of " << op.dedup_experts << " experts";
+  const int n = op.group_size, k = op.dedup_top_k;
+  const double E = static_cast<double>(op.dedup_experts);
+  const double token_bytes = op.bytes / k;  // one copy of every token (at the imbalance share)
+  const double per_rank = HitProbability(E, k, n);
+  if (!spans_nodes) return CollectiveTime(CollKind::kAllToAll, token_bytes * n * per_rank, n, g, false, p);
+  DT_CHECK(g >= 1 && g < n) << "ranks per node " << g << " of " << n;
+  const double nodes = static_cast<double>(n) / g;
+  const double per_node = HitProbability(E, k, nodes);
+  const CollectiveTable& ag = p.network.table(CollKind::kAllGather);
+  DT_CHECK(!ag.inter.empty()) << "profile '" << p.name << "' has no inter-node all_gather table";
+  const LinkChoice nic = Lookup(ag.inter, 1, token_bytes);
+  double t = token_bytes * (nodes - 1.0) * per_node / nic.busbw_Bps;
+  if (g >= 2 && !ag.intra.empty())
+    t = std::max(t, token_bytes * n * per_rank * (g - 1.0) / g / Lookup(ag.intra, g, token_bytes).busbw_Bps);
+  return LatencyTime(CollKind::kAllToAll, n, nic.latency_s) + t;
+}
+
 double P2PTime(double bytes, bool inter_node, const HardwareProfile& p) {
   if (bytes <= 0) return 0;
   if (!inter_node) DT_CHECK_GE(p.network.gpus_per_node, 2) << "no intra-node peer exists";

@@ -39,6 +39,19 @@ namespace dt {
 double CollectiveTime(CollKind kind, double bytes, int group_size, int ranks_per_node_in_group,
                       bool spans_nodes, const HardwareProfile& profile);
 
+// A collective op's time: CollectiveTime of its kind, bytes and group, except
+// an all-to-all with Op::dedup_top_k > 0 (a deduplicating MoE dispatcher,
+// DeepEP / HybridEP): with k of E experts per token, spread evenly over the
+// n ranks (g per node, n/g nodes), a token goes to a given rank with
+// probability q_r = 1 - C(E - E/n, k) / C(E, k) and to a given node with q_n
+// (the same over E/(n/g) experts). Inside a node: an all-to-all of n*q_r
+// copies per token instead of k. Across nodes: (n/g - 1)*q_n copies per
+// token leave through the rank's NIC while n*q_r*(g-1)/g cross NVLink (the
+// forwarding from the GPU a remote copy lands on included); the slower sets
+// the time. Uniform random routing is assumed for the hit probabilities.
+double OpCollectiveTime(const Op& op, int ranks_per_node_in_group, bool spans_nodes,
+                        const HardwareProfile& profile);
+
 // One send/recv of `bytes` between two ranks (pipeline activations).
 double P2PTime(double bytes, bool inter_node, const HardwareProfile& profile);
 

@@ -56,6 +56,13 @@ struct Op {
   // kGemm: inputs in FP8 (Transformer Engine style; compute_cost.h prices it
   // with the profile's FP8 curve). FLOP counts are unchanged.
   bool fp8 = false;
+  // kAllToAll of an MoE dispatch or combine under a deduplicating dispatcher
+  // (PlanSpec::moe_dispatcher): `bytes` hold the dedup_top_k routed copies of
+  // each token, over dedup_experts experts spread evenly on the group; the
+  // wire carries one copy per destination rank, and across nodes one per
+  // destination node (OpCollectiveTime, comm_cost.h). 0: every copy is sent.
+  int dedup_top_k = 0;
+  int64_t dedup_experts = 0;
 };
 
 struct LayerOps {

@@ -21,6 +21,7 @@ struct MoeDims {
   double cf;       // load-imbalance allowance
   bool fp8;        // expert and shared-expert GEMMs in FP8 (Transformer Engine grouped linear)
   int nmb;         // microbatches per step: FP8 weight casts happen once per step
+  bool dedup;      // deduplicating dispatcher (PlanSpec::moe_dispatcher)
 };
 
 MoeDims MakeMoeDims(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
@@ -44,6 +45,7 @@ MoeDims MakeMoeDims(const ModelSpec& m, const PlanSpec& p, int bytes_per_element
   d.cf = ExpertLoadImbalance(p);
   d.fp8 = p.precision == Precision::kFp8;
   d.nmb = std::max(1, p.num_microbatches);
+  d.dedup = p.moe_dispatcher == MoeDispatcher::kDeduplicated;
   return d;
 }
 
@@ -89,11 +91,25 @@ void Coll(const char* name, CollKind c, GroupKind g, int size, double bytes, std
   if (size > 1) ops->push_back(CollectiveOp(name, c, g, size, bytes));
 }
 
+
 // Bytes of the routed token copies one rank sends into the EP all-to-all
 // (its T_r * k rows of h), and of the T * k rows gathered over TP, both at
 // the busiest rank's share.
 double DispatchBytes(const MoeDims& d) { return d.cf * d.e * d.T_r * d.k * d.h; }
 double GatheredBytes(const MoeDims& d) { return d.cf * d.e * d.rows * d.h; }
+
+// The EP all-to-all of the routed copies (dispatch or combine, either
+// direction); a deduplicating dispatcher sends a token once per destination
+// rank / node (Op::dedup_top_k, comm_cost.h).
+void EpAllToAll(const char* name, const MoeDims& d, std::vector<Op>* ops) {
+  if (d.ep <= 1) return;
+  Op op = CollectiveOp(name, CollKind::kAllToAll, GroupKind::kEp, d.ep, DispatchBytes(d));
+  if (d.dedup) {
+    op.dedup_top_k = static_cast<int>(d.k);
+    op.dedup_experts = d.E;
+  }
+  ops->push_back(op);
+}
 
 void SharedForward(const MoeDims& d, std::vector<Op>* f) {
   if (d.fs_local <= 0) return;
@@ -153,7 +169,7 @@ std::vector<Op> MoeMlpForward(const ModelSpec& m, const PlanSpec& p, int bytes_p
   f.push_back(MemoryOp("router_softmax_topk", 3 * 4.0 * d.T_r * d.E));
   // Dispatch: permute the T_r * k copies, all-to-all over EP, gather over TP.
   f.push_back(MemoryOp("moe_permute", 2 * d.e * d.T_r * d.k * d.h));
-  Coll("moe_dispatch_alltoall", CollKind::kAllToAll, GroupKind::kEp, d.ep, DispatchBytes(d), &f);
+  EpAllToAll("moe_dispatch_alltoall", d, &f);
   Coll("moe_dispatch_allgather", CollKind::kAllGather, GroupKind::kTp, d.tp, GatheredBytes(d), &f);
   // Experts: grouped GEMMs over all routed rows (E/ep experts, f/tp columns).
   if (d.fp8) {
@@ -176,7 +192,7 @@ std::vector<Op> MoeMlpForward(const ModelSpec& m, const PlanSpec& p, int bytes_p
   f.push_back(ExpertGemm("expert_fc2", d, d.h, d.f_local));
   // Combine: reduce-scatter over TP, all-to-all back, weighted sum of k.
   Coll("moe_combine_reducescatter", CollKind::kReduceScatter, GroupKind::kTp, d.tp, GatheredBytes(d), &f);
-  Coll("moe_combine_alltoall", CollKind::kAllToAll, GroupKind::kEp, d.ep, DispatchBytes(d), &f);
+  EpAllToAll("moe_combine_alltoall", d, &f);
   f.push_back(MemoryOp("moe_unpermute_weighted_sum", (d.k + 1) * d.e * d.T_r * d.h));
   SharedForward(d, &f);
   return f;
@@ -188,7 +204,7 @@ std::vector<Op> MoeMlpBackward(const ModelSpec& m, const PlanSpec& p, int bytes_
   SharedBackward(d, &g);
   // Combine backward: gradients of the k outputs and of the probabilities.
   g.push_back(MemoryOp("moe_unpermute_bwd", (2 * d.k + 1) * d.e * d.T_r * d.h));
-  Coll("moe_combine_alltoall_bwd", CollKind::kAllToAll, GroupKind::kEp, d.ep, DispatchBytes(d), &g);
+  EpAllToAll("moe_combine_alltoall_bwd", d, &g);
   Coll("moe_combine_allgather_bwd", CollKind::kAllGather, GroupKind::kTp, d.tp, GatheredBytes(d), &g);
   // Experts backward: dgrad and wgrad of each GEMM.
   Fp8Cast(d, "fp8_cast_expert_fc2_grad", d.rows * d.h, d.cf, &g);
@@ -202,7 +218,7 @@ std::vector<Op> MoeMlpBackward(const ModelSpec& m, const PlanSpec& p, int bytes_
     g.push_back(ExpertWgrad("expert_fc1_wgrad", d, d.h, d.f_local));
   }
   Coll("moe_dispatch_reducescatter_bwd", CollKind::kReduceScatter, GroupKind::kTp, d.tp, GatheredBytes(d), &g);
-  Coll("moe_dispatch_alltoall_bwd", CollKind::kAllToAll, GroupKind::kEp, d.ep, DispatchBytes(d), &g);
+  EpAllToAll("moe_dispatch_alltoall_bwd", d, &g);
   g.push_back(MemoryOp("moe_permute_bwd", 2 * d.e * d.T_r * d.k * d.h));
   // Router backward.
   g.push_back(MemoryOp("router_softmax_bwd", 3 * 4.0 * d.T_r * d.E));

@@ -92,8 +92,13 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
     if (m.shared_ffn_hidden > 0) add("--moe-shared-expert-intermediate-size", Str(m.shared_ffn_hidden));
     if (m.first_dense_layers > 0)  // dense leading layers (DeepSeek), Megatron's pattern spelling
       add("--moe-layer-freq", "([0]*" + Str(m.first_dense_layers) + "+[1]*" + Str(m.moe_layers()) + ")");
-    add("--moe-token-dispatcher-type", "alltoall");  // the dispatcher priced (moe_ops.h)
-    add("--moe-grouped-gemm");                        // one grouped GEMM over the experts, as priced
+    if (p.moe_dispatcher == MoeDispatcher::kDeduplicated) {  // DeepEP, as priced (comm_cost.h)
+      add("--moe-token-dispatcher-type", "flex");
+      add("--moe-enable-deepep");
+    } else {
+      add("--moe-token-dispatcher-type", "alltoall");  // the dispatcher priced (moe_ops.h)
+    }
+    add("--moe-grouped-gemm");  // Transformer Engine's grouped linear: one GEMM per expert, as priced
   }
   if (!m.tied_embeddings) add("--untie-embeddings-and-output-weights");
   if (!(m.uses_dropout() && p.dropout)) {  // Megatron's defaults are 0.1

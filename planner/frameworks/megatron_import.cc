@@ -33,7 +33,7 @@ const std::set<std::string> kBoolFlags = {
     "--untie-embeddings-and-output-weights", "--sequence-parallel", "--use-distributed-optimizer",
     "--use-megatron-fsdp", "--use-torch-fsdp2", "--bf16", "--fp16", "--use-flash-attn",
     "--overlap-grad-reduce", "--overlap-param-gather", "--use-rotary-position-embeddings", "--use-rope-scaling",
-    "--moe-grouped-gemm", "--multi-latent-attention"};
+    "--moe-grouped-gemm", "--multi-latent-attention", "--moe-enable-deepep"};
 // Flags that change neither the memory nor the step time dtplan predicts:
 // data, tokenizer files, checkpoints, logging, learning-rate schedule,
 // optimizer hyper-parameters, initialization, kernel fusion switches.
@@ -373,16 +373,23 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
       DT_ASSIGN_OR_RETURN(m.first_dense_layers, DenseLeadingLayers(v.at("--moe-layer-freq"), m.num_layers));
     }
     const std::string dispatcher = str("--moe-token-dispatcher-type", "allgather");
-    if (dispatcher != "alltoall")
+    if (dispatcher != "alltoall" && dispatcher != "flex")
       return InvalidArgument("--moe-token-dispatcher-type " + dispatcher +
-                             " is not modeled; dtplan prices the alltoall dispatcher (add --moe-token-dispatcher-type alltoall)");
+                             " is not modeled; dtplan prices the alltoall dispatcher and the flex dispatcher with "
+                             "DeepEP (use --moe-token-dispatcher-type alltoall)");
+    if (dispatcher == "flex" && !has("--moe-enable-deepep"))
+      return InvalidArgument("--moe-token-dispatcher-type flex needs --moe-enable-deepep (Megatron-LM's flex "
+                             "dispatcher runs DeepEP)");
+    if (has("--moe-enable-deepep") && dispatcher != "flex")
+      return InvalidArgument("--moe-enable-deepep needs --moe-token-dispatcher-type flex");
     if (!has("--moe-grouped-gemm"))
-      job.notes.push_back("experts priced as one grouped GEMM (--moe-grouped-gemm); without it Megatron-LM runs "
-                          "one GEMM per local expert and is slower than predicted");
+      job.notes.push_back("experts priced as Transformer Engine's grouped GEMM (--moe-grouped-gemm: one GEMM call "
+                          "per local expert); without it Megatron-LM loops over its experts in Python, with host "
+                          "overhead per expert that is not priced");
   } else {
     for (const char* f : {"--moe-router-topk", "--moe-ffn-hidden-size", "--moe-shared-expert-intermediate-size",
                           "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--moe-layer-freq",
-                          "--moe-token-dispatcher-type", "--moe-grouped-gemm"})
+                          "--moe-token-dispatcher-type", "--moe-grouped-gemm", "--moe-enable-deepep"})
       if (has(f)) return InvalidArgument(std::string(f) + " needs --num-experts");
   }
   m.source_type = "megatron";
@@ -394,6 +401,7 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
   p.pp = static_cast<int>(get("--pipeline-model-parallel-size", 1));
   p.cp = static_cast<int>(get("--context-parallel-size", 1));
   p.ep = static_cast<int>(get("--expert-model-parallel-size", 1));
+  if (m.moe() && str("--moe-token-dispatcher-type", "") == "flex") p.moe_dispatcher = MoeDispatcher::kDeduplicated;
   if (m.moe() && get("--expert-tensor-parallel-size", p.tp) != p.tp)
     return InvalidArgument("--expert-tensor-parallel-size " + std::to_string(get("--expert-tensor-parallel-size", 0)) +
                            " differs from --tensor-model-parallel-size " + std::to_string(p.tp) +

@@ -41,7 +41,7 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
       continue;
     }
     GroupTopology g = TopologyOf(p, op.group, c.gpus_per_node);
-    double t = CollectiveTime(op.coll, op.bytes, op.group_size, g.per_node, g.spans_nodes, hw);
+    double t = OpCollectiveTime(op, g.per_node, g.spans_nodes, hw);
     if (t > 0) t = std::max(t, hw.compute.host_overhead_s);
     if (op.group == GroupKind::kCp) cp_comm += t;
     else r.comm += t;

@@ -21,6 +21,7 @@ struct SearchConstraints {
   bool flash_attention = true;  // a software choice, not searched
   Precision precision = Precision::kProfile;  // copied into every plan, not searched
   bool force_balanced_routing = false;     // copied into every plan (PlanSpec), not searched
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;  // copied into every plan, not searched
   bool dropout = true;          // GPT dropout (the bundled CPU runtime has none)
   int max_micro_batch = 16;  // searched microbatch sizes are divisors up to this
   int max_vpp = 8;           // searched virtual stages per rank

@@ -59,6 +59,8 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
     return InvalidArgument("--zero must be 0, 1, 2 or 3");
   if (k.ep && *k.ep != 1 && !m.moe())
     return InvalidArgument("--ep " + Num(*k.ep) + ": the model has no experts; drop --ep (or use --ep 1)");
+  if (k.moe_dispatcher != MoeDispatcher::kAllToAll && !m.moe())
+    return InvalidArgument("--moe-dispatcher deduplicated: the model has no experts; drop --moe-dispatcher");
   if (k.ep && (*k.ep < 1 || (m.moe() && m.num_experts % *k.ep != 0)))
     return InvalidArgument("--ep " + Num(*k.ep) + " does not divide the model's " + Num(m.num_experts) +
                            " experts; use a divisor of " + Num(m.num_experts));
@@ -166,6 +168,7 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   p.schedule = sched; p.recompute = rc; p.sequence_parallel = sp; p.zero_stage = z;
                   p.flash_attention = k.flash_attention;
                   p.force_balanced_routing = k.force_balanced_routing;
+                  p.moe_dispatcher = k.moe_dispatcher;
                   p.dropout = k.dropout;
                   p.grad_bytes = k.grad_bytes;
                   p.precision = k.precision;

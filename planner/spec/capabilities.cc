@@ -32,6 +32,9 @@ const std::vector<Capability>& CapabilityTable() {
        "replan with --zero 0, or with --ep 1"},
       {Feature::kForcedBalancedRouting, "force-balanced MoE routing (a benchmarking setting)", false, false,
        "remove force_balanced_routing from the plan (dtrun routes by the learned router)"},
+      {Feature::kDeduplicatedDispatch, "a deduplicating MoE token dispatcher (DeepEP / HybridEP)", false, false,
+       "replan without --moe-dispatcher deduplicated (dtrun's all-to-all sends every routed copy), or run the "
+       "plan in Megatron-LM with its flex dispatcher"},
       {Feature::kFp8, "FP8 GEMMs (Transformer Engine style)", false, false,
        "plan it with --precision bf16 for dtrun, or run the FP8 plan in Megatron-LM (dtplan export --framework "
        "megatron writes --fp8-format hybrid)"},
@@ -99,6 +102,7 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kUngatedExperts: u = m.moe() && !m.gated_mlp(); break;
       case Feature::kExpertParallelZero: u = m.moe() && p.ep > 1 && p.zero_stage >= 1; break;
       case Feature::kForcedBalancedRouting: u = p.force_balanced_routing; break;
+      case Feature::kDeduplicatedDispatch: u = m.moe() && p.moe_dispatcher == MoeDispatcher::kDeduplicated; break;
       case Feature::kFp8: u = p.precision == Precision::kFp8; break;
       case Feature::kBf16: u = p.precision == Precision::kBf16; break;
       case Feature::kBf16ZeroSharded: u = p.precision == Precision::kBf16 && p.zero_stage >= 2; break;

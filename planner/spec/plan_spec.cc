@@ -42,6 +42,18 @@ StatusOr<Precision> ParsePrecision(const std::string& s) {
   return InvalidArgument("precision '" + s + "' is unknown; use fp32, bf16 or fp8 (or omit it for the profile's dtype)");
 }
 
+const char* ToString(MoeDispatcher d) {
+  return d == MoeDispatcher::kDeduplicated ? "deduplicated" : "alltoall";
+}
+
+StatusOr<MoeDispatcher> ParseMoeDispatcher(const std::string& s) {
+  if (s == "alltoall") return MoeDispatcher::kAllToAll;
+  if (s == "deduplicated") return MoeDispatcher::kDeduplicated;
+  return InvalidArgument("MoE dispatcher '" + s +
+                         "' is unknown; use alltoall (every routed copy sent: Megatron-LM's alltoall "
+                         "dispatcher) or deduplicated (DeepEP / HybridEP: once per destination rank and node)");
+}
+
 StatusOr<Schedule> ParseSchedule(const std::string& s) {
   if (s == "gpipe") return Schedule::kGpipe;
   if (s == "1f1b") return Schedule::k1F1B;
@@ -82,6 +94,8 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
   if (p.ep < 1) return bad("'ep' must be >= 1");
   if (!m.moe() && p.ep != 1)
     return bad("ep=" + num(p.ep) + " but the model has no experts; use ep 1 (or omit it)");
+  if (!m.moe() && p.moe_dispatcher != MoeDispatcher::kAllToAll)
+    return bad("moe_dispatcher 'deduplicated' but the model has no experts; omit it");
   if (m.moe()) {
     if (m.num_experts % p.ep != 0)
       return bad("ep=" + num(p.ep) + " does not divide the model's " + num(m.num_experts) +
@@ -163,6 +177,7 @@ json ToJson(const PlanSpec& p) {
   if (p.ep != 1) j["ep"] = p.ep;  // written only for expert-parallel plans (absent: 1)
   if (p.precision != Precision::kProfile) j["precision"] = ToString(p.precision);  // absent: the profile's dtype
   if (p.force_balanced_routing) j["force_balanced_routing"] = true;                 // absent: false
+  if (p.moe_dispatcher != MoeDispatcher::kAllToAll) j["moe_dispatcher"] = ToString(p.moe_dispatcher);  // absent: alltoall
   return j;
 }
 
@@ -214,6 +229,11 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
     else p.precision = *prec;
   }
   p.force_balanced_routing = r.BoolOr("force_balanced_routing", false);
+  if (r.Has("moe_dispatcher")) {
+    auto d = ParseMoeDispatcher(r.Str("moe_dispatcher"));
+    if (!d.ok()) r.Fail(d.status().message());
+    else p.moe_dispatcher = *d;
+  }
   p.grad_bytes = IntField(r, "grad_bytes", 0);
   if (r.ok() && p.grad_bytes != 0 && p.grad_bytes != 2 && p.grad_bytes != 4)
     r.Fail("'grad_bytes' must be 0 (the profile's), 2 or 4");

@@ -36,6 +36,16 @@ const char* ToString(Schedule s);
 const char* ToString(Recompute r);
 const char* ToString(Precision p);
 StatusOr<Precision> ParsePrecision(const std::string& s);  // fp32 | bf16 | fp8
+
+// MoE token dispatcher (never searched; a software choice like precision).
+// kAllToAll: Megatron-LM's alltoall dispatcher and dtrun's AllToAllV: every
+// routed copy of a token is sent, top_k per token. kDeduplicated: DeepEP or
+// HybridEP (Megatron-LM's flex dispatcher): a token is sent once to each
+// rank that holds one of its experts and, across nodes, once to each node,
+// which forwards it over NVLink. Priced in planner/cost/comm_cost.h.
+enum class MoeDispatcher { kAllToAll, kDeduplicated };
+const char* ToString(MoeDispatcher d);
+StatusOr<MoeDispatcher> ParseMoeDispatcher(const std::string& s);  // alltoall | deduplicated
 StatusOr<Schedule> ParseSchedule(const std::string& s);    // gpipe | 1f1b | interleaved
 StatusOr<Recompute> ParseRecompute(const std::string& s);  // none | selective | full
 
@@ -75,6 +85,7 @@ struct PlanSpec {
   // is priced at the balanced share instead of the load-imbalance allowance
   // of planner/cost/moe_ops.h. Never searched; false for real training.
   bool force_balanced_routing = false;
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;  // MoE only; see the enum
   // Bytes per stored and reduced gradient element; 0: the profile's dtype
   // (2 for bf16, 4 for fp32). 4 on a bf16 profile: fp32 main gradients, as
   // Megatron-LM keeps them by default (planner/frameworks, docs/frameworks.md).

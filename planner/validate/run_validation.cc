@@ -55,6 +55,7 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     p.precision = k.precision;
     p.ep = k.ep.value_or(1);
     p.force_balanced_routing = k.force_balanced_routing;
+    p.moe_dispatcher = k.moe_dispatcher;
     if (c.dp_bucket_bytes > 0) p.dp_bucket_bytes = c.dp_bucket_bytes;
     p.layers_per_chunk = EvenSplit(m.num_layers, p.pp * p.vpp);
     DT_RETURN_IF_ERROR(Validate(p, m, "case '" + c.id + "'"));

@@ -528,6 +528,27 @@ TEST(Frameworks, MegatronMoeAndFp8FlagsItCannotPriceAreRefusedByName) {
                               1, "x");
   ASSERT_FALSE(dense.ok());
   EXPECT_NE(dense.status().message().find("--moe-router-topk needs --num-experts"), std::string::npos);
+  // The flex dispatcher with DeepEP is priced as a deduplicating dispatcher,
+  // and exported back as such; flex without DeepEP is refused.
+  std::vector<std::string> flex = base;
+  *std::find(flex.begin(), flex.end(), "alltoall") = "flex";
+  auto no_deepep = ImportMegatron(flex, 4, "x");
+  ASSERT_FALSE(no_deepep.ok());
+  EXPECT_NE(no_deepep.status().message().find("--moe-enable-deepep"), std::string::npos);
+  flex.push_back("--moe-enable-deepep");
+  flex.insert(flex.end(), {"--expert-model-parallel-size", "2"});
+  auto deepep = ImportMegatron(flex, 4, "x");
+  ASSERT_TRUE(deepep.ok()) << deepep.status().message();
+  EXPECT_EQ(deepep->plan.moe_dispatcher, MoeDispatcher::kDeduplicated);
+  auto args = MegatronArgs(deepep->model, deepep->plan, true);
+  ASSERT_TRUE(args.ok()) << args.status().message();
+  std::string joined;
+  for (const CliFlag& f : *args) joined += f.name + " " + f.value + " ";
+  EXPECT_NE(joined.find("--moe-token-dispatcher-type flex"), std::string::npos) << joined;
+  EXPECT_NE(joined.find("--moe-enable-deepep"), std::string::npos) << joined;
+  auto plain = with({"--expert-model-parallel-size", "2"});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->plan.moe_dispatcher, MoeDispatcher::kAllToAll);
 }
 
 }  // namespace

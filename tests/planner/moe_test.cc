@@ -251,6 +251,68 @@ TEST(MoeCost, AllToAllIsMonotoneAndInterNodeIsSlower) {
   EXPECT_TRUE(TopologyOf(Plan(m, 8, 2, 8), GroupKind::kEp, 8).spans_nodes);
 }
 
+// A deduplicating dispatcher (DeepEP / HybridEP) sends a token once per
+// destination rank, and across nodes once per destination node.
+TEST(MoeCost, DeduplicatedDispatchSendsATokenOncePerRankAndNode) {
+  const HardwareProfile& hw = A100();
+  auto op = [](int n, int k, int64_t experts, double bytes) {
+    Op o = CollectiveOp("moe_dispatch_alltoall", CollKind::kAllToAll, GroupKind::kEp, n, bytes);
+    o.dedup_top_k = k;
+    o.dedup_experts = experts;
+    return o;
+  };
+  const double bytes = 1e9;  // the k routed copies of every token
+  // Top-1: one copy per token anyway, so inside a node nothing changes.
+  EXPECT_DOUBLE_EQ(OpCollectiveTime(op(8, 1, 64, bytes), 8, false, hw),
+                   CollectiveTime(CollKind::kAllToAll, bytes, 8, 8, false, hw));
+  // Top-8 of 128 over 8 ranks (16 experts each): a rank is hit with
+  // probability 1 - C(112,8)/C(128,8), so 8 q copies go out instead of 8.
+  double miss = 1.0;
+  for (int i = 0; i < 8; ++i) miss *= (112.0 - i) / (128.0 - i);
+  const double q = 1.0 - miss;
+  EXPECT_NEAR(q, 0.667, 0.001);
+  EXPECT_NEAR(OpCollectiveTime(op(8, 8, 128, bytes), 8, false, hw),
+              CollectiveTime(CollKind::kAllToAll, bytes / 8 * 8 * q, 8, 8, false, hw), 1e-12);
+  // Across two 8-GPU nodes: almost every token needs the other node once,
+  // instead of 4 of its 8 copies crossing it.
+  const double plain = OpCollectiveTime(
+      CollectiveOp("a2a", CollKind::kAllToAll, GroupKind::kEp, 16, bytes), 8, true, hw);
+  const double dedup = OpCollectiveTime(op(16, 8, 128, bytes), 8, true, hw);
+  EXPECT_LT(dedup, plain / 3.0);
+  EXPECT_GT(dedup, plain / 5.0);
+  // Never cheaper than one copy of every token crossing to the other node.
+  const double nic = ChooseLink(CollKind::kAllGather, 1e9, 16, 1, true, hw).busbw_Bps;
+  EXPECT_GT(dedup, bytes / 8 * 0.99 / nic);
+  // The plan carries it: moe_ops marks the EP all-to-alls, the JSON keeps
+  // it, a dense model and dtrun refuse it.
+  const ModelSpec m = MiniMoe();
+  PlanSpec p = Plan(m, 4, 1, 4);
+  p.moe_dispatcher = MoeDispatcher::kDeduplicated;
+  int marked = 0;
+  const std::vector<Op> fwd = MoeMlpForward(m, p, 2), bwd = MoeMlpBackward(m, p, 2);
+  for (const std::vector<Op>* ops : {&fwd, &bwd})
+    for (const Op& o : *ops)
+      if (o.coll == CollKind::kAllToAll && o.kind == OpKind::kCollective) marked += o.dedup_top_k == 2;
+  EXPECT_EQ(marked, 4);
+  auto back = PlanFromJson(ToJson(p), m, "plan");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->moe_dispatcher, MoeDispatcher::kDeduplicated);
+  EXPECT_FALSE(ToJson(Plan(m, 4, 1, 4)).contains("moe_dispatcher"));
+  json bad = ToJson(p);
+  bad["moe_dispatcher"] = "deepep";
+  EXPECT_NE(PlanFromJson(bad, m, "plan").status().message().find("deduplicated"), std::string::npos);
+  ModelSpec dense = MiniMoe();
+  dense.num_experts = dense.moe_top_k = dense.moe_ffn_hidden = 0;
+  PlanSpec d = Plan(dense, 4, 1, 1);
+  d.moe_dispatcher = MoeDispatcher::kDeduplicated;
+  EXPECT_NE(Validate(d, dense, "plan").message().find("no experts"), std::string::npos);
+  p.flash_attention = false;
+  p.zero_stage = 0;
+  Status s = CheckExecutable(m, p, RuntimeDevice::kCpu);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("deduplicating"), std::string::npos) << s.message();
+}
+
 TEST(MoeMemory, ExpertStatesAreDividedByEp) {
   const ModelSpec m = MiniMoe();
   const MemoryParams mp = MemoryParams::MixedPrecision(80e9);

@@ -244,6 +244,25 @@ TEST(JsonCases, MoeCasesCarryEpSequenceAndRouting) {
 
   auto bad = ReadJsonCases(WriteTemp("moe3.json", text(R"("moe_routing": "random",)")));
   EXPECT_NE(LastInvalid(bad).find("moe_routing"), std::string::npos) << LastInvalid(bad);
+
+  // plan.moe_dispatcher: "deduplicated" reaches the scored plan and, with
+  // ep 4 inside a node, sends fewer bytes than every routed copy.
+  auto with_dispatcher = [&](const std::string& d) {
+    std::string t = text("");
+    const std::string key = R"("sequence_parallel": false)";
+    t.replace(t.find(key), key.size(), key + R"(, "moe_dispatcher": ")" + d + "\"");
+    return ReadJsonCases(WriteTemp("moe4.json", t));
+  };
+  auto dedup = with_dispatcher("deduplicated");
+  ASSERT_TRUE(dedup.ok());
+  ASSERT_TRUE((*dedup)[0].invalid.empty()) << (*dedup)[0].invalid;
+  EXPECT_EQ((*dedup)[0].constraints.moe_dispatcher, MoeDispatcher::kDeduplicated);
+  auto rd = RunValidation(*dedup, {});
+  ASSERT_TRUE(rd.ok() && rd->cases[0].skipped.empty());
+  EXPECT_EQ(rd->cases[0].plan.moe_dispatcher, MoeDispatcher::kDeduplicated);
+  EXPECT_LT(rd->cases[0].predicted_s, rl->cases[0].predicted_s);
+  auto unknown = with_dispatcher("deepep");
+  EXPECT_NE(LastInvalid(unknown).find("moe_dispatcher"), std::string::npos) << LastInvalid(unknown);
 }
 
 TEST(JsonCases, ThroughputsBecomeIterationTimes) {
