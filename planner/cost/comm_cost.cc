@@ -71,6 +71,20 @@ bool HasInterNode(const HardwareProfile& p) {
 }
 
 namespace {
+// Seconds for one rank to push `nic_bytes` off its node through its own NIC
+// (one NIC's busbw, the all-gather .inter entry for 1 rank per node) while
+// `nvlink_bytes` cross NVLink to its g-1 node-mates, in parallel: the slower
+// of the two. `nic` receives the NIC entry (its latency is the step latency).
+double NicAndNvlinkSeconds(double nic_bytes, double nvlink_bytes, int g, double table_bytes,
+                           const HardwareProfile& p, LinkChoice* nic) {
+  const CollectiveTable& ag = p.network.table(CollKind::kAllGather);
+  DT_CHECK(!ag.inter.empty()) << "profile '" << p.name << "' has no inter-node all_gather table";
+  *nic = Lookup(ag.inter, 1, table_bytes);
+  double t = nic_bytes / nic->busbw_Bps;
+  if (g >= 2 && !ag.intra.empty()) t = std::max(t, nvlink_bytes / Lookup(ag.intra, g, table_bytes).busbw_Bps);
+  return t;
+}
+
 // All-to-all, derived from the all-gather tables (profiles measure no
 // all-to-all; an approximation, docs/simulator.md "Mixture of experts"):
 // inside a node, NVLink/NVSwitch moves the same (n-1)/n of each rank's
@@ -82,20 +96,14 @@ namespace {
 // slower of the two sets the time; it is returned as the busbw that moves the
 // nccl-tests (n-1)/n share in that time.
 LinkChoice AllToAllLink(double bytes, int n, int g, bool spans_nodes, const HardwareProfile& p) {
-  const CollectiveTable& ag = p.network.table(CollKind::kAllGather);
   if (!spans_nodes) {
     DT_CHECK_LE(n, p.network.gpus_per_node) << "an intra-node group cannot exceed a node";
-    return Lookup(ag.intra, n, bytes);
+    return Lookup(p.network.table(CollKind::kAllGather).intra, n, bytes);
   }
-  DT_CHECK(!ag.inter.empty()) << "profile '" << p.name << "' has no inter-node all_gather table";
   DT_CHECK(g >= 1 && g < n && g <= p.network.gpus_per_node) << "ranks per node " << g << " of " << n;
-  LinkChoice c = Lookup(ag.inter, 1, bytes);
   const double nd = n;
-  double seconds_per_byte = (nd - g) / nd / c.busbw_Bps;  // off-node share through one NIC
-  if (g >= 2 && !ag.intra.empty()) {
-    const double nvlink = Lookup(ag.intra, g, bytes).busbw_Bps;
-    seconds_per_byte = std::max(seconds_per_byte, (g - 1.0) / nd / nvlink);
-  }
+  LinkChoice c;
+  const double seconds_per_byte = NicAndNvlinkSeconds((nd - g) / nd, (g - 1.0) / nd, g, bytes, p, &c);
   c.busbw_Bps = (nd - 1.0) / nd / seconds_per_byte;
   return c;
 }
@@ -161,12 +169,9 @@ double OpCollectiveTime(const Op& op, int g, bool spans_nodes, const HardwarePro
   DT_CHECK(g >= 1 && g < n) << "ranks per node " << g << " of " << n;
   const double nodes = static_cast<double>(n) / g;
   const double per_node = HitProbability(E, k, nodes);
-  const CollectiveTable& ag = p.network.table(CollKind::kAllGather);
-  DT_CHECK(!ag.inter.empty()) << "profile '" << p.name << "' has no inter-node all_gather table";
-  const LinkChoice nic = Lookup(ag.inter, 1, token_bytes);
-  double t = token_bytes * (nodes - 1.0) * per_node / nic.busbw_Bps;
-  if (g >= 2 && !ag.intra.empty())
-    t = std::max(t, token_bytes * n * per_rank * (g - 1.0) / g / Lookup(ag.intra, g, token_bytes).busbw_Bps);
+  LinkChoice nic;
+  const double t = NicAndNvlinkSeconds(token_bytes * (nodes - 1.0) * per_node,
+                                       token_bytes * n * per_rank * (g - 1.0) / g, g, token_bytes, p, &nic);
   return LatencyTime(CollKind::kAllToAll, n, nic.latency_s) + t;
 }
 

@@ -22,22 +22,25 @@ double MemoryTime(double bytes, const HardwareProfile& p) {
   return bytes / (p.device.memory_bandwidth_Bps * p.compute.memory_bound_efficiency);
 }
 
-double MeasuredGemmTime(const Op& op, double flops, const HardwareProfile& p) {
+double GemmCalls(const Op& op) { return static_cast<double>(std::max<int64_t>(op.batch, 1)); }
+
+double MeasuredGemmTime(const Op& op, const HardwareProfile& p) {
   const ComputeProfile& c = p.compute;
   for (const GemmPoint& g : c.gemm_points)
     if (g.m == op.m && g.n == op.n && g.k == op.k && g.batch == op.batch) return g.seconds;
   // Time per FLOP is what scales with peak; the measured curve already holds
   // the overheads of the measured kernels. A batched GEMM is `batch` calls,
   // each timed at its own size (dtrun runs an MoE rank's experts one by one).
-  const double calls = static_cast<double>(std::max<int64_t>(op.batch, 1));
-  const double per_call = flops / calls;
+  const double per_call = GemmCallFlops(op);
   double t = Interpolate(c.measured_gemm_seconds, per_call, Scale::kLog, Scale::kLog).value;
   if (per_call < c.measured_gemm_seconds.x.front()) t *= per_call / c.measured_gemm_seconds.x.front();
   if (per_call > c.measured_gemm_seconds.x.back()) t *= per_call / c.measured_gemm_seconds.x.back();
-  return calls * std::max(t, c.kernel_overhead_s);
+  return GemmCalls(op) * std::max(t, c.kernel_overhead_s);
 }
 
 }  // namespace
+
+double GemmCallFlops(const Op& op) { return GemmFlops(op) / GemmCalls(op); }
 
 double GemmEfficiency(double flops, const HardwareProfile& p, bool* clamped) {
   InterpResult r = Interpolate(p.compute.gemm_efficiency, std::max(flops, 1.0), Scale::kLog,
@@ -71,8 +74,7 @@ double DeviceTime(const Op& op, const HardwareProfile& p) {
       // one cuBLAS GEMM per expert (multi_stream_cublas_gemm, its default on
       // Hopper), and dtrun loops over its experts. One launch overhead: TE
       // spreads the calls over several streams, so their tails overlap.
-      const double calls = static_cast<double>(std::max<int64_t>(op.batch, 1));
-      const double per_call = flops / calls;
+      const double per_call = GemmCallFlops(op);
       if (op.fp8) {
         const Fp8Compute& f = p.compute.fp8;
         DT_CHECK(f.available()) << "FP8 GEMM '" << op.name << "' on profile '" << p.name
@@ -80,7 +82,7 @@ double DeviceTime(const Op& op, const HardwareProfile& p) {
         const double eff = Interpolate(f.gemm_efficiency, std::max(per_call, 1.0), Scale::kLog, Scale::kLog).value;
         return std::max(flops / (f.peak_flops * eff), MemoryTime(GemmMinBytes(op, p), p)) + overhead;
       }
-      if (!p.compute.gemm_points.empty()) return MeasuredGemmTime(op, flops, p);
+      if (!p.compute.gemm_points.empty()) return MeasuredGemmTime(op, p);
       double math = flops / (peak * GemmEfficiency(per_call, p));
       return std::max(math, MemoryTime(GemmMinBytes(op, p), p)) + overhead;
     }

@@ -32,6 +32,10 @@ Status CheckPrecision(Precision precision, const ModelSpec& m, const HardwarePro
 // compute.gemm_efficiency; `*clamped` (optional) reports extrapolation.
 double GemmEfficiency(double flops, const HardwareProfile& profile, bool* clamped = nullptr);
 
+// A batched GEMM op (an MoE layer's grouped expert GEMM) is priced as
+// op.batch calls of this many FLOPs each, every one at its own size.
+double GemmCallFlops(const Op& op);
+
 // Sum of OpTime over non-collective ops (collectives are skipped).
 double ComputeTime(const std::vector<Op>& ops, const HardwareProfile& profile);
 

@@ -91,7 +91,6 @@ void Coll(const char* name, CollKind c, GroupKind g, int size, double bytes, std
   if (size > 1) ops->push_back(CollectiveOp(name, c, g, size, bytes));
 }
 
-
 // Bytes of the routed token copies one rank sends into the EP all-to-all
 // (its T_r * k rows of h), and of the T * k rows gathered over TP, both at
 // the busiest rank's share.

@@ -6,9 +6,7 @@
 namespace dt {
 
 bool GemmOutsideProfile(const Op& op, const HardwareProfile& p) {
-  // Per call: a batched GEMM is priced as `batch` calls (compute_cost.cc).
-  double flops = (op.flops > 0 ? op.flops : 2.0 * op.m * op.n * op.k * op.batch) /
-                 static_cast<double>(op.batch > 1 ? op.batch : 1);
+  const double flops = GemmCallFlops(op);  // priced per call (compute_cost.h)
   if (flops <= 0) return false;
   const ComputeProfile& c = p.compute;
   if (c.gemm_points.empty()) {

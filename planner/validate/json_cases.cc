@@ -69,6 +69,14 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
     if (!s.ok()) p.Fail(s.status().message());
     else k.schedule = *s;
   }
+  // MoE token dispatcher: "alltoall" (absent) or "deduplicated" (DeepEP /
+  // HybridEP, Megatron's flex dispatcher).
+  if (p.Has("moe_dispatcher")) {
+    auto d = ParseMoeDispatcher(p.Str("moe_dispatcher"));
+    if (!d.ok()) p.Fail("'moe_dispatcher': " + d.status().message());
+    else if (!v.model.moe()) p.Fail("'moe_dispatcher' is set but the model has no experts");
+    else k.moe_dispatcher = *d;
+  }
   // Fused attention unless the case says otherwise; the SC21 measurements
   // predate FlashAttention (2022), so their Megatron ran the unfused core.
   const std::string source = top.StrOr("source", "");
@@ -141,16 +149,6 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   if (routing == "force_balanced" && !v.model.moe())
     return InvalidArgument(where + ": 'moe_routing' is set but the model has no experts");
   k.force_balanced_routing = routing == "force_balanced";
-  // MoE token dispatcher: plan.moe_dispatcher "alltoall" (absent) or
-  // "deduplicated" (DeepEP / HybridEP, Megatron's flex dispatcher).
-  if (c.contains("plan") && c["plan"].is_object() && c["plan"].contains("moe_dispatcher")) {
-    const json& d = c["plan"]["moe_dispatcher"];
-    if (!d.is_string()) return InvalidArgument(where + ": plan 'moe_dispatcher' must be a string");
-    auto disp = ParseMoeDispatcher(d.get<std::string>());
-    if (!disp.ok()) return InvalidArgument(where + ": plan 'moe_dispatcher': " + disp.status().message());
-    if (!v.model.moe()) return InvalidArgument(where + ": plan 'moe_dispatcher' is set but the model has no experts");
-    k.moe_dispatcher = *disp;
-  }
   v.note = top.StrOr("notes", "");
   return v;
 }
