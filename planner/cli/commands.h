@@ -25,7 +25,7 @@ struct CommonOptions {
 // Plan dimensions a user may fix (dtplan and validate --execute); unset
 // ones are searched.
 struct DimensionOptions {
-  std::optional<int> dp, tp, pp, cp, vpp, mbs, zero, ep;
+  std::optional<int> dp, tp, pp, cp, vpp, mbs, zero, ep, etp;
   std::string schedule, recompute;
   std::string precision;  // "" (the profile's dtype), fp32, bf16 or fp8
   std::string moe_dispatcher;  // "" (alltoall), alltoall or deduplicated

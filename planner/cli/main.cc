@@ -32,7 +32,10 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
   app->add_option("--tp", d->tp, "fix tensor parallelism");
   app->add_option("--pp", d->pp, "fix pipeline parallelism");
   app->add_option("--cp", d->cp, "fix context parallelism");
-  app->add_option("--ep", d->ep, "fix expert parallelism (mixture-of-experts models; divides the experts and dp)");
+  app->add_option("--ep", d->ep, "fix expert parallelism (mixture-of-experts models; divides the experts and dp, or tp*dp/etp)");
+  app->add_option("--etp", d->etp,
+                  "fix expert tensor parallelism (MoE; a divisor of tp, default searched over tp and 1; etp < tp folds "
+                  "EP over tp*dp, Megatron-LM's --expert-tensor-parallel-size)");
   app->add_option("--vpp", d->vpp, "fix virtual stages per pipeline rank (interleaved)");
   app->add_option("--mbs", d->mbs, "fix the microbatch size");
   app->add_option("--schedule", d->schedule, "fix the schedule: gpipe, 1f1b or interleaved");

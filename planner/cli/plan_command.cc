@@ -18,7 +18,7 @@ int Fail(const std::string& message) {
 }
 
 Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
-  k->dp = d.dp; k->tp = d.tp; k->pp = d.pp; k->cp = d.cp; k->vpp = d.vpp; k->ep = d.ep;
+  k->dp = d.dp; k->tp = d.tp; k->pp = d.pp; k->cp = d.cp; k->vpp = d.vpp; k->ep = d.ep; k->etp = d.etp;
   k->micro_batch = d.mbs; k->zero_stage = d.zero;
   k->sequence_parallel = d.sp;
   if (!d.precision.empty()) {

@@ -36,6 +36,7 @@ const char* ToString(GroupKind g) {
     case GroupKind::kDp: return "dp";
     case GroupKind::kPp: return "pp";
     case GroupKind::kEp: return "ep";
+    case GroupKind::kEtp: return "etp";
   }
   return "?";
 }

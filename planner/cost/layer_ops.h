@@ -30,7 +30,9 @@ enum class OpKind {
 // derives its price from the all-gather tables.
 enum class CollKind { kAllReduce, kReduceScatter, kAllGather, kSendRecv, kAllToAll };
 // kEp: the expert-parallel group (ep DP replicas, planner/spec/rank_grid.h).
-enum class GroupKind { kTp, kCp, kDp, kPp, kEp };
+// kEtp: the expert-TP group of an MoE layer (PlanSpec::expert_tp ranks
+// inside the TP group; the TP group itself when etp == tp).
+enum class GroupKind { kTp, kCp, kDp, kPp, kEp, kEtp };
 const char* ToString(CollKind k);
 const char* ToString(GroupKind g);
 

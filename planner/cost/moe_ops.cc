@@ -12,10 +12,10 @@ namespace {
 struct MoeDims {
   double T;        // tokens of the TP region (b * s / cp)
   double T_r;      // tokens a rank routes: T / tp (sequence parallel) or T
-  double rows;     // expert GEMM rows, balanced: T * top_k
+  double rows;     // expert GEMM rows, balanced: T_r * top_k * etp (T * top_k when etp == tp)
   int64_t local_experts;  // E / ep: the batch of the grouped GEMMs
   int64_t h, E, k, f_local, fs_local;
-  int tp, ep;
+  int tp, ep, etp;  // etp: expert tensor parallelism (PlanSpec::expert_tp)
   bool gated, shared_gate;
   double e;        // bytes per element
   double cf;       // load-imbalance allowance
@@ -31,11 +31,12 @@ MoeDims MakeMoeDims(const ModelSpec& m, const PlanSpec& p, int bytes_per_element
   d.T = static_cast<double>(p.micro_batch) * (p.seq_length / p.cp);
   d.T_r = p.tp > 1 ? d.T / p.tp : d.T;  // MoE with tp > 1 runs sequence parallel (Validate)
   d.k = m.moe_top_k;
-  d.rows = d.T * d.k;
+  d.etp = p.expert_tp();
+  d.rows = d.T_r * d.k * d.etp;
   d.local_experts = m.num_experts / p.ep;
   d.h = m.hidden;
   d.E = m.num_experts;
-  d.f_local = (m.moe_ffn_hidden + p.tp - 1) / p.tp;
+  d.f_local = (m.moe_ffn_hidden + d.etp - 1) / d.etp;
   d.fs_local = (m.shared_ffn_hidden + p.tp - 1) / p.tp;
   d.tp = p.tp;
   d.ep = p.ep;
@@ -92,8 +93,8 @@ void Coll(const char* name, CollKind c, GroupKind g, int size, double bytes, std
 }
 
 // Bytes of the routed token copies one rank sends into the EP all-to-all
-// (its T_r * k rows of h), and of the T * k rows gathered over TP, both at
-// the busiest rank's share.
+// (its T_r * k rows of h), and of the T_r * k * etp rows gathered over the
+// expert-TP group, both at the busiest rank's share.
 double DispatchBytes(const MoeDims& d) { return d.cf * d.e * d.T_r * d.k * d.h; }
 double GatheredBytes(const MoeDims& d) { return d.cf * d.e * d.rows * d.h; }
 
@@ -157,7 +158,9 @@ void SharedBackward(const MoeDims& d, std::vector<Op>* g) {
 }  // namespace
 
 double ExpertRowsPerRank(const ModelSpec& m, const PlanSpec& p) {
-  return static_cast<double>(p.micro_batch) * (p.seq_length / p.cp) * m.moe_top_k;
+  const double T = static_cast<double>(p.micro_batch) * (p.seq_length / p.cp);
+  const double T_r = p.tp > 1 ? T / p.tp : T;
+  return T_r * m.moe_top_k * p.expert_tp();
 }
 
 std::vector<Op> MoeMlpForward(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
@@ -169,7 +172,7 @@ std::vector<Op> MoeMlpForward(const ModelSpec& m, const PlanSpec& p, int bytes_p
   // Dispatch: permute the T_r * k copies, all-to-all over EP, gather over TP.
   f.push_back(MemoryOp("moe_permute", 2 * d.e * d.T_r * d.k * d.h));
   EpAllToAll("moe_dispatch_alltoall", d, &f);
-  Coll("moe_dispatch_allgather", CollKind::kAllGather, GroupKind::kTp, d.tp, GatheredBytes(d), &f);
+  Coll("moe_dispatch_allgather", CollKind::kAllGather, GroupKind::kEtp, d.etp, GatheredBytes(d), &f);
   // Experts: grouped GEMMs over all routed rows (E/ep experts, f/tp columns).
   if (d.fp8) {
     // The FP8 copies of the local experts' (and shared experts') weights and
@@ -190,7 +193,7 @@ std::vector<Op> MoeMlpForward(const ModelSpec& m, const PlanSpec& p, int bytes_p
   Fp8Cast(d, "fp8_cast_expert_fc2_input", d.rows * d.f_local, d.cf, &f);
   f.push_back(ExpertGemm("expert_fc2", d, d.h, d.f_local));
   // Combine: reduce-scatter over TP, all-to-all back, weighted sum of k.
-  Coll("moe_combine_reducescatter", CollKind::kReduceScatter, GroupKind::kTp, d.tp, GatheredBytes(d), &f);
+  Coll("moe_combine_reducescatter", CollKind::kReduceScatter, GroupKind::kEtp, d.etp, GatheredBytes(d), &f);
   EpAllToAll("moe_combine_alltoall", d, &f);
   f.push_back(MemoryOp("moe_unpermute_weighted_sum", (d.k + 1) * d.e * d.T_r * d.h));
   SharedForward(d, &f);
@@ -204,7 +207,7 @@ std::vector<Op> MoeMlpBackward(const ModelSpec& m, const PlanSpec& p, int bytes_
   // Combine backward: gradients of the k outputs and of the probabilities.
   g.push_back(MemoryOp("moe_unpermute_bwd", (2 * d.k + 1) * d.e * d.T_r * d.h));
   EpAllToAll("moe_combine_alltoall_bwd", d, &g);
-  Coll("moe_combine_allgather_bwd", CollKind::kAllGather, GroupKind::kTp, d.tp, GatheredBytes(d), &g);
+  Coll("moe_combine_allgather_bwd", CollKind::kAllGather, GroupKind::kEtp, d.etp, GatheredBytes(d), &g);
   // Experts backward: dgrad and wgrad of each GEMM.
   Fp8Cast(d, "fp8_cast_expert_fc2_grad", d.rows * d.h, d.cf, &g);
   g.push_back(ExpertGemm("expert_fc2_dgrad", d, d.f_local, d.h));
@@ -216,7 +219,7 @@ std::vector<Op> MoeMlpBackward(const ModelSpec& m, const PlanSpec& p, int bytes_
     g.push_back(ExpertGemm("expert_fc1_dgrad", d, d.h, d.f_local));
     g.push_back(ExpertWgrad("expert_fc1_wgrad", d, d.h, d.f_local));
   }
-  Coll("moe_dispatch_reducescatter_bwd", CollKind::kReduceScatter, GroupKind::kTp, d.tp, GatheredBytes(d), &g);
+  Coll("moe_dispatch_reducescatter_bwd", CollKind::kReduceScatter, GroupKind::kEtp, d.etp, GatheredBytes(d), &g);
   EpAllToAll("moe_dispatch_alltoall_bwd", d, &g);
   g.push_back(MemoryOp("moe_permute_bwd", 2 * d.e * d.T_r * d.k * d.h));
   // Router backward.

@@ -4,18 +4,21 @@
 // second norm and residual add).
 //
 // Layout priced (Megatron-LM's MoE layer with the all-to-all token
-// dispatcher, expert tensor parallelism = tp, sequence parallelism when
-// tp > 1): each rank routes its T_r = b*s/(cp*tp) tokens (router GEMM h x E,
-// softmax + top-k), permutes its T_r*k token copies into expert order,
-// all-to-alls them over the EP group, all-gathers them over TP, runs its
-// E/ep experts' MLPs (one grouped GEMM per matrix: batch E/ep of
-// T*k/(E/ep) rows each, every expert column- and row-split over tp; the
+// dispatcher, expert tensor parallelism etp (= tp by default, or a divisor
+// of it: MoE parallel folding), sequence parallelism when tp > 1): each rank
+// routes its T_r = b*s/(cp*tp) tokens (router GEMM h x E, softmax + top-k),
+// permutes its T_r*k token copies into expert order, all-to-alls them over
+// the EP group, all-gathers them over the etp ranks of its expert-TP group
+// (part of its TP group), runs its E/ep experts' MLPs (one grouped GEMM per
+// matrix: batch E/ep of T_r*k*etp/(E/ep) rows each, every expert column- and
+// row-split over etp; the
 // time model prices it as E/ep GEMM calls, each at the efficiency of one
 // expert's size, as Transformer Engine's grouped linear and dtrun run it,
 // and reads the bytes of all local experts' weights) on T*k rows (balanced
 // routing), reduce-scatters
 // over TP, all-to-alls back, and sums each token's k outputs weighted by
-// its router probabilities. Shared experts run as a dense MLP of width
+// its router probabilities; with etp == tp the rows are T*k, as before
+// folding existed. Shared experts run as a dense MLP of width
 // shared_ffn_hidden on every token (all-gather / reduce-scatter over TP),
 // scaled by a sigmoid gate (h -> 1) when the model has one.
 //
@@ -54,8 +57,9 @@ inline double ExpertLoadImbalance(const PlanSpec& p) {
 std::vector<Op> MoeMlpForward(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
 std::vector<Op> MoeMlpBackward(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
 
-// Rows of expert GEMMs on one rank per microbatch, balanced: T * top_k
-// (T = micro_batch * seq / cp tokens, after the TP all-gather).
+// Rows of expert GEMMs on one rank per microbatch, balanced: T_r * top_k *
+// etp (T_r = micro_batch * seq / (cp * tp) tokens routed per rank, gathered
+// over the etp ranks of the expert-TP group; T * top_k when etp == tp).
 double ExpertRowsPerRank(const ModelSpec& m, const PlanSpec& p);
 
 }  // namespace dt

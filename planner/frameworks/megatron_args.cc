@@ -114,7 +114,7 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
   add("--context-parallel-size", Str(p.cp));
   if (m.moe()) {
     add("--expert-model-parallel-size", Str(p.ep));
-    add("--expert-tensor-parallel-size", Str(p.tp));  // priced: expert TP = TP
+    add("--expert-tensor-parallel-size", Str(p.expert_tp()));
   }
   if (p.pp > 1 && !AllEqual(p.layers_per_chunk)) {
     add("--pipeline-model-parallel-layout", LayoutString(p));

@@ -402,10 +402,15 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
   p.cp = static_cast<int>(get("--context-parallel-size", 1));
   p.ep = static_cast<int>(get("--expert-model-parallel-size", 1));
   if (m.moe() && str("--moe-token-dispatcher-type", "") == "flex") p.moe_dispatcher = MoeDispatcher::kDeduplicated;
-  if (m.moe() && get("--expert-tensor-parallel-size", p.tp) != p.tp)
-    return InvalidArgument("--expert-tensor-parallel-size " + std::to_string(get("--expert-tensor-parallel-size", 0)) +
-                           " differs from --tensor-model-parallel-size " + std::to_string(p.tp) +
-                           ": dtplan models expert TP = TP");
+  // Expert TP: Megatron's default is TP; a smaller one folds EP over TP x DP
+  // (checked with the rest of the plan by Validate below).
+  if (m.moe()) {
+    const int64_t etp = get("--expert-tensor-parallel-size", p.tp);
+    if (etp < 1 || etp > p.tp || p.tp % etp != 0)
+      return InvalidArgument("--expert-tensor-parallel-size " + std::to_string(etp) +
+                             " must divide --tensor-model-parallel-size " + std::to_string(p.tp));
+    p.etp = etp == p.tp ? 0 : static_cast<int>(etp);
+  }
   if (p.tp < 1 || p.pp < 1 || p.cp < 1) return InvalidArgument("parallel sizes must be >= 1");
   if (world == 0 && job.launcher_nodes > 0 && job.launcher_gpus_per_node > 0)
     world = job.launcher_nodes * job.launcher_gpus_per_node;

@@ -51,8 +51,14 @@ GroupTopology Place(int size, int stride, int gpus_per_node) {
 }  // namespace
 
 GroupTopology TopologyOf(const PlanSpec& p, GroupKind g, int gpus_per_node) {
+  // Folded expert layer (etp < tp; Validate: tp innermost, cp 1, pp
+  // outermost, so a stage's tp*dp ranks are consecutive): the expert grid
+  // etp-ep-edp tiles them, EP members at stride etp.
+  if (g == GroupKind::kEp && p.expert_folded()) return Place(p.ep, StrideOf(p, "tp") * p.expert_tp(), gpus_per_node);
   // EP: ep consecutive dp coordinates (rank_grid.h), at the dp stride.
   if (g == GroupKind::kEp) return Place(p.ep, StrideOf(p, "dp"), gpus_per_node);
+  // Expert TP: the first etp members of the TP group (all of it when etp == tp).
+  if (g == GroupKind::kEtp) return Place(p.expert_tp(), StrideOf(p, "tp"), gpus_per_node);
   const char* name = g == GroupKind::kTp ? "tp" : g == GroupKind::kCp ? "cp" : g == GroupKind::kDp ? "dp" : "pp";
   return Place(SizeOf(p, name), StrideOf(p, name), gpus_per_node);
 }
@@ -71,6 +77,9 @@ GroupTopology GradGroupTopology(const PlanSpec& p, int gpus_per_node) {
 GroupTopology ExpertGradGroupTopology(const PlanSpec& p, int gpus_per_node) {
   // dp / ep members at ep x the dp stride; with cp > 1 also the cp members,
   // at a smaller stride: placed as if all sat at the larger (pessimistic).
+  // Folded (etp < tp): the expert-DP members sit at stride etp * ep of the
+  // expert grid etp-ep-edp.
+  if (p.expert_folded()) return Place(p.expert_dp(), StrideOf(p, "tp") * p.expert_tp() * p.ep, gpus_per_node);
   const int sdp = StrideOf(p, "dp") * p.ep;
   if (p.cp == 1) return Place(p.dp / p.ep, sdp, gpus_per_node);
   if (p.dp == p.ep) return Place(p.cp, StrideOf(p, "cp"), gpus_per_node);

@@ -27,6 +27,7 @@ GroupTopology GradGroupTopology(const PlanSpec& p, int gpus_per_node);
 // The expert-gradient group (MoE): the dp*cp/ep replicas of one expert
 // shard, i.e. equal dp coordinate modulo ep (rank_grid.h). With cp > 1 its
 // placement is approximated pessimistically (members at the larger stride).
+// Folded plans (etp < tp): the tp*dp/(ep*etp) members at stride etp*ep.
 GroupTopology ExpertGradGroupTopology(const PlanSpec& p, int gpus_per_node);
 
 }  // namespace dt

@@ -90,10 +90,10 @@ double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int byt
     // routed row, and the expert outputs the weighted sum reads back; the
     // shared experts as a dense MLP.
     const double rows = ExpertLoadImbalance(p) * ExpertRowsPerRank(m, p);
-    const double f_exp = (m.moe_ffn_hidden + p.tp - 1) / p.tp;
+    const double f_exp = (m.moe_ffn_hidden + p.expert_tp() - 1) / p.expert_tp();
     const double f_sh = (m.shared_ffn_hidden + p.tp - 1) / p.tp;
     bytes += 4.0 * l.T_r * m.num_experts;
-    bytes += e * rows * l.h + (l.gated ? 3 : 2) * e * rows * f_exp + e * rows / (p.tp > 1 ? p.tp : 1) * l.h;
+    bytes += e * rows * l.h + (l.gated ? 3 : 2) * e * rows * f_exp + e * rows / p.expert_tp() * l.h;
     bytes += (l.gated ? 3 : 2) * e * l.T * f_sh;
   }
   // FP8 (Transformer Engine on Hopper): a linear layer keeps only the FP8
@@ -106,7 +106,7 @@ double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int byt
     bytes -= (e - 1) * ((l.norms == 1 ? 1 : 2) * l.T_r * l.h + l.T * l.a * l.d + l.T * l.f);
   if (p.precision == Precision::kFp8 && m.moe()) {
     const double rows = ExpertLoadImbalance(p) * ExpertRowsPerRank(m, p);
-    const double f_exp = (m.moe_ffn_hidden + p.tp - 1) / p.tp;
+    const double f_exp = (m.moe_ffn_hidden + p.expert_tp() - 1) / p.expert_tp();
     const double f_sh = (m.shared_ffn_hidden + p.tp - 1) / p.tp;
     bytes -= (e - 1) * (l.T_r * l.h + l.T * l.a * l.d + rows * l.h + rows * f_exp + l.T * f_sh);
   }

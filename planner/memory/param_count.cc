@@ -47,7 +47,7 @@ int64_t LayerParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
   const int64_t mats = m.gated_mlp() ? 3 : 2;
   if (m.moe()) {
     params += static_cast<int64_t>(m.num_experts) * h;                  // router: replicated
-    params += ExpertLayerParamsPerRank(m, p);                            // E/ep experts, split over tp
+    params += ExpertLayerParamsPerRank(m, p);                            // E/ep experts, split over etp
     params += mats * h * CeilDiv(m.shared_ffn_hidden, t);                // shared experts, split over tp
     if (m.shared_expert_gate) params += h;                               // shared gate: replicated
   } else {
@@ -78,7 +78,7 @@ int64_t LinearWeightParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
 int64_t ExpertLayerParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
   if (!m.moe()) return 0;
   const int64_t mats = m.gated_mlp() ? 3 : 2;
-  return static_cast<int64_t>(m.num_experts / p.ep) * mats * m.hidden * CeilDiv(m.moe_ffn_hidden, p.tp);
+  return static_cast<int64_t>(m.num_experts / p.ep) * mats * m.hidden * CeilDiv(m.moe_ffn_hidden, p.expert_tp());
 }
 
 int64_t StageExpertParamsPerRank(const ModelSpec& m, const PlanSpec& p, int pipeline_rank) {

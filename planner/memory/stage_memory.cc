@@ -150,7 +150,7 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
     // three gradients of the gated MLP and the gathered input and output
     // gradients), or the shared experts', whichever is larger.
     const double rows = ExpertLoadImbalance(p) * ExpertRowsPerRank(m, p);
-    const double fe = std::ceil(static_cast<double>(m.moe_ffn_hidden) / p.tp);
+    const double fe = std::ceil(static_cast<double>(m.moe_ffn_hidden) / p.expert_tp());
     const double fs = std::ceil(static_cast<double>(m.shared_ffn_hidden) / p.tp);
     mlp_bwd = std::max((m.gated_mlp() ? 3 : 1) * w * rows * fe + 2 * w * rows * h,
                        (m.gated_mlp() ? 3 : 1) * w * tok.T * fs);

@@ -15,6 +15,9 @@ struct SearchConstraints {
   int seq_length = 0;        // tokens per sequence (required, > 0)
   std::optional<int> dp, tp, pp, cp, vpp, micro_batch, zero_stage;
   std::optional<int> ep;  // expert parallelism (MoE models; unset: searched over divisors of experts and dp)
+  // Expert tensor parallelism (MoE; PlanSpec::etp). Unset: searched over tp
+  // (EP over DP) and 1 (EP folded over tp*dp, when tp > 1 and cp == 1).
+  std::optional<int> etp;
   std::optional<Schedule> schedule;
   std::optional<Recompute> recompute;
   std::optional<bool> sequence_parallel;

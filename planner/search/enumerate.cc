@@ -61,6 +61,11 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
     return InvalidArgument("--ep " + Num(*k.ep) + ": the model has no experts; drop --ep (or use --ep 1)");
   if (k.moe_dispatcher != MoeDispatcher::kAllToAll && !m.moe())
     return InvalidArgument("--moe-dispatcher deduplicated: the model has no experts; drop --moe-dispatcher");
+  if (k.etp && !m.moe())
+    return InvalidArgument("--etp " + Num(*k.etp) + ": the model has no experts; drop --etp");
+  if (k.etp && *k.etp < 1) return InvalidArgument("--etp must be >= 1");
+  if (k.etp && k.tp && *k.tp % *k.etp != 0)
+    return InvalidArgument("--etp " + Num(*k.etp) + " does not divide --tp " + Num(*k.tp) + "; use a divisor of tp");
   if (k.ep && (*k.ep < 1 || (m.moe() && m.num_experts % *k.ep != 0)))
     return InvalidArgument("--ep " + Num(*k.ep) + " does not divide the model's " + Num(m.num_experts) +
                            " experts; use a divisor of " + Num(m.num_experts));
@@ -149,21 +154,37 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                 }
                 std::vector<int> zs = dp * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0};
                 if (m.moe()) zs = dp * cp > 1 ? std::vector<int>{0, 1} : std::vector<int>{0};
-                // Expert parallelism: divisors of both the experts and dp (rank_grid.h).
+                // Expert tensor parallelism: tp (EP over DP replicas) and,
+                // with tp > 1 and cp 1, 1 (EP folded over tp*dp; PlanSpec::etp).
+                // Stored as 0 when equal to tp (the default, absent from plan files).
+                std::vector<int> etps{0};
+                if (m.moe() && tp > 1 && cp == 1) etps.push_back(1);
+                if (k.etp) {
+                  if (tp % *k.etp != 0) { ++e.plan_rejects["--etp does not divide tp"]; ++e.plans_considered; continue; }
+                  if (*k.etp != tp && cp > 1) {
+                    ++e.plan_rejects["etp < tp with cp > 1 is not modeled"]; ++e.plans_considered; continue;
+                  }
+                  etps = {*k.etp == tp ? 0 : *k.etp};
+                }
+                for (int etp : etps) {
+                // Expert parallelism: divisors of the experts and of dp, or
+                // of tp*dp/etp when folded (rank_grid.h, plan_spec.h).
+                const int ep_room = etp == 0 ? dp : tp / etp * dp;
                 std::vector<int> eps{1};
                 if (m.moe()) {
                   eps.clear();
-                  for (int x : Divisors(dp))
-                    if (m.num_experts % x == 0) eps.push_back(x);
+                  for (int x : Divisors(ep_room))
+                    if (m.num_experts % x == 0 && (etp == 0 || x > 1)) eps.push_back(x);
                 }
-                if (k.ep && dp % *k.ep != 0) {
-                  ++e.plan_rejects["--ep does not divide dp"]; ++e.plans_considered; continue;
+                if (k.ep && ep_room % *k.ep != 0) {
+                  ++e.plan_rejects[etp == 0 ? "--ep does not divide dp" : "--ep does not divide tp*dp/etp"];
+                  ++e.plans_considered; continue;
                 }
                 for (int z : OneOr(k.zero_stage, zs))
                 for (int ep : OneOr(k.ep, eps)) {
                   ++e.plans_considered;
                   PlanSpec p;
-                  p.dp = dp; p.tp = tp; p.pp = pp; p.cp = cp; p.vpp = vpp; p.ep = ep;
+                  p.dp = dp; p.tp = tp; p.pp = pp; p.cp = cp; p.vpp = vpp; p.ep = ep; p.etp = etp;
                   p.micro_batch = mbs; p.num_microbatches = nmb; p.seq_length = k.seq_length;
                   p.schedule = sched; p.recompute = rc; p.sequence_parallel = sp; p.zero_stage = z;
                   p.flash_attention = k.flash_attention;
@@ -189,6 +210,7 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   }
                   e.plans.push_back(std::move(p));
                 }
+                }  // etp
               }
             }
           }

@@ -35,6 +35,9 @@ const std::vector<Capability>& CapabilityTable() {
       {Feature::kDeduplicatedDispatch, "a deduplicating MoE token dispatcher (DeepEP / HybridEP)", false, false,
        "replan without --moe-dispatcher deduplicated (dtrun's all-to-all sends every routed copy), or run the "
        "plan in Megatron-LM with its flex dispatcher"},
+      {Feature::kExpertFolding, "expert tensor parallelism below tp (MoE parallel folding, etp < tp)", false, false,
+       "replan with --etp equal to tp (dtrun splits each expert over the TP group and EP over DP), or run the "
+       "plan in Megatron-LM (--expert-tensor-parallel-size)"},
       {Feature::kFp8, "FP8 GEMMs (Transformer Engine style)", false, false,
        "plan it with --precision bf16 for dtrun, or run the FP8 plan in Megatron-LM (dtplan export --framework "
        "megatron writes --fp8-format hybrid)"},
@@ -103,6 +106,7 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kExpertParallelZero: u = m.moe() && p.ep > 1 && p.zero_stage >= 1; break;
       case Feature::kForcedBalancedRouting: u = p.force_balanced_routing; break;
       case Feature::kDeduplicatedDispatch: u = m.moe() && p.moe_dispatcher == MoeDispatcher::kDeduplicated; break;
+      case Feature::kExpertFolding: u = m.moe() && p.expert_folded(); break;
       case Feature::kFp8: u = p.precision == Precision::kFp8; break;
       case Feature::kBf16: u = p.precision == Precision::kBf16; break;
       case Feature::kBf16ZeroSharded: u = p.precision == Precision::kBf16 && p.zero_stage >= 2; break;
@@ -128,6 +132,8 @@ std::string Where(const ModelSpec& m, const PlanSpec& p, Feature f) {
     case Feature::kContextParallel: return "plan has cp=" + std::to_string(p.cp);
     case Feature::kExpertParallelZero:
       return "plan has ep=" + std::to_string(p.ep) + " and zero_stage=" + std::to_string(p.zero_stage);
+    case Feature::kExpertFolding:
+      return "plan has etp=" + std::to_string(p.expert_tp()) + " and tp=" + std::to_string(p.tp);
     case Feature::kFlashAttention: return "plan assumes flash attention";
     case Feature::kDropout: return "plan has dropout";
     case Feature::kBf16: return "plan has precision=bf16";

@@ -43,6 +43,7 @@ enum class Feature {
   kExpertParallelZero,     // ZeRO-1 with ep > 1 (expert optimizer state sharded over expert-DP)
   kForcedBalancedRouting,  // PlanSpec::force_balanced_routing (a benchmarking router setting)
   kDeduplicatedDispatch,   // PlanSpec::moe_dispatcher == kDeduplicated (DeepEP / HybridEP)
+  kExpertFolding,          // expert tensor parallelism below tp (PlanSpec::expert_folded)
   kFp8,                    // FP8 GEMMs (PlanSpec::precision == kFp8)
   kBf16,                   // precision bf16: bf16 storage, fp32 master weights and Adam
   kBf16ZeroSharded,        // precision bf16 with ZeRO-2/3

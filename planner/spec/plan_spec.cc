@@ -94,15 +94,30 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
   if (p.ep < 1) return bad("'ep' must be >= 1");
   if (!m.moe() && p.ep != 1)
     return bad("ep=" + num(p.ep) + " but the model has no experts; use ep 1 (or omit it)");
+  if (!m.moe() && p.etp != 0)
+    return bad("etp=" + num(p.etp) + " but the model has no experts; omit etp");
   if (!m.moe() && p.moe_dispatcher != MoeDispatcher::kAllToAll)
     return bad("moe_dispatcher 'deduplicated' but the model has no experts; omit it");
   if (m.moe()) {
     if (m.num_experts % p.ep != 0)
       return bad("ep=" + num(p.ep) + " does not divide the model's " + num(m.num_experts) +
                  " experts; choose ep among the divisors of " + num(m.num_experts));
-    if (p.dp % p.ep != 0)
+    if (p.etp < 0 || (p.etp > 0 && p.tp % p.etp != 0))
+      return bad("etp=" + num(p.etp) + " must divide tp=" + num(p.tp) +
+                 " (expert tensor parallelism within the TP group); use etp 1, a divisor of tp, or omit it (= tp)");
+    if (!p.expert_folded() && p.dp % p.ep != 0)
       return bad("ep=" + num(p.ep) + " does not divide dp=" + num(p.dp) +
-                 " (experts are sharded over DP replicas); choose ep dividing dp");
+                 " (experts are sharded over DP replicas); choose ep dividing dp, or set etp < tp to fold "
+                 "EP over tp*dp");
+    if (p.expert_folded()) {
+      if (p.cp > 1)
+        return bad("etp=" + num(p.etp) + " < tp with cp=" + num(p.cp) +
+                   " (expert folding over context-parallel ranks) is not modeled; use etp = tp or cp 1");
+      if ((static_cast<int64_t>(p.tp) / p.expert_tp() * p.dp) % p.ep != 0)
+        return bad("ep=" + num(p.ep) + " does not divide tp*dp/etp=" +
+                   num(static_cast<int64_t>(p.tp) / p.expert_tp() * p.dp) +
+                   " (the expert grid etp x ep x expert-dp must tile the stage's tp*dp ranks); choose ep dividing it");
+    }
     if (p.tp > 1 && !p.sequence_parallel)
       return bad("a mixture-of-experts model with tp > 1 needs sequence_parallel (as Megatron-LM requires); "
                  "set \"sequence_parallel\": true or tp 1");
@@ -151,6 +166,12 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
   for (const char* d : {"tp", "cp", "dp", "pp"})
     if (p.order.find(d) == std::string::npos)
       return bad("'order' = \"" + p.order + "\" must contain tp, cp, dp and pp");
+  // Folded experts tile a stage's tp*dp ranks, which must be consecutive:
+  // tp innermost and pp outermost (group_topology.cc).
+  if (m.moe() && p.expert_folded() && (p.order.rfind("tp", 0) != 0 || p.order.size() < 2 ||
+                                       p.order.compare(p.order.size() - 2, 2, "pp") != 0))
+    return bad("etp=" + num(p.expert_tp()) + " < tp needs a rank order with tp innermost and pp outermost (got \"" +
+               p.order + "\"); use the default \"tp-cp-dp-pp\"");
   return Status::Ok();
 }
 
@@ -175,6 +196,7 @@ json ToJson(const PlanSpec& p) {
               {"layers_per_chunk", p.layers_per_chunk},
               {"order", p.order}};
   if (p.ep != 1) j["ep"] = p.ep;  // written only for expert-parallel plans (absent: 1)
+  if (p.etp > 0) j["etp"] = p.etp;  // written only when set (absent: tp)
   if (p.precision != Precision::kProfile) j["precision"] = ToString(p.precision);  // absent: the profile's dtype
   if (p.force_balanced_routing) j["force_balanced_routing"] = true;                 // absent: false
   if (p.moe_dispatcher != MoeDispatcher::kAllToAll) j["moe_dispatcher"] = ToString(p.moe_dispatcher);  // absent: alltoall
@@ -201,6 +223,7 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   p.pp = IntField(r, "pp", 1);
   p.cp = IntField(r, "cp", 1);
   p.ep = IntField(r, "ep", 1);  // older plan files have none: 1
+  p.etp = IntField(r, "etp", 0);  // absent: tp
   p.vpp = IntField(r, "vpp", 1);
   p.micro_batch = IntField(r, "micro_batch", 1);
   p.seq_length = IntField(r, "seq_length", m.seq_length);
@@ -321,6 +344,7 @@ std::string Describe(const PlanSpec& p) {
   os << "dp=" << p.dp << " tp=" << p.tp << " pp=" << p.pp;
   if (p.cp > 1) os << " cp=" << p.cp;
   if (p.ep > 1) os << " ep=" << p.ep;
+  if (p.expert_folded()) os << " etp=" << p.expert_tp();
   if (p.vpp > 1) os << " vpp=" << p.vpp;
   os << " mbs=" << p.micro_batch << " m=" << p.num_microbatches << " " << ToString(p.schedule)
      << " rc=" << ToString(p.recompute) << (p.sequence_parallel ? " sp" : "")

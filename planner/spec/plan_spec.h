@@ -58,11 +58,18 @@ struct ClusterSpec {
 
 struct PlanSpec {
   int dp = 1, tp = 1, pp = 1, cp = 1;
-  // Expert parallelism (MoE only): each group of ep DP replicas (same tp, cp,
-  // pp coordinates, dp coordinates d with the same d / ep) splits the experts
-  // of every layer ep ways; not a factor of world(). Expert tensor
-  // parallelism equals tp (Megatron's default).
+  // Expert parallelism (MoE only): splits the experts of every layer ep
+  // ways; not a factor of world(). With expert tensor parallelism equal to
+  // tp (Megatron's default), an EP group is ep DP replicas (same tp, cp, pp
+  // coordinates, dp coordinates d with the same d / ep; rank_grid.h).
   int ep = 1;
+  // Expert tensor parallelism (MoE only; Megatron-LM's
+  // --expert-tensor-parallel-size): each expert's FFN is split etp ways.
+  // 0 means tp (the default). etp < tp "folds" the expert layer onto the
+  // TP x DP ranks of a pipeline stage independently of the dense layers
+  // (Megatron's MoE parallel folding, expert grid "etp-ep-edp"): an EP group
+  // is then ep ranks at stride etp, and ep * etp divides tp * dp (cp 1).
+  int etp = 0;
   int vpp = 1;                 // model chunks per pipeline rank (interleaved only)
   int micro_batch = 1;         // sequences per microbatch
   int num_microbatches = 1;    // per DP replica per step
@@ -95,8 +102,13 @@ struct PlanSpec {
   std::string order = "tp-cp-dp-pp";  // rank grid, innermost first
 
   int world() const { return dp * tp * pp * cp; }
-  // Replicas of one expert's weights: the expert-data-parallel group (dp*cp/ep).
-  int expert_dp() const { return dp * cp / ep; }
+  // Expert tensor parallelism in effect: etp, or tp when etp is 0.
+  int expert_tp() const { return etp > 0 ? etp : tp; }
+  // True when the expert layer is laid out on its own grid (etp < tp).
+  bool expert_folded() const { return expert_tp() != tp; }
+  // Replicas of one expert shard: the expert-data-parallel group,
+  // tp*dp*cp / (ep*etp) (dp*cp/ep when etp == tp).
+  int expert_dp() const { return tp * dp * cp / (ep * expert_tp()); }
   int num_chunks() const { return pp * vpp; }
   int64_t global_batch() const { return static_cast<int64_t>(dp) * micro_batch * num_microbatches; }
   int64_t tokens_per_step() const { return global_batch() * seq_length; }

@@ -52,6 +52,7 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   SetIf(p, "dp", &k.dp);
   SetIf(p, "cp", &k.cp);
   SetIf(p, "ep", &k.ep);
+  SetIf(p, "etp", &k.etp);
   SetIf(p, "microbatch_size", &k.micro_batch);
   SetIf(p, "virtual_stages", &k.vpp);
   k.global_batch = p.Int("global_batch_size");

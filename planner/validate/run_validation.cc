@@ -54,6 +54,7 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     p.flash_attention = k.flash_attention;
     p.precision = k.precision;
     p.ep = k.ep.value_or(1);
+    p.etp = k.etp && *k.etp != p.tp ? *k.etp : 0;
     p.force_balanced_routing = k.force_balanced_routing;
     p.moe_dispatcher = k.moe_dispatcher;
     if (c.dp_bucket_bytes > 0) p.dp_bucket_bytes = c.dp_bucket_bytes;

@@ -509,6 +509,17 @@ TEST(Frameworks, MegatronMoeAndFp8FlagsItCannotPriceAreRefusedByName) {
   EXPECT_EQ(ok->plan.ep, 2);
   EXPECT_EQ(ok->plan.precision, Precision::kFp8);
   EXPECT_EQ(ok->model.moe_ffn_hidden, ok->model.ffn_hidden);  // --moe-ffn-hidden-size defaults to it
+  // Expert TP below TP (MoE parallel folding) is read, and refused when it does not divide TP.
+  auto folded = with({"--tensor-model-parallel-size", "2", "--sequence-parallel", "--expert-tensor-parallel-size", "1",
+                      "--expert-model-parallel-size", "4"});
+  ASSERT_TRUE(folded.ok()) << folded.status().message();
+  EXPECT_EQ(folded->plan.expert_tp(), 1);
+  EXPECT_EQ(folded->plan.ep, 4);
+  EXPECT_TRUE(Validate(folded->plan, folded->model, "imported").ok());
+  auto odd = with({"--tensor-model-parallel-size", "4", "--sequence-parallel", "--expert-tensor-parallel-size", "3"});
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.status().message().find("must divide --tensor-model-parallel-size 4"), std::string::npos)
+      << odd.status().message();
   const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
       {{"--moe-shared-expert-overlap"}, "--moe-shared-expert-overlap"},
       {{"--moe-expert-capacity-factor", "1.25"}, "--moe-expert-capacity-factor"},

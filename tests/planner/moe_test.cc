@@ -367,6 +367,134 @@ TEST(MoePlan, EpValidatesAndRoundTrips) {
   EXPECT_NE(Validate(d, dense, "plan").message().find("no experts"), std::string::npos);
 }
 
+// MoE parallel folding (etp < tp, Megatron-LM's --expert-tensor-parallel-size).
+TEST(MoeFolding, ExpertTpEqualToTpIsTheDefaultLayout) {
+  const ModelSpec m = MiniMoe(/*shared=*/256);
+  ClusterSpec c;
+  c.nodes = 1;
+  c.gpus_per_node = 8;
+  PlanSpec def = Plan(m, 4, 2, 2);
+  PlanSpec explicit_tp = def;
+  explicit_tp.etp = 2;
+  ASSERT_TRUE(Validate(explicit_tp, m, "plan").ok());
+  EXPECT_FALSE(explicit_tp.expert_folded());
+  auto a = SimulatePlan(m, c, def, A100());
+  auto b = SimulatePlan(m, c, explicit_tp, A100());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_DOUBLE_EQ(a->step_time_s, b->step_time_s);
+  EXPECT_DOUBLE_EQ(a->peak_memory_bytes, b->peak_memory_bytes);
+}
+
+TEST(MoeFolding, ExpertsWholePerRankAndNoExpertTpCollectives) {
+  const ModelSpec m = MiniMoe();
+  // tp 2, dp 2, etp 1, ep 4: the 4 ranks of the stage form one EP group.
+  PlanSpec p = Plan(m, 2, 2, 4);
+  p.etp = 1;
+  ASSERT_TRUE(Validate(p, m, "plan").ok()) << Validate(p, m, "plan").message();
+  EXPECT_TRUE(p.expert_folded());
+  EXPECT_EQ(p.expert_dp(), 1);
+  const LayerOps ops = TransformerLayerOps(m, p, 2);
+  const double T = 2.0 * 256, h = 512, k = 2, f = 1024;
+  // Each rank routes its T/tp tokens and, balanced, computes as many rows,
+  // with whole experts (f columns): the same FLOPs as the unfolded layout.
+  EXPECT_DOUBLE_EQ(FlopsNamed(ops.forward, "expert_"), 3 * 2 * (T / 2) * k * h * f);
+  const PlanSpec unfolded = Plan(m, 2, 2, 2);
+  EXPECT_DOUBLE_EQ(FlopsNamed(ops.forward, "expert_"),
+                   FlopsNamed(TransformerLayerOps(m, unfolded, 2).forward, "expert_"));
+  int etp_colls = 0, ep_colls = 0;
+  for (const auto* list : {&ops.forward, &ops.backward})
+    for (const Op& op : *list) {
+      etp_colls += op.kind == OpKind::kCollective && op.group == GroupKind::kEtp;
+      ep_colls += op.kind == OpKind::kCollective && op.group == GroupKind::kEp;
+    }
+  EXPECT_EQ(etp_colls, 0);  // etp 1: no gather of routed tokens over TP
+  EXPECT_EQ(ep_colls, 4);   // dispatch and combine, forward and backward
+  // Expert weights per rank: E/ep whole experts.
+  EXPECT_EQ(ExpertLayerParamsPerRank(m, p), 2LL * 3 * 512 * 1024);
+  // EP members at stride etp: 4 consecutive ranks; the expert-DP group is 1.
+  EXPECT_EQ(TopologyOf(p, GroupKind::kEp, 8).per_node, 4);
+  EXPECT_FALSE(TopologyOf(p, GroupKind::kEp, 2).per_node == 4);
+  EXPECT_TRUE(TopologyOf(p, GroupKind::kEp, 2).spans_nodes);
+  EXPECT_EQ(ExpertGradGroupTopology(p, 8).size, 1);
+}
+
+TEST(MoeFolding, ValidatesRoundTripsAndIsRefusedByDtrun) {
+  const ModelSpec m = MiniMoe();
+  auto err = [&](PlanSpec q) { return Validate(q, m, "plan").message(); };
+  PlanSpec p = Plan(m, 2, 4, 8);
+  p.etp = 1;  // ep 8 over tp*dp = 8 ranks; ep 8 > dp 2 needs the folding
+  ASSERT_TRUE(Validate(p, m, "plan").ok()) << err(p);
+  auto back = PlanFromJson(ToJson(p), m, "plan");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->etp, 1);
+  EXPECT_EQ(back->ep, 8);
+  EXPECT_NE(Describe(*back).find("etp=1"), std::string::npos) << Describe(*back);
+  EXPECT_FALSE(ToJson(Plan(m, 2, 4, 2)).contains("etp"));  // absent: tp
+  PlanSpec q = p;
+  q.etp = 3;
+  EXPECT_NE(err(q).find("must divide tp=4"), std::string::npos) << err(q);
+  q = p;
+  q.etp = 0;  // unfolded, ep 8 does not divide dp 2
+  EXPECT_NE(err(q).find("does not divide dp=2"), std::string::npos) << err(q);
+  q = p;
+  q.ep = 4;
+  q.dp = 1;
+  q.etp = 2;  // tp*dp/etp = 2: ep 4 does not tile it
+  EXPECT_NE(err(q).find("does not divide tp*dp/etp=2"), std::string::npos) << err(q);
+  q = p;
+  q.cp = 2;
+  EXPECT_NE(err(q).find("cp=2"), std::string::npos) << err(q);
+  q = p;
+  q.order = "dp-tp-cp-pp";
+  EXPECT_NE(err(q).find("tp innermost"), std::string::npos) << err(q);
+  ModelSpec dense = MiniMoe();
+  dense.num_experts = dense.moe_top_k = dense.moe_ffn_hidden = 0;
+  PlanSpec d = Plan(dense, 2, 4, 1);
+  d.etp = 1;
+  EXPECT_NE(Validate(d, dense, "plan").message().find("no experts"), std::string::npos);
+  // dtrun executes EP over DP only: the capability table refuses folding, by name.
+  p.zero_stage = 0;
+  const Status s = CheckExecutable(m, p, RuntimeDevice::kCpu);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("plan has etp=1 and tp=4"), std::string::npos) << s.message();
+}
+
+TEST(MoeFolding, SearchFindsFoldedPlansAndExportsThem) {
+  const ModelSpec m = MiniMoe();
+  ClusterSpec c;
+  c.nodes = 1;
+  c.gpus_per_node = 8;
+  SearchConstraints k;
+  k.global_batch = 16;
+  k.seq_length = 256;
+  k.tp = 4;
+  k.etp = 1;
+  k.ep = 8;  // more than dp = 2: only the folded layout has it
+  auto r = SearchPlans(m, c, A100(), k);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_FALSE(r->top.empty());
+  const PlanSpec& best = r->top[0].plan;
+  EXPECT_EQ(best.ep, 8);
+  EXPECT_EQ(best.expert_tp(), 1);
+  auto flags = MegatronArgs(m, best, true, nullptr);
+  ASSERT_TRUE(flags.ok()) << flags.status().message();
+  std::string etp_flag;
+  for (const CliFlag& f : *flags)
+    if (f.name == "--expert-tensor-parallel-size") etp_flag = f.value;
+  EXPECT_EQ(etp_flag, "1");
+  // CPU ranks: dtrun does not execute folding, so the CPU search emits none.
+  ClusterSpec cpu = c;
+  cpu.device = "cpu";
+  SearchConstraints kc = k;
+  kc.etp.reset();
+  kc.ep.reset();
+  kc.dropout = false;
+  kc.flash_attention = false;
+  auto e = EnumeratePlans(m, cpu, kc);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  for (const PlanSpec& p : e->plans) EXPECT_FALSE(p.expert_folded()) << Describe(p);
+}
+
 TEST(MoePlan, RankGridExpertGroups) {
   auto g = RankGrid::Create(2, 1, 4, 1).value();  // tp=2, dp=4
   EXPECT_EQ(g.ExpertGroup(0, 2), (std::vector<int>{0, 2}));
@@ -384,9 +512,17 @@ TEST(MoeSearch, EnumeratesValidEpAndPicksOne) {
   k.seq_length = 256;
   auto e = EnumeratePlans(m, c, k);
   ASSERT_TRUE(e.ok()) << e.status().message();
-  bool some_ep = false;
+  bool some_ep = false, some_folded = false;
   for (const PlanSpec& p : e->plans) {
-    ASSERT_EQ(p.dp % p.ep, 0) << Describe(p);
+    // EP divides dp, or, folded (etp < tp), tp*dp/etp; every plan validates.
+    if (p.expert_folded()) {
+      ASSERT_EQ(p.tp / p.expert_tp() * p.dp % p.ep, 0) << Describe(p);
+      ASSERT_EQ(p.cp, 1) << Describe(p);
+      some_folded = true;
+    } else {
+      ASSERT_EQ(p.dp % p.ep, 0) << Describe(p);
+    }
+    ASSERT_TRUE(Validate(p, m, "enumerated").ok()) << Describe(p);
     ASSERT_EQ(m.num_experts % p.ep, 0) << Describe(p);
     ASSERT_LE(p.zero_stage, 1);
     if (p.tp > 1) {
@@ -395,6 +531,7 @@ TEST(MoeSearch, EnumeratesValidEpAndPicksOne) {
     some_ep |= p.ep > 1;
   }
   EXPECT_TRUE(some_ep);
+  EXPECT_TRUE(some_folded);
   k.ep = 4;
   auto r = SearchPlans(m, c, A100(), k);
   ASSERT_TRUE(r.ok()) << r.status().message();

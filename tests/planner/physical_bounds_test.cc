@@ -51,9 +51,15 @@ Bounds BoundsOf(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p, con
     max_dense = std::max<int64_t>(max_dense, StageParamsPerRank(m, p, s) - StageExpertParamsPerRank(m, p, s));
     const double params = static_cast<double>(StageParamsPerRank(m, p, s));
     max_params = std::max<int64_t>(max_params, StageParamsPerRank(m, p, s));
-    b.model_states.push_back(params * (mp.weight_bytes / (p.zero_stage >= 3 ? shard : 1.0) +
-                                       mp.grad_bytes / (p.zero_stage >= 2 ? shard : 1.0) +
-                                       mp.optimizer_bytes / (p.zero_stage >= 1 ? shard : 1.0)));
+    // Routed experts shard their states over the expert-DP group
+    // (tp*dp*cp/(ep*etp)), which folding (etp < tp) can make larger than dp*cp.
+    const double expert = static_cast<double>(StageExpertParamsPerRank(m, p, s));
+    const double eshard = std::max(shard, p.expert_dp());
+    auto states = [&](double n, double sh) {
+      return n * (mp.weight_bytes / (p.zero_stage >= 3 ? sh : 1.0) + mp.grad_bytes / (p.zero_stage >= 2 ? sh : 1.0) +
+                  mp.optimizer_bytes / (p.zero_stage >= 1 ? sh : 1.0));
+    };
+    b.model_states.push_back(states(params - expert, shard) + states(expert, eshard));
   }
   // Memory traffic: every microbatch's forward and backward read each local
   // weight at least once (the GEMMs' B operand).
@@ -93,8 +99,8 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
   ModelSpec big = testing_models::Gpt(12288, 96, 96);
   // MoE (issue 11): the compute bound counts active FLOPs (StepFlops is
   // balanced routing; the load-imbalance allowance only adds time); model
-  // states divide every parameter by dp*cp, a lower bound for experts,
-  // whose states shard over dp*cp/ep.
+  // states divide the dense parameters by dp*cp and the experts' by the
+  // larger of dp*cp and their expert-DP group (etp < tp can make it larger).
   ModelSpec moe = testing_models::Llama8B();
   moe.num_layers = 16;
   moe.hidden = 2048;
