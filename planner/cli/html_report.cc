@@ -27,7 +27,10 @@ std::string RankTable(const SearchResult& r) {
     const PlanSpec& p = rp.plan;
     const Prediction& pr = rp.prediction;
     // Expert parallelism (MoE) splits experts inside dp: shown there.
-    const std::string dp = std::to_string(p.dp) + (p.ep > 1 ? " (ep " + std::to_string(p.ep) + ")" : "");
+    const std::string dp = std::to_string(p.dp) + (p.ep > 1 ? " (ep " + std::to_string(p.ep) +
+                                                   (p.expert_folded() ? " etp " + std::to_string(p.expert_tp()) : "") +
+                                                   ")"
+                                                 : "");
     h += "<tr><td>" + std::to_string(++rank) + "</td><td>" + dp + "</td><td>" +
          std::to_string(p.tp) + "</td><td>" + std::to_string(p.pp) + "</td><td>" + std::to_string(p.cp) +
          "</td><td>" + std::to_string(p.vpp) + "</td><td>" + std::to_string(p.micro_batch) + "</td><td>" +

@@ -25,6 +25,7 @@ std::string Row(const PlanSpec& p, const Prediction& d, int rank) {
                 Gib(d.peak_memory_bytes).c_str(), Gib(d.capacity_bytes).c_str());
   std::string row = buf;
   if (p.ep > 1) row.insert(row.size() - 1, "  ep=" + std::to_string(p.ep));
+  if (p.expert_folded()) row.insert(row.size() - 1, " etp=" + std::to_string(p.expert_tp()));
   return row;
 }
 

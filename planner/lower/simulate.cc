@@ -7,6 +7,7 @@
 #include "planner/cost/flops.h"
 #include "planner/lower/lowering.h"
 #include "planner/lower/memory_params_for.h"
+#include "planner/memory/param_count.h"
 #include "planner/memory/stage_memory.h"
 #include "planner/schedule/schedule.h"
 #include "sim/chrome_trace.h"
@@ -23,11 +24,17 @@ void FillMemory(const ModelSpec& m, const PlanSpec& p, const HardwareProfile& hw
   // Under an even split the first stages hold the most layers and the most
   // microbatches in flight, and the first/last stages hold the embedding and
   // LM head; so stages 0, 1 and pp-1 bound the peak (the search's fast path).
+  // Dense leading layers (DeepSeek's first_k_dense_replace) are lighter than
+  // MoE layers, so the stages that hold them can weigh less than the first
+  // stage without any: the fast path checks every stage up to that one.
   std::vector<int> stages;
   if (all_stages || p.pp <= 3) {
     for (int s = 0; s < p.pp; ++s) stages.push_back(s);
   } else {
-    stages = {0, 1, p.pp - 1};
+    int first_moe_only = 1;
+    while (first_moe_only < p.pp - 1 && DenseLayersOnStage(m, p, first_moe_only) > 0) ++first_moe_only;
+    for (int s = 0; s <= first_moe_only; ++s) stages.push_back(s);
+    if (first_moe_only < p.pp - 1) stages.push_back(p.pp - 1);
   }
   for (int s : stages) {
     StagePeak sp;

@@ -130,6 +130,47 @@ TEST(Mla, DenseLeadingLayersArePricedAndCountedAsDense) {
   EXPECT_NE(StageParamsPerRank(m, p, 0), StageParamsPerRank(m, p, 1));
 }
 
+// The search's memory check looks at a few stages only (PredictMemory); the
+// stages after the dense leading layers are the heaviest, so it must see
+// them. Every plan of DeepSeek-V3's search space shape, fast path against
+// all stages (SimulatePlan): the same peak and the same fit verdict.
+TEST(Mla, FastMemoryCheckSeesTheStagesAfterTheDenseLayers) {
+  const ModelSpec v3 = Load("deepseek-v3.json");
+  const HardwareProfile hw = LoadProfile("h100").value();
+  ClusterSpec c;
+  c.nodes = 128;
+  c.gpus_per_node = 8;
+  int checked = 0;
+  for (int pp : {4, 8, 16})
+    for (int vpp : {1, 2, 4})
+      for (int etp : {0, 1}) {
+        if (pp * vpp > v3.num_layers) continue;
+        PlanSpec p;
+        p.tp = 2;
+        p.pp = pp;
+        p.dp = 1024 / (2 * pp);
+        p.ep = 8;
+        p.etp = etp;
+        p.vpp = vpp;
+        p.schedule = vpp > 1 ? Schedule::kInterleaved : Schedule::k1F1B;
+        p.sequence_parallel = true;
+        p.zero_stage = 1;
+        p.recompute = Recompute::kFull;
+        p.micro_batch = 1;
+        p.num_microbatches = 128;
+        p.seq_length = 4096;
+        p.layers_per_chunk = EvenSplit(v3.num_layers, pp * vpp);
+        ASSERT_TRUE(Validate(p, v3, "plan").ok()) << Validate(p, v3, "plan").message();
+        const Prediction fast = PredictMemory(v3, p, hw);
+        auto full = SimulatePlan(v3, c, p, hw);
+        ASSERT_TRUE(full.ok()) << full.status().message();
+        EXPECT_DOUBLE_EQ(fast.peak_memory_bytes, full->peak_memory_bytes) << Describe(p);
+        EXPECT_EQ(fast.fits, full->fits) << Describe(p);
+        ++checked;
+      }
+  EXPECT_EQ(checked, 16);
+}
+
 TEST(Mla, UnmodeledKeysAreRefusedByName) {
   json j = ReadJsonFile(Fixture("deepseek-v3.json")).value();
   j["moe_layer_freq"] = 2;
