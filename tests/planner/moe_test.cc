@@ -67,6 +67,22 @@ PlanSpec Plan(const ModelSpec& m, int dp, int tp, int ep, int zero = 1) {
   return p;
 }
 
+// GPU nodes of `gpus` devices each.
+ClusterSpec Gpus(int nodes, int gpus) {
+  ClusterSpec c;
+  c.nodes = nodes;
+  c.gpus_per_node = gpus;
+  return c;
+}
+
+// Constraints of a search with only the batch fixed.
+SearchConstraints Batch(int64_t global_batch, int seq_length) {
+  SearchConstraints k;
+  k.global_batch = global_batch;
+  k.seq_length = seq_length;
+  return k;
+}
+
 const HardwareProfile& A100() {
   static const HardwareProfile p = LoadProfile("a100").value();
   return p;
@@ -461,12 +477,8 @@ TEST(MoeFolding, ValidatesRoundTripsAndIsRefusedByDtrun) {
 
 TEST(MoeFolding, SearchFindsFoldedPlansAndExportsThem) {
   const ModelSpec m = MiniMoe();
-  ClusterSpec c;
-  c.nodes = 1;
-  c.gpus_per_node = 8;
-  SearchConstraints k;
-  k.global_batch = 16;
-  k.seq_length = 256;
+  const ClusterSpec c = Gpus(1, 8);
+  SearchConstraints k = Batch(16, 256);
   k.tp = 4;
   k.etp = 1;
   k.ep = 8;  // more than dp = 2: only the folded layout has it
@@ -504,12 +516,8 @@ TEST(MoePlan, RankGridExpertGroups) {
 
 TEST(MoeSearch, EnumeratesValidEpAndPicksOne) {
   const ModelSpec m = MiniMoe();
-  ClusterSpec c;
-  c.nodes = 2;
-  c.gpus_per_node = 8;
-  SearchConstraints k;
-  k.global_batch = 64;
-  k.seq_length = 256;
+  const ClusterSpec c = Gpus(2, 8);
+  SearchConstraints k = Batch(64, 256);
   auto e = EnumeratePlans(m, c, k);
   ASSERT_TRUE(e.ok()) << e.status().message();
   bool some_ep = false, some_folded = false;
