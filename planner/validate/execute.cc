@@ -67,7 +67,8 @@ double Median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-// Reads dtrun's --metrics JSON lines: per step and rank.
+}  // namespace
+
 Status ReadMetrics(const std::string& path, const PlanSpec& p, ExecutedPlan* out) {
   std::ifstream in(path);
   if (!in) return IoError("no metrics file '" + path + "'");
@@ -79,7 +80,17 @@ Status ReadMetrics(const std::string& path, const PlanSpec& p, ExecutedPlan* out
     json j = json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return InvalidArgument("bad metrics line in '" + path + "'");
     if (!j.contains("step") || !j.contains("rank")) continue;  // summary lines
-    int step = j["step"].get<int>(), rank = j["rank"].get<int>();
+    // Our own dtrun writes these; a file damaged or written by another
+    // version is an error value, never a JSON type exception.
+    const json& js = j["step"];
+    const json& jr = j["rank"];
+    auto number_or_absent = [&](const char* k) { return !j.contains(k) || j[k].is_number(); };
+    if (!js.is_number_integer() || !jr.is_number_integer() || !number_or_absent("step_time_s") ||
+        !number_or_absent("peak_bytes") || js.get<int64_t>() < 0 || js.get<int64_t>() > (1 << 30) ||
+        jr.get<int64_t>() < 0 || jr.get<int64_t>() > (1 << 30))
+      return InvalidArgument("bad metrics line in '" + path + "': step and rank must be small non-negative "
+                             "integers, step_time_s and peak_bytes numbers: " + line.substr(0, 200));
+    const int step = static_cast<int>(js.get<int64_t>()), rank = static_cast<int>(jr.get<int64_t>());
     double t = j.value("step_time_s", 0.0), peak = j.value("peak_bytes", 0.0);
     step_max[step] = std::max(step_max[step], t);
     rank_peak[rank] = std::max(rank_peak[rank], peak);
@@ -100,8 +111,6 @@ Status ReadMetrics(const std::string& path, const PlanSpec& p, ExecutedPlan* out
   }
   return Status::Ok();
 }
-
-}  // namespace
 
 StatusOr<ExecuteReport> ExecutePlans(const ModelSpec& m, const ClusterSpec& c,
                                      const HardwareProfile& hw, const std::vector<RankedPlan>& plans,

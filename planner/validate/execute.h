@@ -53,4 +53,11 @@ StatusOr<ExecuteReport> ExecutePlans(const ModelSpec& m, const ClusterSpec& c,
 
 json ToJson(const ExecuteReport& r);
 
+// Reads a dtrun --metrics file (one JSON object per line; lines with "step"
+// and "rank" are per-step records) into out->measured_step_s (median over
+// steps after the first of the slowest rank's step time) and the measured
+// peak bytes per pipeline stage of plan p. A missing file, a malformed line
+// or a record of the wrong types is an error value, never an exception.
+Status ReadMetrics(const std::string& path, const PlanSpec& p, ExecutedPlan* out);
+
 }  // namespace dt

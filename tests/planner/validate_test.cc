@@ -6,6 +6,7 @@
 #include "planner/cost/comm_cost.h"
 #include "planner/validate/case.h"
 #include "planner/validate/cross_validation.h"
+#include "planner/validate/execute.h"
 #include "planner/validate/metrics.h"
 #include "planner/validate/run_validation.h"
 
@@ -357,6 +358,38 @@ TEST(CrossValidation, RecoversTheParameterThatMadeTheData) {
   }
   EXPECT_GT(rep->mean_shipped, 0.01);  // the shipped 80 us is measurably off on this data
   EXPECT_EQ(rep->settings_evaluated, static_cast<int>(knobs[0].grid.size()) + 1);  // the grid + the source value
+}
+
+// dtrun's metrics file: the median step after the first, of the slowest
+// rank, and per-stage peaks; a damaged record is an error, not a throw.
+TEST(ExecuteMetrics, MedianOfTheSlowestRankAndTypedRecords) {
+  PlanSpec p;
+  p.dp = 1;
+  p.pp = 2;
+  p.layers_per_chunk = {1, 1};
+  const std::string good = WriteTemp("metrics_good.jsonl",
+                                     "{\"step\":0,\"rank\":0,\"step_time_s\":9.0,\"peak_bytes\":10}\n"
+                                     "{\"step\":1,\"rank\":0,\"step_time_s\":1.0,\"peak_bytes\":100}\n"
+                                     "{\"step\":1,\"rank\":1,\"step_time_s\":2.0,\"peak_bytes\":300}\n"
+                                     "{\"step\":2,\"rank\":1,\"step_time_s\":4.0,\"peak_bytes\":200}\n"
+                                     "{\"summary\":true}\n");
+  ExecutedPlan out;
+  ASSERT_TRUE(ReadMetrics(good, p, &out).ok());
+  EXPECT_DOUBLE_EQ(out.measured_step_s, 3.0);  // steps 1 and 2: max over ranks 2 and 4
+  ASSERT_EQ(out.stage_measured_bytes.size(), 2u);
+  EXPECT_DOUBLE_EQ(out.stage_measured_bytes[0], 100);
+  EXPECT_DOUBLE_EQ(out.stage_measured_bytes[1], 300);
+  for (const char* bad : {"{\"step\":\"1\",\"rank\":0}", "{\"step\":1.5,\"rank\":0}",
+                          "{\"step\":1,\"rank\":-3}", "{\"step\":1,\"rank\":0,\"step_time_s\":\"fast\"}",
+                          "{\"step\":99999999999,\"rank\":0}", "not json"}) {
+    const std::string path = WriteTemp("metrics_bad.jsonl", std::string(bad) + "\n");
+    ExecutedPlan o;
+    const Status st = ReadMetrics(path, p, &o);
+    EXPECT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.message().find("bad metrics line"), std::string::npos) << st.message();
+  }
+  ExecutedPlan none;
+  EXPECT_FALSE(ReadMetrics(::testing::TempDir() + "no_such_metrics.jsonl", p, &none).ok());
 }
 
 }  // namespace
