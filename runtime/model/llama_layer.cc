@@ -141,11 +141,9 @@ void LlamaLayer::ForwardInto(LayerStash* s, bool keep_probs, Tensor* out) {
   s->rstd2 = Tensor({rl});
   s->ln2 = Tensor({rl, h});
   RmsNormForward(be, s->x2.data(), ctx_->W(norm2_w_), rl, h, eps, s->ln2.data(), s->rstd2.data());
-  if (moe_) {
-    Tensor full = GatherSeq(ctx_, s->ln2);
+  if (moe_) {  // on the sequence shard itself (Megatron's MoE layer: no TP gather / reduce around it)
     s->moe = std::make_shared<MoeStash>();
-    Tensor partial = moe_->Forward(full, s->moe.get());
-    Tensor mlp = ReduceSeq(ctx_, &partial);
+    Tensor mlp = moe_->Forward(s->ln2, s->moe.get());
     *out = Tensor({rl, h});
     ResidualAddForward(be, s->x2.data(), mlp.data(), rl * h, out->data());
     s->complete = true;
@@ -201,13 +199,13 @@ Tensor LlamaLayer::Backward(const Tensor& dout, LayerStash* s) {
 
   // ---- MLP block: out = x2 + down(silu(gate(n2)) * up(n2)), n2 = RMSNorm(x2) ----
   Tensor dx2 = dout.Clone();
-  Tensor dln2_full({rows, h});
+  Tensor dln2_full;  // dense MLP: the TP-partial input grad of all rows
+  Tensor dln2_moe;   // MoE block: the shard's input grad, complete
   if (moe_) {
-    Tensor dmlp_full = GatherSeq(ctx_, dout);
-    Tensor ln2_full = GatherSeq(ctx_, s->ln2);
-    dln2_full = moe_->Backward(ln2_full, dmlp_full, s->moe.get());
+    dln2_moe = moe_->Backward(s->ln2, dout, s->moe.get());
     s->moe.reset();
   } else {
+    dln2_full = Tensor({rows, h});
     Tensor dmlp_full = GatherSeq(ctx_, dout);
     Tensor dact({rows, fl});
     LinearBackward(be, s->act.data(), rows, fl, ctx_->W(down_w_), h, dmlp_full.data(), dact.data(),
@@ -226,7 +224,7 @@ Tensor LlamaLayer::Backward(const Tensor& dout, LayerStash* s) {
   s->fc1 = Tensor();
   s->up = Tensor();
   {
-    Tensor dln2 = ReduceSeq(ctx_, &dln2_full);
+    Tensor dln2 = moe_ ? std::move(dln2_moe) : ReduceSeq(ctx_, &dln2_full);
     Tensor dtmp({rl, h});
     RmsNormBackward(be, s->x2.data(), ctx_->W(norm2_w_), s->rstd2.data(), dln2.data(), rl, h, dtmp.data(),
                     ctx_->G(norm2_w_));

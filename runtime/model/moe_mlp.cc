@@ -1,5 +1,6 @@
 #include "runtime/model/moe_mlp.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/check.h"
@@ -16,7 +17,9 @@ MoeMlp::MoeMlp(LayerContext* ctx, const std::string& prefix) : ctx_(ctx) {
   DT_CHECK(e > 0 && ctx->top_k >= 1 && ctx->top_k <= e) << "MoE: top-k " << ctx->top_k << " of " << e;
   DT_CHECK(ctx->ep_size >= 1 && e % ctx->ep_size == 0) << "MoE: ep " << ctx->ep_size << " must divide " << e;
   DT_CHECK(ctx->ep_size == 1 || (ctx->ep != nullptr && ctx->ep->size() == ctx->ep_size)) << "MoE: ep comm size";
-  router_w_ = DeclareParam(ctx, prefix + "mlp.router.weight", {e, h}, ShardKind::kReplicated, false);
+  // Replicated over TP; each TP rank routes its own sequence shard, so its
+  // gradient is a partial sum over TP (sp_partial).
+  router_w_ = DeclareParam(ctx, prefix + "mlp.router.weight", {e, h}, ShardKind::kReplicated, true);
   const int64_t el = local_experts();
   for (int64_t j = 0; j < el; ++j) {
     const std::string p = prefix + "mlp.experts." + std::to_string(ctx->ep_rank * el + j) + ".";
@@ -52,39 +55,69 @@ void MoeMlp::Exchange(const float* in, const std::vector<size_t>& send, float* o
   ctx_->ep->AllToAllV(in, sc.data(), out, rc.data());
 }
 
-void MoeMlp::ToExpertMajor(const MoeStash& s, const float* recv_order, int64_t width, float* expert_major) const {
+int64_t MoeMlp::BlockOffset(const MoeStash& s, int64_t t, int64_t src, int64_t j) const {
+  // Rows of TP rank t's received buffer come by EP source, then local expert.
   const int64_t el = local_experts(), ep = ctx_->ep_size;
-  int64_t dst = 0;
-  for (int64_t j = 0; j < el; ++j)
-    for (int64_t src = 0; src < ep; ++src) {
-      int64_t at = 0;  // rows before block (src, j) in received order
-      for (int64_t q = 0; q < src * el + j; ++q) at += s.block_rows[q];
-      const int64_t n = s.block_rows[src * el + j];
-      if (n > 0) std::memcpy(expert_major + dst * width, recv_order + at * width, sizeof(float) * n * width);
-      dst += n;
-    }
+  int64_t at = t * s.tp_pad;
+  const int64_t* b = s.block_rows.data() + t * ep * el;
+  for (int64_t q = 0; q < src * el + j; ++q) at += b[q];
+  return at;
 }
 
-void MoeMlp::ToRecvOrder(const MoeStash& s, const float* expert_major, int64_t width, float* recv_order) const {
-  const int64_t el = local_experts(), ep = ctx_->ep_size;
+void MoeMlp::ToExpertMajor(const MoeStash& s, const float* gathered, int64_t width, float* expert_major) const {
+  const int64_t el = local_experts(), ep = ctx_->ep_size, tp = ctx_->tp_size;
+  int64_t dst = 0;
+  for (int64_t j = 0; j < el; ++j)
+    for (int64_t t = 0; t < tp; ++t)
+      for (int64_t src = 0; src < ep; ++src) {
+        const int64_t n = s.block_rows[(t * ep + src) * el + j];
+        if (n > 0)
+          std::memcpy(expert_major + dst * width, gathered + BlockOffset(s, t, src, j) * width,
+                      sizeof(float) * n * width);
+        dst += n;
+      }
+}
+
+void MoeMlp::ToGatheredOrder(const MoeStash& s, const float* expert_major, int64_t width, float* gathered) const {
+  const int64_t el = local_experts(), ep = ctx_->ep_size, tp = ctx_->tp_size;
   int64_t src_row = 0;
   for (int64_t j = 0; j < el; ++j)
-    for (int64_t src = 0; src < ep; ++src) {
-      int64_t at = 0;
-      for (int64_t q = 0; q < src * el + j; ++q) at += s.block_rows[q];
-      const int64_t n = s.block_rows[src * el + j];
-      if (n > 0) std::memcpy(recv_order + at * width, expert_major + src_row * width, sizeof(float) * n * width);
-      src_row += n;
-    }
+    for (int64_t t = 0; t < tp; ++t)
+      for (int64_t src = 0; src < ep; ++src) {
+        const int64_t n = s.block_rows[(t * ep + src) * el + j];
+        if (n > 0)
+          std::memcpy(gathered + BlockOffset(s, t, src, j) * width, expert_major + src_row * width,
+                      sizeof(float) * n * width);
+        src_row += n;
+      }
+}
+
+Tensor MoeMlp::GatherOverTp(const MoeStash& s, const Tensor& own) const {
+  const int64_t h = ctx_->hidden, tp = ctx_->tp_size;
+  if (tp == 1) return own.Clone();
+  Tensor padded({s.tp_pad, h});
+  if (s.own_rows > 0) std::memcpy(padded.data(), own.data(), sizeof(float) * s.own_rows * h);
+  Tensor all({tp * s.tp_pad, h});
+  ctx_->tp->AllGather(padded.data(), all.data(), static_cast<size_t>(s.tp_pad * h));
+  return all;
+}
+
+Tensor MoeMlp::ReduceScatterOverTp(const MoeStash& s, Tensor* gathered) const {
+  const int64_t h = ctx_->hidden, tp = ctx_->tp_size;
+  if (tp == 1) return std::move(*gathered);
+  Tensor own({s.tp_pad, h});
+  ctx_->tp->ReduceScatter(gathered->data(), own.data(), static_cast<size_t>(s.tp_pad * h));
+  return own;
 }
 
 Tensor MoeMlp::Forward(const Tensor& in, MoeStash* s) {
   Backend& be = *ctx_->be;
-  const int64_t rows = ctx_->rows, h = ctx_->hidden, e = ctx_->num_experts, k = ctx_->top_k;
-  const int64_t el = local_experts(), ep = ctx_->ep_size, fl = ctx_->expert_ffn_local;
+  const int64_t rows = ctx_->local_rows, h = ctx_->hidden, e = ctx_->num_experts, k = ctx_->top_k;
+  const int64_t el = local_experts(), ep = ctx_->ep_size, tp = ctx_->tp_size, fl = ctx_->expert_ffn_local;
+  DT_CHECK(tp == 1 || ctx_->sp) << "MoE with tp > 1 needs sequence parallelism";
   DT_CHECK_EQ(in.numel(), rows * h) << "MoE input";
 
-  // Route.
+  // Route this rank's sequence shard.
   Tensor logits({rows, e});
   LinearForward(be, in.data(), rows, h, ctx_->W(router_w_), nullptr, e, logits.data());
   s->experts.assign(rows * k, 0);
@@ -110,29 +143,46 @@ Tensor MoeMlp::Forward(const Tensor& in, MoeStash* s) {
   }
   if (ep > 1) ctx_->ep->AllToAll(counts_out.data(), counts_in.data(), static_cast<size_t>(el));
   else counts_in = counts_out;
-  s->block_rows.assign(ep * el, 0);
+  // Every TP rank's received counts (the expert-TP group shares the local
+  // experts and gathers the rows it received; the padded gather needs them).
+  std::vector<float> counts_tp(tp * ep * el);
+  if (tp > 1) ctx_->tp->AllGather(counts_in.data(), counts_tp.data(), static_cast<size_t>(ep * el));
+  else counts_tp = counts_in;
+  s->block_rows.assign(tp * ep * el, 0);
   s->recv_rows.assign(ep, 0);
-  int64_t total = 0;
-  for (int64_t q = 0; q < ep * el; ++q) {
-    s->block_rows[q] = static_cast<int64_t>(counts_in[q]);
-    s->recv_rows[q / el] += static_cast<size_t>(s->block_rows[q]);
-    total += s->block_rows[q];
+  s->own_rows = 0;
+  s->tp_pad = 0;
+  int64_t all_rows = 0;
+  for (int64_t t = 0; t < tp; ++t) {
+    int64_t rows_t = 0;
+    for (int64_t q = 0; q < ep * el; ++q) {
+      const int64_t n = static_cast<int64_t>(counts_tp[t * ep * el + q]);
+      s->block_rows[t * ep * el + q] = n;
+      rows_t += n;
+      if (t == ctx_->tp_rank) s->recv_rows[q / el] += static_cast<size_t>(n);
+    }
+    if (t == ctx_->tp_rank) s->own_rows = rows_t;
+    s->tp_pad = std::max(s->tp_pad, std::max<int64_t>(rows_t, 1));
+    all_rows += rows_t;
   }
 
-  // Dispatch, run the local experts, combine.
-  Tensor recv({total, h});
-  Exchange(send.data(), s->send_rows, recv.data(), s->recv_rows);
+  // Dispatch over EP, gather over TP, run the local experts on every
+  // gathered row (each expert column-split over TP), reduce-scatter the
+  // partial outputs back over TP, combine over EP.
+  Tensor own({std::max<int64_t>(s->own_rows, 1), h});
+  Exchange(send.data(), s->send_rows, own.data(), s->recv_rows);
   send = Tensor();
-  s->x = Tensor({total, h});
-  ToExpertMajor(*s, recv.data(), h, s->x.data());
-  s->gate = Tensor({total, fl});
-  s->up = Tensor({total, fl});
-  s->act = Tensor({total, fl});
-  Tensor y({total, h});
+  Tensor gathered = GatherOverTp(*s, own);
+  s->x = Tensor({all_rows, h});
+  ToExpertMajor(*s, gathered.data(), h, s->x.data());
+  s->gate = Tensor({all_rows, fl});
+  s->up = Tensor({all_rows, fl});
+  s->act = Tensor({all_rows, fl});
+  Tensor y({all_rows, h});
   int64_t r0 = 0;
   for (int64_t j = 0; j < el; ++j) {
     int64_t n = 0;
-    for (int64_t src = 0; src < ep; ++src) n += s->block_rows[src * el + j];
+    for (int64_t q = 0; q < tp * ep; ++q) n += s->block_rows[q * el + j];
     if (n == 0) continue;
     const float* x = s->x.data() + r0 * h;
     float *g = s->gate.data() + r0 * fl, *u = s->up.data() + r0 * fl, *a = s->act.data() + r0 * fl;
@@ -142,9 +192,12 @@ Tensor MoeMlp::Forward(const Tensor& in, MoeStash* s) {
     LinearForward(be, a, n, fl, ctx_->W(down_w_[j]), nullptr, h, y.data() + r0 * h);
     r0 += n;
   }
-  ToRecvOrder(*s, y.data(), h, recv.data());
+  gathered.Fill(0.0f);  // padding rows stay zero through the reduce-scatter
+  ToGatheredOrder(*s, y.data(), h, gathered.data());
+  y = Tensor();
+  Tensor back_own = ReduceScatterOverTp(*s, &gathered);
   s->back = Tensor({rows * k, h});
-  Exchange(recv.data(), s->recv_rows, s->back.data(), s->send_rows);
+  Exchange(back_own.data(), s->recv_rows, s->back.data(), s->send_rows);
 
   Tensor out({rows, h});
   for (int64_t i = 0; i < rows * k; ++i)
@@ -154,13 +207,13 @@ Tensor MoeMlp::Forward(const Tensor& in, MoeStash* s) {
 
 Tensor MoeMlp::Backward(const Tensor& in, const Tensor& dout, MoeStash* s) {
   Backend& be = *ctx_->be;
-  const int64_t rows = ctx_->rows, h = ctx_->hidden, e = ctx_->num_experts, k = ctx_->top_k;
-  const int64_t el = local_experts(), ep = ctx_->ep_size, fl = ctx_->expert_ffn_local;
-  const int64_t total = s->x.dim(0);
+  const int64_t rows = ctx_->local_rows, h = ctx_->hidden, e = ctx_->num_experts, k = ctx_->top_k;
+  const int64_t el = local_experts(), ep = ctx_->ep_size, tp = ctx_->tp_size, fl = ctx_->expert_ffn_local;
+  const int64_t all_rows = s->x.dim(0);
   DT_CHECK_EQ(dout.numel(), rows * h) << "MoE output grad";
 
-  // Combine backward: grads of the weights (summed over the TP partials of
-  // the expert outputs) and of each token copy's expert output.
+  // Combine backward: grads of the router weights and of each token copy's
+  // expert output (this rank's tokens, complete values: no TP reduction).
   Tensor dweights({rows * k});
   Tensor dsend({rows * k, h});
   for (int64_t i = 0; i < rows * k; ++i) {
@@ -172,20 +225,21 @@ Tensor MoeMlp::Backward(const Tensor& in, const Tensor& dout, MoeStash* s) {
     be.Axpy(s->weights[i], d, dsend.data() + s->slot_row[i] * h, h);
   }
   s->back = Tensor();
-  TpAllReduce(ctx_->tp, dweights.data(), dweights.numel());
 
-  // To the experts (the dispatch's direction), their backward, and back.
-  Tensor recv({total, h});
-  Exchange(dsend.data(), s->send_rows, recv.data(), s->recv_rows);
-  Tensor dy({total, h});
-  ToExpertMajor(*s, recv.data(), h, dy.data());
-  Tensor dx({total, h});
+  // To the experts (the dispatch's direction, then the TP gather), their
+  // backward on every gathered row, the TP reduce-scatter, and back.
+  Tensor own({std::max<int64_t>(s->own_rows, 1), h});
+  Exchange(dsend.data(), s->send_rows, own.data(), s->recv_rows);
+  Tensor gathered = GatherOverTp(*s, own);
+  Tensor dy({all_rows, h});
+  ToExpertMajor(*s, gathered.data(), h, dy.data());
+  Tensor dx({all_rows, h});
   {
-    Tensor dact({total, fl}), dgate({total, fl}), dup({total, fl}), dtmp({total, h});
+    Tensor dact({all_rows, fl}), dgate({all_rows, fl}), dup({all_rows, fl}), dtmp({all_rows, h});
     int64_t r0 = 0;
     for (int64_t j = 0; j < el; ++j) {
       int64_t n = 0;
-      for (int64_t src = 0; src < ep; ++src) n += s->block_rows[src * el + j];
+      for (int64_t q = 0; q < tp * ep; ++q) n += s->block_rows[q * el + j];
       if (n == 0) continue;
       const float* x = s->x.data() + r0 * h;
       const int64_t a = r0 * fl, b = r0 * h;
@@ -201,21 +255,25 @@ Tensor MoeMlp::Backward(const Tensor& in, const Tensor& dout, MoeStash* s) {
       r0 += n;
     }
   }
-  ToRecvOrder(*s, dx.data(), h, recv.data());
-  Exchange(recv.data(), s->recv_rows, dsend.data(), s->send_rows);
+  gathered.Fill(0.0f);
+  ToGatheredOrder(*s, dx.data(), h, gathered.data());
+  dx = Tensor();
+  Tensor dx_own = ReduceScatterOverTp(*s, &gathered);
+  Exchange(dx_own.data(), s->recv_rows, dsend.data(), s->send_rows);
 
   Tensor din({rows, h});
   for (int64_t i = 0; i < rows * k; ++i)
     be.Axpy(1.0f, dsend.data() + s->slot_row[i] * h, din.data() + (i / k) * h, h);
 
-  // Router backward (the same on every TP rank: its input grad joins the
-  // TP-partial sum on rank 0 only).
+  // Router backward on this rank's tokens: the input grad is complete; the
+  // weight grad is this shard's share (sp_partial: summed over TP by
+  // FlushSpGrads).
   Tensor dlogits({rows, e});
   RouteTopKBackward(s->experts.data(), s->weights.data(), dweights.data(), rows, e, k, dlogits.data());
   Tensor drouter({rows, h});
   LinearBackward(be, in.data(), rows, h, ctx_->W(router_w_), e, dlogits.data(), drouter.data(),
                  ctx_->G(router_w_), nullptr);
-  if (ctx_->tp_rank == 0) be.Axpy(1.0f, drouter.data(), din.data(), rows * h);
+  be.Axpy(1.0f, drouter.data(), din.data(), rows * h);
   *s = MoeStash();
   return din;
 }

@@ -1,18 +1,23 @@
 // MoeMlp: the mixture-of-experts MLP block of one Llama-family layer on one
 // rank (Mixtral's sparse MLP), forward and backward, with expert
 // parallelism over LayerContext::ep and expert tensor parallelism over
-// LayerContext::tp, in the layout planner/cost/moe_ops.h prices:
+// LayerContext::tp, in Megatron-LM's layout, the one planner/cost/moe_ops.h
+// prices (expert TP = tp, sequence parallel when tp > 1):
 //
-//   in [rows, h] (the norm output gathered over TP: identical on every TP
-//   rank) -> router logits in * Wr^T [rows, E] -> top-k experts per token,
-//   weights = softmax over the k chosen logits (runtime/ops/moe_router.h)
-//   -> the rows*k token copies sorted by expert -> all-to-all over EP (each
-//   EP rank holds experts [ep_rank*E/ep, (ep_rank+1)*E/ep)) -> per local
-//   expert j: silu(x Wg_j^T) * (x Wu_j^T) Wd_j^T, with Wg, Wu column-split
-//   and Wd row-split over TP (so the expert output is a partial sum over TP)
-//   -> all-to-all back -> out[t] = sum_j w_tj * y_tj, a partial sum over TP
-//   that the caller reduces (ReduceSeq), exactly like the dense MLP's
-//   row-parallel output.
+//   in [local_rows, h] (this rank's sequence shard of the norm output; no
+//   TP gather before the block) -> router logits in * Wr^T -> top-k experts
+//   per token, weights = softmax over the k chosen logits
+//   (runtime/ops/moe_router.h) -> the local_rows*k token copies sorted by
+//   expert -> all-to-all over EP (each EP rank holds experts
+//   [ep_rank*E/ep, (ep_rank+1)*E/ep); the TP ranks of one DP replica share
+//   the EP position, hence the local experts) -> all-gather over TP of the
+//   rows each TP rank received (padded to the largest, counts exchanged
+//   first) -> per local expert j, on every gathered row: silu(x Wg_j^T) *
+//   (x Wu_j^T) Wd_j^T, Wg, Wu column-split and Wd row-split over TP (a
+//   partial sum over TP) -> reduce-scatter over TP (each rank gets its own
+//   received rows, complete) -> all-to-all back -> out[t] = sum_j w_tj *
+//   y_tj for this rank's tokens, complete (the caller adds it to the
+//   residual shard directly: no TP reduction after the block either).
 //
 // Capacity: dropless. Every routed token copy is computed, whatever the
 // load; the planner's 1.25 (kExpertLoadImbalance) is a pricing allowance for
@@ -31,10 +36,12 @@
 // Init: router and gate/up N(0, 0.02), down N(0, out_std), a function of
 // (seed, name, index) as everywhere.
 //
-// Every member of ctx->ep must call Forward / Backward in the same order
-// (the all-to-alls are collectives). The router's input grad is added on TP
-// rank 0 only (it is the same on every TP rank; the caller's reduction over
-// TP sums the partials). CPU backend only (host loops). Not thread-safe.
+// Every member of ctx->ep and ctx->tp must call Forward / Backward in the
+// same order (the all-to-alls, gathers and reduce-scatters are
+// collectives). The router weight is replicated over TP and declared
+// sequence-parallel partial: each TP rank's gradient covers its own tokens
+// and FlushSpGrads sums them. CPU backend only (host loops). Not
+// thread-safe. tp > 1 requires ctx->sp (as Megatron-LM and the planner do).
 #pragma once
 
 #include <cstdint>
@@ -52,9 +59,12 @@ struct MoeStash {
   Tensor weights;                     // [rows * k] their weights
   std::vector<int64_t> slot_row;      // [rows * k] row of each token copy in the sorted send buffer
   std::vector<size_t> send_rows;      // per EP rank: rows sent to it
-  std::vector<size_t> recv_rows;      // per EP rank: rows received from it
-  std::vector<int64_t> block_rows;    // [ep * local experts]: rows from EP rank s for local expert j
-  Tensor x, gate, up, act;            // expert-major inputs [R, h] and activations [R, f_local]
+  std::vector<size_t> recv_rows;      // per EP rank: rows this rank received from it
+  // [tp][ep][local experts]: rows TP rank t received from EP rank s for local expert j.
+  std::vector<int64_t> block_rows;
+  int64_t own_rows = 0;               // rows this rank received over EP
+  int64_t tp_pad = 0;                 // rows per TP rank in the padded TP gather (>= 1)
+  Tensor x, gate, up, act;            // expert-major inputs [R, h] and activations [R, f_local], R = gathered rows
   Tensor back;                        // [rows * k, h] expert outputs returned, in send order
 };
 
@@ -63,11 +73,12 @@ class MoeMlp {
   // Declares the router and this EP rank's experts under `prefix` ("layers.L.").
   MoeMlp(LayerContext* ctx, const std::string& prefix);
   void Init(uint64_t seed, float out_std);
-  // in: [rows, h], the same on every TP rank. Returns the TP-partial output [rows, h].
+  // in: [local_rows, h], this rank's sequence shard. Returns the block's
+  // output for those rows [local_rows, h], complete.
   Tensor Forward(const Tensor& in, MoeStash* s);
-  // in: the forward's input again; dout: [rows, h] grad of the (reduced)
-  // output, the same on every TP rank. Returns the TP-partial grad of `in`;
-  // accumulates parameter grads; clears the stash.
+  // in: the forward's input again; dout: [local_rows, h] grad of the output.
+  // Returns the grad of `in`, complete; accumulates parameter grads; clears
+  // the stash.
   Tensor Backward(const Tensor& in, const Tensor& dout, MoeStash* s);
 
  private:
@@ -75,10 +86,17 @@ class MoeMlp {
   // Sends rows (grouped by destination, send[d] rows to EP rank d) and
   // receives recv[s] rows from each EP rank s: one AllToAllV of rows of h.
   void Exchange(const float* in, const std::vector<size_t>& send, float* out, const std::vector<size_t>& recv);
-  // Copies between the received order (by source, then local expert) and
-  // the expert-major order (by local expert, then source).
-  void ToExpertMajor(const MoeStash& s, const float* recv_order, int64_t width, float* expert_major) const;
-  void ToRecvOrder(const MoeStash& s, const float* expert_major, int64_t width, float* recv_order) const;
+  // Row of block (TP rank t, EP source src, local expert j) in the TP-gathered
+  // buffer: t's padded slot, then by source, then local expert.
+  int64_t BlockOffset(const MoeStash& s, int64_t t, int64_t src, int64_t j) const;
+  // Copies between the gathered order and the expert-major order (by local
+  // expert, then TP rank, then EP source).
+  void ToExpertMajor(const MoeStash& s, const float* gathered, int64_t width, float* expert_major) const;
+  void ToGatheredOrder(const MoeStash& s, const float* expert_major, int64_t width, float* gathered) const;
+  // The padded all-gather over TP of each rank's received rows [own_rows, h]
+  // -> [tp * tp_pad, h], and its conjugate reduce-scatter (-> [tp_pad, h]).
+  Tensor GatherOverTp(const MoeStash& s, const Tensor& own) const;
+  Tensor ReduceScatterOverTp(const MoeStash& s, Tensor* gathered) const;
 
   LayerContext* ctx_;
   int router_w_;
