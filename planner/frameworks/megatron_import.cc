@@ -33,7 +33,8 @@ const std::set<std::string> kBoolFlags = {
     "--untie-embeddings-and-output-weights", "--sequence-parallel", "--use-distributed-optimizer",
     "--use-megatron-fsdp", "--use-torch-fsdp2", "--bf16", "--fp16", "--use-flash-attn",
     "--overlap-grad-reduce", "--overlap-param-gather", "--use-rotary-position-embeddings", "--use-rope-scaling",
-    "--moe-grouped-gemm", "--multi-latent-attention", "--moe-enable-deepep"};
+    "--moe-grouped-gemm", "--multi-latent-attention", "--moe-enable-deepep",
+    "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"};
 // Flags that change neither the memory nor the step time dtplan predicts:
 // data, tokenizer files, checkpoints, logging, learning-rate schedule,
 // optimizer hyper-parameters, initialization, kernel fusion switches.
@@ -435,6 +436,30 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
       return InvalidArgument("--pipeline-model-parallel-layout has " + std::to_string(p.layers_per_chunk.size()) +
                              " stages, not a multiple of --pipeline-model-parallel-size " + std::to_string(p.pp));
     p.vpp = static_cast<int>(p.layers_per_chunk.size()) / p.pp;
+  } else if (has("--account-for-embedding-in-pipeline-split") || has("--account-for-loss-in-pipeline-split")) {
+    // Megatron-core counts the embedding and / or the loss as one layer each
+    // when splitting: (num_layers + those) / (pp * vpp) per model chunk, the
+    // first chunk one real layer fewer (embedding), the last one fewer (loss).
+    const int emb = has("--account-for-embedding-in-pipeline-split") ? 1 : 0;
+    const int loss = has("--account-for-loss-in-pipeline-split") ? 1 : 0;
+    if (has("--num-layers-per-virtual-pipeline-stage") || has("--decoder-first-pipeline-num-layers") ||
+        has("--decoder-last-pipeline-num-layers"))
+      return InvalidArgument("--account-for-embedding/loss-in-pipeline-split with --num-layers-per-virtual-pipeline-stage "
+                             "or --decoder-first/last-pipeline-num-layers is not read by dtplan; give "
+                             "--num-virtual-stages-per-pipeline-rank or --pipeline-model-parallel-layout");
+    const int vs = static_cast<int>(get("--num-virtual-stages-per-pipeline-rank", 1));
+    const int64_t chunks = static_cast<int64_t>(p.pp) * std::max(vs, 1);
+    const int64_t total = static_cast<int64_t>(m.num_layers) + emb + loss;
+    const int64_t per = chunks > 0 ? total / chunks : 0;
+    const bool room = chunks == 1 ? per - emb - loss >= 1 : per - std::max(emb, loss) >= 1;
+    if (vs < 1 || total % chunks != 0 || !room)
+      return InvalidArgument("--num-layers " + std::to_string(m.num_layers) + " plus the embedding / loss counted as " +
+                             "layers (" + std::to_string(total) + ") does not split evenly into pp x vpp = " +
+                             std::to_string(chunks) + " chunks of at least one real layer (Megatron-LM refuses it too)");
+    p.vpp = static_cast<int>(chunks / p.pp);
+    p.layers_per_chunk.assign(chunks, static_cast<int>(total / chunks));
+    p.layers_per_chunk.front() -= emb;
+    p.layers_per_chunk.back() -= loss;
   } else {
     int chunk_layers = 0;
     if (has("--num-layers-per-virtual-pipeline-stage")) chunk_layers = static_cast<int>(get("--num-layers-per-virtual-pipeline-stage", 0));

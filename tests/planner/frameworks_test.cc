@@ -338,6 +338,45 @@ TEST(Frameworks, Gpt3_175bMegatronJobRoundTrips) {
   EXPECT_EQ(ToJson(job2->model).dump(), ToJson(job->model).dump());
 }
 
+// Megatron-core's --account-for-embedding/loss-in-pipeline-split (the
+// Megatron-Bridge Qwen3-235B-A22B recipes set both): 94 layers + embedding +
+// loss = 96 slots over pp 8 x vpp 4 chunks of 3; the first and the last chunk
+// hold 2 real layers. Exported as the explicit layout, which imports back.
+TEST(Frameworks, MegatronPipelineSplitCountingEmbeddingAndLoss) {
+  const std::vector<std::string> base = {
+      "--num-layers", "94", "--hidden-size", "512", "--num-attention-heads", "8", "--seq-length", "256",
+      "--micro-batch-size", "1", "--global-batch-size", "64", "--vocab-size", "1024", "--swiglu",
+      "--normalization", "RMSNorm", "--disable-bias-linear", "--pipeline-model-parallel-size", "8",
+      "--num-virtual-stages-per-pipeline-rank", "4"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> w = base;
+    w.insert(w.end(), extra.begin(), extra.end());
+    return ImportMegatron(w, 8, "qwen");
+  };
+  auto both = with({"--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"});
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  ASSERT_EQ(both->plan.layers_per_chunk.size(), 32u);
+  EXPECT_EQ(both->plan.vpp, 4);
+  EXPECT_EQ(both->plan.layers_per_chunk.front(), 2);
+  EXPECT_EQ(both->plan.layers_per_chunk.back(), 2);
+  for (size_t c = 1; c + 1 < 32; ++c) EXPECT_EQ(both->plan.layers_per_chunk[c], 3) << c;
+  EXPECT_TRUE(Validate(both->plan, both->model, "imported").ok());
+  auto flags = MegatronArgs(both->model, both->plan, true);
+  ASSERT_TRUE(flags.ok()) << flags.status().message();
+  std::vector<std::string> again;
+  for (const CliFlag& c : *flags) {
+    again.push_back(c.name);
+    if (!c.value.empty()) again.push_back(c.value);
+  }
+  auto back = ImportMegatron(again, 8, "qwen");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->plan.layers_per_chunk, both->plan.layers_per_chunk);
+  // 94 + 1 = 95 slots do not split into 32 chunks: refused, as Megatron-LM does.
+  auto odd = with({"--account-for-loss-in-pipeline-split"});
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.status().message().find("does not split evenly"), std::string::npos) << odd.status().message();
+}
+
 TEST(Frameworks, MegatronImportRefusesWhatItCannotPrice) {
   auto words = SplitCommandLine(ReadFile("tests/cli/megatron/gpt3_175b_args.sh"));
   ASSERT_TRUE(words.ok());
