@@ -33,7 +33,14 @@ class Backend {
   virtual void CopyToHost(float* host_dst, const float* src, size_t n) = 0;
   virtual void Copy(float* dst, const float* src, size_t n) = 0;  // within the device
   virtual void Fill(float* x, float v, size_t n) = 0;
+  // Waits until every kernel issued so far has run (a no-op on the eager CPU
+  // backend). Host code that reads or writes kernel memory calls it first
+  // (runtime/ops/host_ops.h HostAccess).
   virtual void Synchronize() {}
+  // Whether the host may read and write this backend's memory (after
+  // Synchronize): host memory, or memory the device shares with the host.
+  // Ops written as host loops run only on such backends.
+  virtual bool host_accessible() const { return false; }
 
   // --- GEMM: C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C ---
   // op(A) = A (A stored [m, k], lda >= k) or A^T (A stored [k, m], lda >= m).

@@ -52,6 +52,7 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(GemmLibrary gemm) : gemm_(gemm) {}
   const char* name() const override { return "cpu"; }
+  bool host_accessible() const override { return true; }
 
   float* Alloc(size_t n) override { return AllocFloats(n); }
   void Free(float* p, size_t n) override { FreeFloats(p, n); }

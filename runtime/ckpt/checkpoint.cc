@@ -1,4 +1,5 @@
 #include "runtime/ckpt/checkpoint.h"
+#include "runtime/tensor/allocator.h"
 
 #include <cstring>
 #include <set>
@@ -111,6 +112,7 @@ json MetaOf(const TrainState& s) {
 
 Status SaveCheckpoint(const std::string& root, const TrainState& state,
                       const std::vector<ChunkState>& chunks, const Groups& g) {
+  DeviceSynchronize();  // parameter and moment memory: queued kernels first
   const bool gatherer = g.coord.dp == 0 && g.coord.cp == 0;
   // MoE expert Params are split over the EP group: the EP group of dp = 0
   // (dp < ep, cp = 0) holds each expert once; its members gather their
@@ -179,6 +181,7 @@ Status SaveCheckpoint(const std::string& root, const TrainState& state,
 }
 
 StatusOr<TrainState> LoadCheckpoint(const std::string& path, const std::vector<ChunkState>& chunks) {
+  DeviceSynchronize();  // parameter and moment memory: queued kernels first
   DT_ASSIGN_OR_RETURN(CheckpointContents c, ReadCheckpoint(path));
   TrainState s;
   try {

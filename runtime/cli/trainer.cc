@@ -1,6 +1,7 @@
 #include "runtime/cli/trainer.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "planner/spec/plan_spec.h"
 #include "planner/spec/rank_grid.h"
 #include "runtime/backend/backend.h"
+#include "runtime/backend/deferred_backend.h"
 #include "base/checked_write.h"
 #include "runtime/backend/cpu_gemm.h"
 #include "runtime/ckpt/checkpoint.h"
@@ -141,6 +143,10 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
   StatusOr<GemmLibrary> gemm = GemmLibraryFromEnv();
   if (!gemm.ok()) return BadInput(world, gemm.status().message());
   std::unique_ptr<Backend> backend = MakeCpuBackend(*gemm);
+  // Test instrument: kernels deferred as on a device stream, to prove every
+  // host access synchronises (runtime/backend/deferred_backend.h).
+  if (const char* d = std::getenv("DT_DEFERRED_KERNELS"); d != nullptr && std::string(d) == "1")
+    backend = MakeDeferredBackend(std::move(backend));
   std::vector<std::unique_ptr<ModelChunk>> chunks;
   std::vector<ModelChunk*> chunk_ptrs;
   std::vector<ParamStore*> stores;

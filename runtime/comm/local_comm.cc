@@ -1,4 +1,5 @@
 #include "runtime/comm/local_comm.h"
+#include "runtime/tensor/allocator.h"
 
 #include <algorithm>
 #include <chrono>

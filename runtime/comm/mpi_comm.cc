@@ -1,4 +1,5 @@
 #include "runtime/comm/mpi_comm.h"
+#include "runtime/tensor/allocator.h"
 
 #include <climits>
 #include <vector>
@@ -90,43 +91,52 @@ MpiComm::~MpiComm() {
 }
 
 void MpiComm::AllReduce(float* buf, size_t n, ReduceOp op) {
+  DeviceSynchronize();  // host buffers: kernels that wrote them must have run
   DT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, Count(n), MPI_FLOAT,
                              op == ReduceOp::kSum ? MPI_SUM : MPI_MAX, comm_));
 }
 
 std::unique_ptr<Request> MpiComm::IAllReduce(float* buf, size_t n) {
+  DeviceSynchronize();  // host buffers: kernels that wrote them must have run
   auto r = std::make_unique<MpiRequest>();
   DT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, Count(n), MPI_FLOAT, MPI_SUM, comm_, r->handle()));
   return r;
 }
 
 void MpiComm::ReduceScatter(const float* in, float* out, size_t n) {
+  DeviceSynchronize();  // host buffers: kernels that wrote them must have run
   DT_MPI_CHECK(MPI_Reduce_scatter_block(in, out, Count(n), MPI_FLOAT, MPI_SUM, comm_));
 }
 
 void MpiComm::AllReduceBf16(uint16_t* buf, size_t n) {
+  DeviceSynchronize();  // host buffers: kernels that wrote them must have run
   DT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, Count(n), MPI_UINT16_T, Bf16Sum(), comm_));
 }
 
 void MpiComm::ReduceScatterBf16(const uint16_t* in, uint16_t* out, size_t n) {
+  DeviceSynchronize();  // host buffers: kernels that wrote them must have run
   DT_MPI_CHECK(MPI_Reduce_scatter_block(in, out, Count(n), MPI_UINT16_T, Bf16Sum(), comm_));
 }
 
 void MpiComm::AllGatherBf16(const uint16_t* in, uint16_t* out, size_t n) {
+  DeviceSynchronize();  // host buffers: kernels that wrote them must have run
   DT_MPI_CHECK(MPI_Allgather(in, Count(n), MPI_UINT16_T, out, Count(n), MPI_UINT16_T, comm_));
 }
 
 void MpiComm::AllGather(const float* in, float* out, size_t n) {
+  DeviceSynchronize();  // host buffers: kernels that wrote them must have run
   DT_MPI_CHECK(MPI_Allgather(in, Count(n), MPI_FLOAT, out, Count(n), MPI_FLOAT, comm_));
 }
 
 std::unique_ptr<Request> MpiComm::ISend(const float* buf, size_t n, int peer, int tag) {
+  DeviceSynchronize();  // host buffers: kernels that wrote them must have run
   auto r = std::make_unique<MpiRequest>();
   DT_MPI_CHECK(MPI_Isend(buf, Count(n), MPI_FLOAT, peer, tag, comm_, r->handle()));
   return r;
 }
 
 std::unique_ptr<Request> MpiComm::IRecv(float* buf, size_t n, int peer, int tag) {
+  DeviceSynchronize();  // host buffers: kernels that wrote them must have run
   auto r = std::make_unique<MpiRequest>();
   DT_MPI_CHECK(MPI_Irecv(buf, Count(n), MPI_FLOAT, peer, tag, comm_, r->handle()));
   return r;
@@ -135,6 +145,7 @@ std::unique_ptr<Request> MpiComm::IRecv(float* buf, size_t n, int peer, int tag)
 void MpiComm::Barrier() { DT_MPI_CHECK(MPI_Barrier(comm_)); }
 
 void MpiComm::AllToAllV(const float* in, const size_t* send_counts, float* out, const size_t* recv_counts) {
+  DeviceSynchronize();  // host buffers: kernels that wrote them must have run
   std::vector<int> sc(size_), sd(size_), rc(size_), rd(size_);
   size_t s_off = 0, r_off = 0;
   for (int p = 0; p < size_; ++p) {

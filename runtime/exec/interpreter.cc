@@ -1,4 +1,5 @@
 #include "runtime/exec/interpreter.h"
+#include "runtime/tensor/allocator.h"
 
 #include <algorithm>
 #include <string>
@@ -48,6 +49,7 @@ bool Interpreter::DeferGradSync(int local_chunk) const { return deferred_[local_
 // are both here; each copy's grad becomes the sum, as the tied all-reduce
 // would make it across ranks.
 void Interpreter::SumLocalTiedGrads() {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   if (plan_.pp != 1 || chunks_.size() < 2) return;
   std::map<std::string, std::vector<std::pair<ParamStore*, int>>> copies;
   for (ModelChunk* c : chunks_) {

@@ -1,4 +1,5 @@
 #include "runtime/model/bf16_params.h"
+#include "runtime/tensor/allocator.h"
 
 #include "base/check.h"
 
@@ -18,6 +19,7 @@ Bf16Params::~Bf16Params() {
 }
 
 void Bf16Params::Gather(int u) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   DT_CHECK(unit_values_.find(u) == unit_values_.end()) << "unit " << u << " gathered twice";
   const ParamUnit& pu = store_->units().at(u);
   auto& buf = unit_values_[u];
@@ -27,6 +29,7 @@ void Bf16Params::Gather(int u) {
 }
 
 void Bf16Params::Release(int u) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   auto it = unit_values_.find(u);
   DT_CHECK(it != unit_values_.end()) << "unit " << u << " released without Gather";
   store_->BindUnitValues(u, nullptr);
@@ -34,6 +37,7 @@ void Bf16Params::Release(int u) {
 }
 
 void Bf16Params::BeginGrads(int u) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   DT_CHECK(unit_grads_.find(u) == unit_grads_.end()) << "unit " << u << " gradients begun twice";
   const ParamUnit& pu = store_->units().at(u);
   auto& buf = unit_grads_[u];
@@ -42,6 +46,7 @@ void Bf16Params::BeginGrads(int u) {
 }
 
 void Bf16Params::EndGrads(int u) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   auto it = unit_grads_.find(u);
   DT_CHECK(it != unit_grads_.end()) << "unit " << u << " gradients ended without BeginGrads";
   const ParamUnit& pu = store_->units().at(u);

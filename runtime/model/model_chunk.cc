@@ -1,4 +1,5 @@
 #include "runtime/model/model_chunk.h"
+#include "runtime/tensor/allocator.h"
 
 #include <algorithm>
 
@@ -158,6 +159,7 @@ void ModelChunk::EndUse(const std::vector<int>& units, bool backward) {
 }
 
 void ModelChunk::InitParams(uint64_t seed) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   const auto& ps = store_.params();
   auto normal = [&](int i) { InitNormal(ps[i], seed, 0.02f, store_.value(i)); };
   if (word_ >= 0) normal(word_);
@@ -199,6 +201,7 @@ std::vector<int32_t> ModelChunk::SeqMajor(const int32_t* bm) const {
 }
 
 Tensor ModelChunk::EmbedForward(const int32_t* tokens, Stash* s) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   const int64_t h = ctx_.hidden;
   s->tokens = SeqMajor(tokens);
   Tensor partial({ctx_.rows, h});
@@ -217,6 +220,7 @@ Tensor ModelChunk::EmbedForward(const int32_t* tokens, Stash* s) {
 }
 
 void ModelChunk::EmbedBackward(const Tensor& dx, Stash* s) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   // The full-sequence grad (gathered under SP) is identical on every TP
   // rank, so the replicated position grad needs no all-reduce.
   Tensor full = GatherSeq(&ctx_, dx);
@@ -230,6 +234,7 @@ void ModelChunk::EmbedBackward(const Tensor& dx, Stash* s) {
 }
 
 float ModelChunk::HeadForward(Tensor x, const int32_t* targets, HeadStash* s) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   Backend& be = *ctx_.be;
   const int64_t rl = ctx_.local_rows, h = ctx_.hidden;
   s->x = std::move(x);
@@ -253,6 +258,7 @@ float ModelChunk::HeadForward(Tensor x, const int32_t* targets, HeadStash* s) {
 }
 
 Tensor ModelChunk::HeadBackward(HeadStash* s, float loss_scale) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   Backend& be = *ctx_.be;
   const int64_t rl = ctx_.local_rows, h = ctx_.hidden;
   Tensor dlogits({ctx_.rows, vocab_local_});

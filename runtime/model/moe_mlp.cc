@@ -6,6 +6,7 @@
 #include "base/check.h"
 #include "runtime/model/init.h"
 #include "runtime/model/tp_ops.h"
+#include "runtime/ops/host_ops.h"
 #include "runtime/ops/linear.h"
 #include "runtime/ops/moe_router.h"
 #include "runtime/ops/swiglu.h"
@@ -44,6 +45,7 @@ void MoeMlp::Exchange(const float* in, const std::vector<size_t>& send, float* o
                       const std::vector<size_t>& recv) {
   const size_t h = static_cast<size_t>(ctx_->hidden);
   if (ctx_->ep_size == 1) {
+    HostAccess(*ctx_->be, "MoE dispatch (one EP rank)");
     if (send[0] > 0) std::memcpy(out, in, send[0] * h * sizeof(float));
     return;
   }
@@ -192,6 +194,7 @@ Tensor MoeMlp::Forward(const Tensor& in, MoeStash* s) {
     LinearForward(be, a, n, fl, ctx_->W(down_w_[j]), nullptr, h, y.data() + r0 * h);
     r0 += n;
   }
+  HostAccess(be, "MoE expert outputs (reorder)");
   gathered.Fill(0.0f);  // padding rows stay zero through the reduce-scatter
   ToGatheredOrder(*s, y.data(), h, gathered.data());
   y = Tensor();
@@ -216,6 +219,7 @@ Tensor MoeMlp::Backward(const Tensor& in, const Tensor& dout, MoeStash* s) {
   // expert output (this rank's tokens, complete values: no TP reduction).
   Tensor dweights({rows * k});
   Tensor dsend({rows * k, h});
+  HostAccess(be, "MoE combine backward");
   for (int64_t i = 0; i < rows * k; ++i) {
     const float* d = dout.data() + (i / k) * h;
     const float* y = s->back.data() + s->slot_row[i] * h;
@@ -255,6 +259,7 @@ Tensor MoeMlp::Backward(const Tensor& in, const Tensor& dout, MoeStash* s) {
       r0 += n;
     }
   }
+  HostAccess(be, "MoE expert input grads (reorder)");
   gathered.Fill(0.0f);
   ToGatheredOrder(*s, dx.data(), h, gathered.data());
   dx = Tensor();

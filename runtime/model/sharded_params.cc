@@ -1,4 +1,5 @@
 #include "runtime/model/sharded_params.h"
+#include "runtime/tensor/allocator.h"
 
 #include <algorithm>
 #include <cstring>
@@ -39,6 +40,7 @@ ShardedParams::~ShardedParams() {
 }
 
 void ShardedParams::Gather(int u) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   if (stage_ != 3) return;
   DT_CHECK(values_.find(u) == values_.end()) << "unit " << store_->units().at(u).name << " gathered twice";
   const UnitShard& s = shards_.at(u);
@@ -49,6 +51,7 @@ void ShardedParams::Gather(int u) {
 }
 
 void ShardedParams::Release(int u) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   if (stage_ != 3) return;
   auto it = values_.find(u);
   DT_CHECK(it != values_.end()) << "unit " << store_->units().at(u).name << " released but not gathered";
@@ -57,6 +60,7 @@ void ShardedParams::Release(int u) {
 }
 
 void ShardedParams::BeginGrads(int u) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   DT_CHECK(grads_.find(u) == grads_.end()) << "unit " << store_->units().at(u).name << " gradients begun twice";
   TrackedFloats& buf = grads_[u];
   buf.assign(static_cast<size_t>(shards_.at(u).padded), 0.0f);
@@ -64,6 +68,7 @@ void ShardedParams::BeginGrads(int u) {
 }
 
 void ShardedParams::ReduceGrads(int u) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   auto it = grads_.find(u);
   DT_CHECK(it != grads_.end()) << "unit " << store_->units().at(u).name << " reduced without BeginGrads";
   store_->BindUnitGrads(u, nullptr);
@@ -86,6 +91,7 @@ float* ShardedParams::OwnedValues(int u) {
 void ShardedParams::ZeroGradShards() { std::fill(grad_shard_.begin(), grad_shard_.end(), 0.0f); }
 
 void ShardedParams::AllGatherValues() {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   if (stage_ != 2) return;
   const auto& units = store_->units();
   for (size_t u = 0; u < units.size(); ++u) {
@@ -99,6 +105,7 @@ void ShardedParams::AllGatherValues() {
 }
 
 void ShardedParams::AllGatherShardArray(const float* shard_array, float* full) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   const auto& units = store_->units();
   for (size_t u = 0; u < units.size(); ++u) {
     const UnitShard& s = shards_[u];
@@ -109,6 +116,7 @@ void ShardedParams::AllGatherShardArray(const float* shard_array, float* full) {
 }
 
 void ShardedParams::TakeShardArray(const float* full, float* shard_array) const {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   const auto& units = store_->units();
   for (size_t u = 0; u < units.size(); ++u) {
     const UnitShard& s = shards_[u];
@@ -119,6 +127,7 @@ void ShardedParams::TakeShardArray(const float* full, float* shard_array) const 
 }
 
 void ShardedParams::MaterializeValues() {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   if (stage_ != 3) return;
   DT_CHECK(values_.empty()) << "MaterializeValues while units are gathered";
   store_->RestoreValues();
@@ -126,6 +135,7 @@ void ShardedParams::MaterializeValues() {
 }
 
 void ShardedParams::ShardValues() {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   if (stage_ != 3) return;
   TakeShardArray(store_->values(), value_shard_.data());
   store_->DropValues();

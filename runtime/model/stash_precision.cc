@@ -1,4 +1,5 @@
 #include "runtime/model/stash_precision.h"
+#include "runtime/tensor/allocator.h"
 
 #include "runtime/model/gpt_layer.h"
 
@@ -23,11 +24,13 @@ void WidenTensor(Tensor* t) {
 }
 
 void NarrowStash(const LayerContext& ctx, LayerStash* s) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   if (!ctx.bf16) return;
   ForEachNarrowed(s, [&](Tensor* t) { NarrowTensor(ctx, t); });
 }
 
 void WidenStash(LayerStash* s) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   ForEachNarrowed(s, [](Tensor* t) { WidenTensor(t); });
 }
 

@@ -1,4 +1,5 @@
 #include "runtime/ops/cross_entropy.h"
+#include "runtime/tensor/allocator.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +11,7 @@ namespace dt::rt {
 
 float CrossEntropyForward(const float* logits, int64_t rows, int64_t vocab_start,
                           int64_t vocab_local, const int32_t* targets, Comm* tp, float* lse) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   const bool reduce = tp != nullptr && tp->size() > 1;
   std::vector<float> row_max(rows), sum_exp(rows), target_logit(rows, 0.0f);
 #pragma omp parallel for if (rows * vocab_local > (1 << 14))
@@ -43,6 +45,7 @@ float CrossEntropyForward(const float* logits, int64_t rows, int64_t vocab_start
 void CrossEntropyBackward(const float* logits, int64_t rows, int64_t vocab_start,
                           int64_t vocab_local, const int32_t* targets, const float* lse,
                           float dloss, float* dlogits) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   const float g = rows > 0 ? dloss / static_cast<float>(rows) : 0.0f;
 #pragma omp parallel for if (rows * vocab_local > (1 << 14))
   for (int64_t r = 0; r < rows; ++r) {

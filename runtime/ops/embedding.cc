@@ -1,4 +1,5 @@
 #include "runtime/ops/embedding.h"
+#include "runtime/tensor/allocator.h"
 
 #include <cstring>
 
@@ -8,6 +9,7 @@ namespace dt::rt {
 
 void EmbeddingForward(const float* w, int64_t vocab_start, int64_t vocab_local, int64_t hidden,
                       const int32_t* tokens, int64_t rows, float* out) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
 #pragma omp parallel for if (rows * hidden > (1 << 14))
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t local = static_cast<int64_t>(tokens[r]) - vocab_start;
@@ -22,6 +24,7 @@ void EmbeddingForward(const float* w, int64_t vocab_start, int64_t vocab_local, 
 
 void EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows,
                        int64_t vocab_start, int64_t vocab_local, int64_t hidden, float* dw) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   // Sequential over rows: the same token may repeat, and a fixed order keeps it deterministic.
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t local = static_cast<int64_t>(tokens[r]) - vocab_start;
@@ -35,12 +38,14 @@ void EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows,
 void VocabParallelEmbeddingForward(const float* w, int64_t vocab_start, int64_t vocab_local,
                                    int64_t hidden, const int32_t* tokens, int64_t rows,
                                    float* out, Comm* tp) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   EmbeddingForward(w, vocab_start, vocab_local, hidden, tokens, rows, out);
   if (tp != nullptr && tp->size() > 1) tp->AllReduce(out, static_cast<size_t>(rows * hidden));
 }
 
 void PositionEmbeddingForward(const float* p, int64_t seq, int64_t batch, int64_t hidden,
                               float* out) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
 #pragma omp parallel for if (seq * batch * hidden > (1 << 14))
   for (int64_t t = 0; t < seq; ++t) {
     for (int64_t b = 0; b < batch; ++b) {
@@ -53,6 +58,7 @@ void PositionEmbeddingForward(const float* p, int64_t seq, int64_t batch, int64_
 
 void PositionEmbeddingBackward(const float* dout, int64_t seq, int64_t batch, int64_t hidden,
                                float* dp) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
 #pragma omp parallel for if (seq * batch * hidden > (1 << 14))
   for (int64_t t = 0; t < seq; ++t) {
     float* g = dp + t * hidden;

@@ -1,4 +1,5 @@
 #include "runtime/ops/moe_router.h"
+#include "runtime/tensor/allocator.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +12,7 @@ namespace dt::rt {
 
 void RouteTopK(const float* logits, int64_t rows, int64_t num_experts, int64_t k, int32_t* experts,
                float* weights) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   DT_CHECK(k >= 1 && k <= num_experts) << "top-k " << k << " of " << num_experts << " experts";
   std::vector<int32_t> order(num_experts);
   for (int64_t t = 0; t < rows; ++t) {
@@ -34,6 +36,7 @@ void RouteTopK(const float* logits, int64_t rows, int64_t num_experts, int64_t k
 
 void RouteTopKBackward(const int32_t* experts, const float* weights, const float* dweights, int64_t rows,
                        int64_t num_experts, int64_t k, float* dlogits) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   std::fill(dlogits, dlogits + rows * num_experts, 0.0f);
   for (int64_t t = 0; t < rows; ++t) {
     const int32_t* e = experts + t * k;

@@ -1,4 +1,6 @@
 #include "runtime/ops/ring_attention.h"
+#include "runtime/tensor/allocator.h"
+#include "runtime/ops/host_ops.h"
 
 #include <cmath>
 #include <cstring>
@@ -54,6 +56,7 @@ std::vector<int64_t> Positions(const AttentionDims& d, const Ring& ring, int own
 
 // A K/V block [seq, batch, heads, 2, head_dim]: the K and V parts of qkv.
 Tensor PackKv(const AttentionDims& d, const float* qkv) {
+  DeviceSynchronize();  // qkv comes from kernels
   Tensor kv({d.seq, d.batch, d.heads, 2, d.head_dim});
   const int64_t hd = d.head_dim, n = d.seq * d.batch * d.heads;
   for (int64_t i = 0; i < n; ++i) std::memcpy(kv.data() + i * 2 * hd, qkv + i * 3 * hd + hd, sizeof(float) * 2 * hd);
@@ -66,6 +69,7 @@ void MaskedScores(Backend& be, const AttentionDims& d, const float* q, const flo
   const int64_t n = d.seq;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
   be.Gemm(Trans::kNo, Trans::kYes, n, n, d.head_dim, scale, q, ld.qkv, k, ld.kv, 0.0f, s, n);
+  HostAccess(be, "ring attention (mask, online softmax)");
   for (int64_t t = 0; t < n; ++t)
     for (int64_t u = 0; u < n; ++u)
       if (kpos[u] > qpos[t]) s[t * n + u] = kNegInf;
@@ -160,6 +164,7 @@ void RingAttentionForward(Backend& be, Comm* cp, const AttentionDims& d, const f
     xfer.WaitAll();
     if (step + 1 < ring.size) kv = std::move(kv_next);
   }
+  HostAccess(be, "ring attention (normalisation)");
   for (int64_t hi = 0; hi < heads; ++hi) {
     const float* m = row_max.data() + hi * n;
     const float* l = row_sum.data() + hi * n;
@@ -194,6 +199,7 @@ void RingAttentionBackward(Backend& be, Comm* cp, const AttentionDims& d, const 
   be.Fill(dqkv, 0.0f, static_cast<size_t>(d.QkvNumel()));
   // D[t] = rowsum(dO * O): the softmax backward's per-row term, block-free.
   Tensor dsum({heads, n});
+  HostAccess(be, "ring attention backward (row sums)");
   for (int64_t t = 0; t < n; ++t)
     for (int64_t hi = 0; hi < heads; ++hi) {
       const float* o = out + t * ld.out + hi * hd;
@@ -254,6 +260,7 @@ void RingAttentionBackward(Backend& be, Comm* cp, const AttentionDims& d, const 
         be.Gemm(Trans::kYes, Trans::kNo, n, hd, n, 1.0f, p, n, g, ld.out, 0.0f, dv, ld_dkv);
         be.Gemm(Trans::kNo, Trans::kYes, n, n, hd, 1.0f, g, ld.out, v, ld.kv, 0.0f, ds.data(), n);
         const float* dh = dsum.data() + hi * n;
+        HostAccess(be, "ring attention backward (dS)");
         for (int64_t t = 0; t < n; ++t)
           for (int64_t u = 0; u < n; ++u) ds[t * n + u] = p[t * n + u] * (ds[t * n + u] - dh[t]);
         be.Gemm(Trans::kNo, Trans::kNo, n, hd, n, scale, ds.data(), n, k, ld.kv, 1.0f, dq, ld.qkv);

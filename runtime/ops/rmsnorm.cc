@@ -10,7 +10,7 @@ namespace dt::rt {
 void RmsNormForward(Backend& be, const float* x, const float* gamma, int64_t rows, int64_t cols,
                     float eps, float* y, float* rstd) {
   DT_CHECK(x && gamma && y && rstd) << "rmsnorm forward: null pointer";
-  CheckHostBackend(be, "RMSNorm");
+  HostAccess(be, "RMSNorm");
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
     double ss = 0.0;
@@ -25,7 +25,7 @@ void RmsNormForward(Backend& be, const float* x, const float* gamma, int64_t row
 void RmsNormBackward(Backend& be, const float* x, const float* gamma, const float* rstd,
                      const float* dy, int64_t rows, int64_t cols, float* dx, float* dgamma) {
   DT_CHECK(x && gamma && rstd && dy && dx && dgamma) << "rmsnorm backward: null pointer";
-  CheckHostBackend(be, "RMSNorm");
+  HostAccess(be, "RMSNorm");
   // With g = gamma * dy and s = rstd: dx = s * g - x * s^3 * mean_c(g * x).
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;

@@ -14,7 +14,7 @@ void Rotate(Backend& be, const RopeDims& d, const int64_t* positions, float* x, 
   DT_CHECK(x && positions) << "rope: null pointer";
   DT_CHECK(d.head_dim % 2 == 0) << "rope: head_dim " << d.head_dim << " must be even";
   DT_CHECK(d.theta > 0) << "rope: theta " << d.theta;
-  CheckHostBackend(be, "RoPE");
+  HostAccess(be, "RoPE");
   const int64_t half = d.head_dim / 2;
   std::vector<double> inv_freq(half);
   for (int64_t i = 0; i < half; ++i)

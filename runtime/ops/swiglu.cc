@@ -12,14 +12,14 @@ inline float Sigmoid(float g) { return 1.0f / (1.0f + std::exp(-g)); }
 
 void SwiGluForward(Backend& be, const float* gate, const float* up, int64_t n, float* y) {
   DT_CHECK(gate && up && y) << "swiglu forward: null pointer";
-  CheckHostBackend(be, "SwiGLU");
+  HostAccess(be, "SwiGLU");
   for (int64_t i = 0; i < n; ++i) y[i] = gate[i] * Sigmoid(gate[i]) * up[i];
 }
 
 void SwiGluBackward(Backend& be, const float* gate, const float* up, const float* dy, int64_t n,
                     float* dgate, float* dup) {
   DT_CHECK(gate && up && dy && dgate && dup) << "swiglu backward: null pointer";
-  CheckHostBackend(be, "SwiGLU");
+  HostAccess(be, "SwiGLU");
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i], s = Sigmoid(g), silu = g * s;
     const float d = dy[i];

@@ -1,4 +1,5 @@
 #include "runtime/optim/grad_sync.h"
+#include "runtime/tensor/allocator.h"
 
 #include <algorithm>
 
@@ -11,6 +12,7 @@ GradSync::GradSync(Comm* dp, int64_t bucket_bytes, float scale, bool split_exper
     : dp_(dp), split_experts_(split_experts), expert_dp_(expert_dp), bucket_elems_(std::max<int64_t>(1, bucket_bytes / 4)), scale_(scale) {}
 
 void GradSync::Start(ParamStore& store) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   DT_CHECK(store_ == nullptr) << "GradSync::Start while a previous sync is pending";
   store_ = &store;
   last_buckets_ = 0;
@@ -50,6 +52,7 @@ void GradSync::Start(ParamStore& store) {
 }
 
 void GradSync::Finish() {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   DT_CHECK(store_ != nullptr) << "GradSync::Finish without Start";
   for (auto& r : requests_) r->Wait();
   requests_.clear();

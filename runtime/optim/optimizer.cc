@@ -1,4 +1,5 @@
 #include "runtime/optim/optimizer.h"
+#include "runtime/tensor/allocator.h"
 
 #include <cmath>
 #include <cstring>
@@ -42,6 +43,7 @@ Optimizer::Optimizer(std::vector<ParamStore*> chunks, std::vector<bool> counts_t
 }
 
 void Optimizer::StartGradSync(int local_chunk) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   Chunk& c = chunks_.at(local_chunk);
   DT_CHECK(!c.sync_started) << "StartGradSync twice for chunk " << local_chunk;
   if (comms_.tied != nullptr && comms_.tied->size() > 1) {
@@ -70,10 +72,12 @@ void Optimizer::StartGradSync(int local_chunk) {
 }
 
 void Optimizer::FinishGradSync(Chunk& c) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   if (c.sync && c.sync->pending()) c.sync->Finish();
 }
 
 StepStats Optimizer::Step() {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   for (size_t i = 0; i < chunks_.size(); ++i) {
     if (!chunks_[i].sync_started) StartGradSync(static_cast<int>(i));
     FinishGradSync(chunks_[i]);
@@ -111,12 +115,14 @@ StepStats Optimizer::Step() {
 }
 
 void Optimizer::ParamSync(int local_chunk) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   Chunk& c = chunks_.at(local_chunk);
   if (c.zero) c.zero->AllGatherValues();
   else if (c.shard) c.shard->AllGatherValues(*c.store);
 }
 
 void Optimizer::GatherMoments(int local_chunk, std::vector<float>* m, std::vector<float>* v) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   Chunk& c = chunks_.at(local_chunk);
   const size_t n = static_cast<size_t>(c.store->numel());
   m->assign(n, 0.0f);
@@ -134,6 +140,7 @@ void Optimizer::GatherMoments(int local_chunk, std::vector<float>* m, std::vecto
 }
 
 void Optimizer::LoadMoments(int local_chunk, const float* m, const float* v) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   Chunk& c = chunks_.at(local_chunk);
   if (c.zero_adam) {
     c.zero->TakeShardArray(m, c.zero_adam->m().data());

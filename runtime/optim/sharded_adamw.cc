@@ -1,4 +1,5 @@
 #include "runtime/optim/sharded_adamw.h"
+#include "runtime/tensor/allocator.h"
 
 #include <algorithm>
 
@@ -23,6 +24,7 @@ ShardedAdamW::ShardedAdamW(ShardedParams* params) : params_(params) {
 }
 
 void ShardedAdamW::Update(const AdamWConfig& cfg, int64_t t, float lr, float grad_scale) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   const float* g = params_->grad_shard();
   for (const Segment& seg : segments_) {
     const ShardedParams::UnitShard& s = params_->unit_shard(seg.unit);
@@ -34,6 +36,7 @@ void ShardedAdamW::Update(const AdamWConfig& cfg, int64_t t, float lr, float gra
 }
 
 double ShardedAdamW::LocalGradSquares(bool count_tied) const {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   const ParamStore& store = params_->store();
   const float* g = params_->grad_shard();
   double total = 0.0;

@@ -1,4 +1,5 @@
 #include "runtime/optim/zero_shard.h"
+#include "runtime/tensor/allocator.h"
 
 #include <algorithm>
 #include <cstring>
@@ -32,6 +33,7 @@ ZeroShard::ZeroShard(Comm* dp, int64_t numel, float scale, bool bf16)
 }
 
 void ZeroShard::ReduceScatterGrads(ParamStore& store) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   DT_CHECK_EQ(store.numel(), numel_);
   const int64_t owned = range_.end - range_.begin;
   if (Bf16Params* b = store.bf16()) {
@@ -60,6 +62,7 @@ void ZeroShard::ReduceScatterGrads(ParamStore& store) {
 }
 
 void ZeroShard::AllGatherShard(const float* shard, float* full) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   const int64_t owned = range_.end - range_.begin;
   if (dp_ == nullptr || dp_->size() == 1) {
     std::memcpy(full, shard, sizeof(float) * owned);
@@ -72,6 +75,7 @@ void ZeroShard::AllGatherShard(const float* shard, float* full) {
 }
 
 void ZeroShard::AllGatherValues(ParamStore& store) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
   DT_CHECK_EQ(store.numel(), numel_);
   if (dp_ == nullptr || dp_->size() == 1) return;
   if (Bf16Params* b = store.bf16()) {

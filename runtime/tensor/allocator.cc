@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include <malloc.h>
 
@@ -69,8 +70,24 @@ float* AllocFloats(size_t n) {
   return p;
 }
 
+namespace {
+std::atomic<void (*)()> g_before_free{nullptr};
+std::atomic<std::thread::id> g_hook_thread{};
+}  // namespace
+
+void SetDeviceSyncHook(void (*hook)()) {
+  g_hook_thread.store(std::this_thread::get_id());
+  g_before_free.store(hook);
+}
+
+void DeviceSynchronize() {
+  if (void (*hook)() = g_before_free.load(); hook != nullptr && g_hook_thread.load() == std::this_thread::get_id())
+    hook();
+}
+
 void FreeFloats(float* p, size_t n) {
   if (p == nullptr) return;
+  DeviceSynchronize();
   std::free(p);
   TrackFree(static_cast<int64_t>(n * sizeof(float)));
 }

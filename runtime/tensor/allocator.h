@@ -26,6 +26,17 @@ float* AllocFloats(size_t n);           // n may be 0 (returns nullptr)
 float* AllocFloatsUninitialized(size_t n);
 void FreeFloats(float* p, size_t n);    // n must be the allocated count
 
+// Device synchronisation for host code that touches tensor memory without a
+// Backend at hand (collectives over host buffers, the optimizer, checkpoints):
+// an asynchronous backend installs its Synchronize as the hook (nullptr:
+// none; replaces any previous one) and DeviceSynchronize() runs it, on the
+// thread that installed it only (a no-op elsewhere and without a hook, as on
+// the eager CPU backend). FreeFloats calls it before it frees, so no queued
+// kernel outlives the memory it uses, as cudaFree waits for the device
+// (runtime/backend/deferred_backend.h).
+void SetDeviceSyncHook(void (*hook)());
+void DeviceSynchronize();
+
 void TrackAlloc(int64_t bytes);
 void TrackFree(int64_t bytes);
 int64_t CurrentBytes();  // bytes allocated and not yet freed

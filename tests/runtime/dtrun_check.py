@@ -544,6 +544,68 @@ def check_predicted():
             fail("summary lacks '%s'" % want)
 
 
+def check_deferred():
+    """The device path's synchronisation, proven on CPU: every plan kind below runs twice, with the
+    eager CPU backend and with DT_DEFERRED_KERNELS=1 (runtime/backend/deferred_backend.h: kernels
+    queued as on a GPU stream, run only at a synchronisation). A host access without its
+    synchronisation reads or overwrites data a queued kernel has not produced or consumed yet, so
+    the two runs agree bit for bit (losses and gradient norms) only if none is missing."""
+    gpt = os.path.join(A.source_dir, "examples/models/gpt-tiny.json")
+    llama = os.path.join(A.source_dir, "examples/models/llama-tiny.json")
+    mixtral = os.path.join(A.source_dir, "examples/models/mixtral-tiny.json")
+    steps = 3
+    cases = (("gpt_1rank", dict(model=gpt)),
+             ("gpt_dp2_zero1", dict(model=gpt, dp=2, zero=1)),
+             ("gpt_dp2_zero3", dict(model=gpt, dp=2, zero=3)),
+             ("gpt_tp2_sp", dict(model=gpt, tp=2, sp=True)),
+             ("gpt_pp2_interleaved", dict(model=gpt, pp=2, vpp=2, mbs=1, schedule="interleaved")),
+             ("gpt_cp2", dict(model=gpt, cp=2)),
+             ("gpt_recompute_full_dp2_zero2", dict(model=gpt, dp=2, zero=2, recompute="full")),
+             ("gpt_bf16_dp2", dict(model=gpt, dp=2, precision="bf16")),
+             ("llama_tp2_sp", dict(model=llama, tp=2, sp=True)),
+             ("llama_pp2", dict(model=llama, pp=2)),
+             ("mixtral_dp2_ep2", dict(model=mixtral, dp=2, ep=2)),
+             ("mixtral_dp2_ep2_tp2_sp", dict(model=mixtral, dp=2, ep=2, tp=2, sp=True)),
+             ("mixtral_1rank", dict(model=mixtral)))
+    for name, kv in cases:
+        plan = os.path.join(A.work, "deferred_%s.json" % name)
+        world = write_plan(plan, **kv)
+        eager = os.path.join(A.work, "deferred_%s_eager.jsonl" % name)
+        run_ok(plan, world, "--steps", steps, "--metrics", eager)
+        deferred = os.path.join(A.work, "deferred_%s_deferred.jsonl" % name)
+        os.environ["DT_DEFERRED_KERNELS"] = "1"
+        try:
+            run_ok(plan, world, "--steps", steps, "--metrics", deferred)
+        finally:
+            del os.environ["DT_DEFERRED_KERNELS"]
+        for key in ("loss", "grad_norm"):
+            a, b = losses(eager, key), losses(deferred, key)
+            if a != b or len(a) != steps:
+                fail("deferred %s (%d ranks): %s differ from the eager run:\n  eager    %r\n  deferred %r" %
+                     (name, world, key, a, b))
+        print("deferred %s (%d ranks): %d steps, losses and gradient norms bit-identical to the eager backend" %
+              (name, world, steps))
+    # Checkpoints read parameters and moments: save deferred at step 2, resume deferred, same losses.
+    plan = os.path.join(A.work, "deferred_ckpt.json")
+    world = write_plan(plan, model=gpt, dp=2, zero=1)
+    full = os.path.join(A.work, "deferred_ckpt_full.jsonl")
+    run_ok(plan, world, "--steps", 4, "--metrics", full)
+    ck = os.path.join(A.work, "deferred_ckpt_dir")
+    shutil.rmtree(ck, ignore_errors=True)
+    os.environ["DT_DEFERRED_KERNELS"] = "1"
+    try:
+        first = os.path.join(A.work, "deferred_ckpt_a.jsonl")
+        run_ok(plan, world, "--steps", 4, "--stop-at", 2, "--checkpoint-dir", ck, "--metrics", first)
+        second = os.path.join(A.work, "deferred_ckpt_b.jsonl")
+        run_ok(plan, world, "--steps", 4, "--checkpoint-dir", ck, "--resume", "--metrics", second)
+    finally:
+        del os.environ["DT_DEFERRED_KERNELS"]
+    if losses(first) + losses(second) != losses(full):
+        fail("deferred save + resume differs from the eager uninterrupted run:\n  %r\n  %r" %
+             (losses(full), losses(first) + losses(second)))
+    print("deferred checkpoint: save at step 2 and resume, bit-identical to the eager run")
+
+
 def parse_args():
     """The command line shared with dtrun_faults.py: binaries, source and work dirs, the check."""
     ap = argparse.ArgumentParser()
@@ -565,7 +627,7 @@ def main():
     checks = {"resume_exact": check_resume_exact, "resume_replan": check_resume_replan, "resume_zero": check_resume_zero,
               "kill": check_kill, "entropy": check_entropy, "bad_input": check_bad_input,
               "predicted": check_predicted, "cp_resume": check_cp_resume, "cp_dtplan": check_cp_dtplan,
-              "llama": check_llama, "moe_resume": check_moe_resume}
+              "llama": check_llama, "moe_resume": check_moe_resume, "deferred": check_deferred}
     if A.check == "parity":
         check_parity(A.rest[0], A.rest[1:])
     elif A.check == "matrix":
