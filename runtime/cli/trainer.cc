@@ -16,6 +16,10 @@
 #include "planner/spec/rank_grid.h"
 #include "runtime/backend/backend.h"
 #include "runtime/backend/deferred_backend.h"
+#ifdef DT_HAVE_CUDA
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/managed_memory.h"
+#endif
 #include "base/checked_write.h"
 #include "runtime/backend/cpu_gemm.h"
 #include "runtime/ckpt/checkpoint.h"
@@ -143,10 +147,34 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
   StatusOr<GemmLibrary> gemm = GemmLibraryFromEnv();
   if (!gemm.ok()) return BadInput(world, gemm.status().message());
   std::unique_ptr<Backend> backend = MakeCpuBackend(*gemm);
+  // DT_RUN_ON_CUDA=1: run this (CPU) plan's compute on this node's GPU, tensors
+  // in CUDA managed memory (runtime/cuda/managed_memory.h). Unproven: no GPU
+  // has run it yet; scripts/gpu-check.sh compares it with the CPU run.
+  if (const char* c = std::getenv("DT_RUN_ON_CUDA"); c != nullptr && std::string(c) == "1") {
+#ifdef DT_HAVE_CUDA
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    StatusOr<int> count = CudaDeviceCount();
+    if (!count.ok() || *count < 1)
+      return BadInput(world, "DT_RUN_ON_CUDA=1 but " +
+                                 (count.ok() ? std::string("no CUDA device is visible") : count.status().message()));
+    const int device = (local != nullptr ? std::atoi(local) : world.rank()) % *count;
+    if (Status s = UseCudaManagedTensors(device); !s.ok()) return BadInput(world, s.message());
+    StatusOr<std::unique_ptr<Backend>> cuda = MakeCudaBackend(device, /*managed_tensors=*/true);
+    if (!cuda.ok()) return BadInput(world, cuda.status().message());
+    backend = std::move(*cuda);
+    if (root)
+      std::fprintf(stderr, "dtrun: DT_RUN_ON_CUDA=1: compute on CUDA device %d, tensors in managed memory "
+                           "(unverified path: compare with the CPU run)\n", device);
+#else
+    return BadInput(world, "DT_RUN_ON_CUDA=1 but this dtrun was built without CUDA (no nvcc at build time)");
+#endif
+  }
   // Test instrument: kernels deferred as on a device stream, to prove every
   // host access synchronises (runtime/backend/deferred_backend.h).
-  if (const char* d = std::getenv("DT_DEFERRED_KERNELS"); d != nullptr && std::string(d) == "1")
+  if (const char* d = std::getenv("DT_DEFERRED_KERNELS"); d != nullptr && std::string(d) == "1") {
     backend = MakeDeferredBackend(std::move(backend));
+    if (root) std::fprintf(stderr, "dtrun: DT_DEFERRED_KERNELS=1: kernels deferred to synchronisation points\n");
+  }
   std::vector<std::unique_ptr<ModelChunk>> chunks;
   std::vector<ModelChunk*> chunk_ptrs;
   std::vector<ParamStore*> stores;

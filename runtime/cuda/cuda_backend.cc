@@ -11,7 +11,7 @@ cublasOperation_t Op(Trans t) { return t == Trans::kYes ? CUBLAS_OP_T : CUBLAS_O
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) {
+  CudaBackend(int device, bool managed_tensors) : managed_tensors_(managed_tensors) {
     DT_CUDA_CHECK(cudaSetDevice(device));
     DT_CUDA_CHECK(cudaStreamCreate(&stream_));
     DT_CUBLAS_CHECK(cublasCreate(&blas_));
@@ -24,6 +24,7 @@ class CudaBackend final : public Backend {
     cudaStreamDestroy(stream_);
   }
   const char* name() const override { return "cuda"; }
+  bool host_accessible() const override { return managed_tensors_; }
 
   float* Alloc(size_t n) override {
     if (n == 0) return nullptr;
@@ -96,6 +97,7 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  bool managed_tensors_ = false;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
 };
@@ -109,13 +111,13 @@ StatusOr<int> CudaDeviceCount() {
   return n;
 }
 
-StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int device) {
+StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int device, bool managed_tensors) {
   auto count = CudaDeviceCount();
   if (!count.ok()) return count.status();
   if (device < 0 || device >= *count)
     return InvalidArgument("CUDA device " + std::to_string(device) + " does not exist (" +
                            std::to_string(*count) + " visible)");
-  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(device));
+  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(device, managed_tensors));
 }
 
 }  // namespace dt::rt

@@ -18,7 +18,9 @@ namespace dt::rt {
 // (e.g. "no CUDA-capable device is detected") — how tests decide to skip.
 StatusOr<int> CudaDeviceCount();
 
-// Fails (Status) when `device` does not exist.
-StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int device = 0);
+// Fails (Status) when `device` does not exist. managed_tensors: the
+// runtime's tensors live in CUDA managed memory (managed_memory.h), so the
+// backend reports host_accessible() and host-loop ops may run on them.
+StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int device = 0, bool managed_tensors = false);
 
 }  // namespace dt::rt

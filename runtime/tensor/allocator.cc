@@ -54,12 +54,20 @@ void ConfigureHeapOnce() {
 }
 }  // namespace
 
+namespace {
+std::atomic<const TensorMemory*> g_memory{nullptr};
+}  // namespace
+
+void SetTensorMemory(const TensorMemory* hooks) { g_memory.store(hooks); }
+
 float* AllocFloatsUninitialized(size_t n) {
   if (n == 0) return nullptr;
   ConfigureHeapOnce();
   size_t bytes = (n * sizeof(float) + 63) / 64 * 64;  // aligned_alloc needs a multiple
-  void* p = std::aligned_alloc(64, bytes);
-  DT_CHECK(p != nullptr) << "out of host memory allocating " << n * sizeof(float) << " bytes";
+  const TensorMemory* mem = g_memory.load();
+  void* p = mem != nullptr ? mem->alloc(bytes) : std::aligned_alloc(64, bytes);
+  DT_CHECK(p != nullptr) << "out of " << (mem != nullptr ? mem->name : "host") << " memory allocating "
+                         << n * sizeof(float) << " bytes";
   TrackAlloc(static_cast<int64_t>(n * sizeof(float)));
   return static_cast<float*>(p);
 }
@@ -88,7 +96,8 @@ void DeviceSynchronize() {
 void FreeFloats(float* p, size_t n) {
   if (p == nullptr) return;
   DeviceSynchronize();
-  std::free(p);
+  if (const TensorMemory* mem = g_memory.load(); mem != nullptr) mem->free(p);
+  else std::free(p);
   TrackFree(static_cast<int64_t>(n * sizeof(float)));
 }
 

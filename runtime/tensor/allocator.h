@@ -37,6 +37,19 @@ void FreeFloats(float* p, size_t n);    // n must be the allocated count
 void SetDeviceSyncHook(void (*hook)());
 void DeviceSynchronize();
 
+// Where tensor memory comes from. Default (nullptr): host memory
+// (aligned_alloc). A device backend whose memory the host may also touch
+// installs its own, e.g. CUDA managed memory (runtime/cuda/managed_memory.h),
+// before the first tensor is allocated; `free` must also release host
+// blocks allocated before the switch. The counters above count either.
+// `hooks` must outlive every allocation; nullptr restores the default.
+struct TensorMemory {
+  const char* name;
+  void* (*alloc)(size_t bytes);  // nullptr on failure
+  void (*free)(void* p);
+};
+void SetTensorMemory(const TensorMemory* hooks);
+
 void TrackAlloc(int64_t bytes);
 void TrackFree(int64_t bytes);
 int64_t CurrentBytes();  // bytes allocated and not yet freed

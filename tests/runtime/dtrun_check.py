@@ -575,9 +575,11 @@ def check_deferred():
         deferred = os.path.join(A.work, "deferred_%s_deferred.jsonl" % name)
         os.environ["DT_DEFERRED_KERNELS"] = "1"
         try:
-            run_ok(plan, world, "--steps", steps, "--metrics", deferred)
+            out = run_ok(plan, world, "--steps", steps, "--metrics", deferred)
         finally:
             del os.environ["DT_DEFERRED_KERNELS"]
+        if "kernels deferred" not in out:
+            fail("deferred %s: dtrun did not run with DT_DEFERRED_KERNELS=1:\n%s" % (name, out))
         for key in ("loss", "grad_norm"):
             a, b = losses(eager, key), losses(deferred, key)
             if a != b or len(a) != steps:
@@ -595,7 +597,9 @@ def check_deferred():
     os.environ["DT_DEFERRED_KERNELS"] = "1"
     try:
         first = os.path.join(A.work, "deferred_ckpt_a.jsonl")
-        run_ok(plan, world, "--steps", 4, "--stop-at", 2, "--checkpoint-dir", ck, "--metrics", first)
+        if "kernels deferred" not in run_ok(plan, world, "--steps", 4, "--stop-at", 2, "--checkpoint-dir", ck,
+                                            "--metrics", first):
+            fail("deferred checkpoint: dtrun did not run with DT_DEFERRED_KERNELS=1")
         second = os.path.join(A.work, "deferred_ckpt_b.jsonl")
         run_ok(plan, world, "--steps", 4, "--checkpoint-dir", ck, "--resume", "--metrics", second)
     finally:
@@ -604,6 +608,19 @@ def check_deferred():
         fail("deferred save + resume differs from the eager uninterrupted run:\n  %r\n  %r" %
              (losses(full), losses(first) + losses(second)))
     print("deferred checkpoint: save at step 2 and resume, bit-identical to the eager run")
+    # The CUDA path (DT_RUN_ON_CUDA=1, runtime/cuda/managed_memory.h) without a usable GPU: exit 2
+    # with the reason, every rank, no hang; with one it trains (scripts/gpu-check.sh compares it).
+    os.environ["DT_RUN_ON_CUDA"] = "1"
+    try:
+        code, out, _ = run(plan, world, "--steps", 2)
+    finally:
+        del os.environ["DT_RUN_ON_CUDA"]
+    if code == 0:
+        print("DT_RUN_ON_CUDA=1: trained on a GPU here (compare with scripts/gpu-check.sh)")
+    elif code != 2 or "DT_RUN_ON_CUDA=1 but" not in out:
+        fail("DT_RUN_ON_CUDA=1 without a usable GPU: want exit 2 naming the reason, got %d:\n%s" % (code, out))
+    else:
+        print("DT_RUN_ON_CUDA=1 without a usable GPU: exit 2, " + [l for l in out.splitlines() if "DT_RUN_ON_CUDA" in l][0])
 
 
 def parse_args():
