@@ -120,7 +120,7 @@ Tensor MoeMlp::Forward(const Tensor& in, MoeStash* s) {
   DT_CHECK_EQ(in.numel(), rows * h) << "MoE input";
 
   // Route this rank's sequence shard.
-  Tensor logits({rows, e});
+  Tensor logits = Tensor::Uninitialized({rows, e});  // overwritten by the GEMM
   LinearForward(be, in.data(), rows, h, ctx_->W(router_w_), nullptr, e, logits.data());
   s->experts.assign(rows * k, 0);
   s->weights = Tensor({rows * k});
@@ -132,7 +132,7 @@ Tensor MoeMlp::Forward(const Tensor& in, MoeStash* s) {
   for (int32_t x : s->experts) ++count[x];
   for (int64_t x = 1; x < e; ++x) next[x] = next[x - 1] + count[x - 1];
   s->slot_row.assign(rows * k, 0);
-  Tensor send({rows * k, h});
+  Tensor send = Tensor::Uninitialized({rows * k, h});  // every row copied below
   for (int64_t i = 0; i < rows * k; ++i) {
     s->slot_row[i] = next[s->experts[i]]++;
     std::memcpy(send.data() + s->slot_row[i] * h, in.data() + (i / k) * h, sizeof(float) * h);
@@ -175,12 +175,13 @@ Tensor MoeMlp::Forward(const Tensor& in, MoeStash* s) {
   Exchange(send.data(), s->send_rows, own.data(), s->recv_rows);
   send = Tensor();
   Tensor gathered = GatherOverTp(*s, own);
-  s->x = Tensor({all_rows, h});
+  // Every row of these is written (by the reorder, the GEMMs, SwiGLU).
+  s->x = Tensor::Uninitialized({all_rows, h});
   ToExpertMajor(*s, gathered.data(), h, s->x.data());
-  s->gate = Tensor({all_rows, fl});
-  s->up = Tensor({all_rows, fl});
-  s->act = Tensor({all_rows, fl});
-  Tensor y({all_rows, h});
+  s->gate = Tensor::Uninitialized({all_rows, fl});
+  s->up = Tensor::Uninitialized({all_rows, fl});
+  s->act = Tensor::Uninitialized({all_rows, fl});
+  Tensor y = Tensor::Uninitialized({all_rows, h});
   int64_t r0 = 0;
   for (int64_t j = 0; j < el; ++j) {
     int64_t n = 0;
@@ -199,7 +200,7 @@ Tensor MoeMlp::Forward(const Tensor& in, MoeStash* s) {
   ToGatheredOrder(*s, y.data(), h, gathered.data());
   y = Tensor();
   Tensor back_own = ReduceScatterOverTp(*s, &gathered);
-  s->back = Tensor({rows * k, h});
+  s->back = Tensor::Uninitialized({rows * k, h});  // every row received
   Exchange(back_own.data(), s->recv_rows, s->back.data(), s->send_rows);
 
   Tensor out({rows, h});
@@ -235,7 +236,7 @@ Tensor MoeMlp::Backward(const Tensor& in, const Tensor& dout, MoeStash* s) {
   Tensor own({std::max<int64_t>(s->own_rows, 1), h});
   Exchange(dsend.data(), s->send_rows, own.data(), s->recv_rows);
   Tensor gathered = GatherOverTp(*s, own);
-  Tensor dy({all_rows, h});
+  Tensor dy = Tensor::Uninitialized({all_rows, h});  // every row reordered into
   ToExpertMajor(*s, gathered.data(), h, dy.data());
   Tensor dx({all_rows, h});
   {

@@ -1,13 +1,29 @@
 #include "runtime/ops/cross_entropy.h"
-#include "runtime/tensor/allocator.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include <Eigen/Core>
+
 #include "base/check.h"
+#include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
+namespace {
+
+constexpr int64_t kChunk = 1024;  // logits per vectorised exp chunk
+
+// out[c] = exp(l[c] - shift) for c < len <= kChunk, with Eigen's vectorised
+// exp (libm's scalar expf made the loss several times its memory traffic,
+// which is how the planner prices it); reproducible for a given layout.
+void ExpShifted(const float* l, int64_t len, float shift, float* out) {
+  Eigen::Map<const Eigen::ArrayXf> L(l, len);
+  Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64> O(out, len);
+  O = (L - shift).exp();
+}
+
+}  // namespace
 
 float CrossEntropyForward(const float* logits, int64_t rows, int64_t vocab_start,
                           int64_t vocab_local, const int32_t* targets, Comm* tp, float* lse) {
@@ -24,7 +40,12 @@ float CrossEntropyForward(const float* logits, int64_t rows, int64_t vocab_start
   for (int64_t r = 0; r < rows; ++r) {
     const float* l = logits + r * vocab_local;
     double s = 0;
-    for (int64_t c = 0; c < vocab_local; ++c) s += std::exp(l[c] - row_max[r]);
+    alignas(64) float e[kChunk];
+    for (int64_t c0 = 0; c0 < vocab_local; c0 += kChunk) {
+      const int64_t len = std::min(kChunk, vocab_local - c0);
+      ExpShifted(l + c0, len, row_max[r], e);
+      for (int64_t c = 0; c < len; ++c) s += e[c];
+    }
     sum_exp[r] = static_cast<float>(s);
     const int64_t local = static_cast<int64_t>(targets[r]) - vocab_start;
     if (local >= 0 && local < vocab_local) target_logit[r] = l[local];
@@ -51,7 +72,12 @@ void CrossEntropyBackward(const float* logits, int64_t rows, int64_t vocab_start
   for (int64_t r = 0; r < rows; ++r) {
     const float* l = logits + r * vocab_local;
     float* d = dlogits + r * vocab_local;
-    for (int64_t c = 0; c < vocab_local; ++c) d[c] = g * std::exp(l[c] - lse[r]);
+    alignas(64) float e[kChunk];
+    for (int64_t c0 = 0; c0 < vocab_local; c0 += kChunk) {
+      const int64_t len = std::min(kChunk, vocab_local - c0);
+      ExpShifted(l + c0, len, lse[r], e);
+      for (int64_t c = 0; c < len; ++c) d[c0 + c] = g * e[c];
+    }
     const int64_t local = static_cast<int64_t>(targets[r]) - vocab_start;
     if (local >= 0 && local < vocab_local) d[local] -= g;
   }
