@@ -62,7 +62,7 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
        << " total, " << ParamCount(m.ActiveParams())
        << " active params per token; MFU counts active FLOPs (routed tokens x top-k), expert time is priced "
           "at a load-imbalance allowance of "
-       << Fmt("%.2f", kExpertLoadImbalance) << "x\n";
+       << Fmt("%.2f", kExpertLoadImbalance) << "x on plans with ep > 1\n";
   os << "cluster  " << c.nodes << " nodes x " << c.gpus_per_node << " " << c.device << " = "
      << c.world() << " devices\n";
   os << "profile  " << hw.name << " (" << Gib(static_cast<double>(hw.device.memory_bytes))

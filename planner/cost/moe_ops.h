@@ -46,10 +46,13 @@ namespace dt {
 // set, drops tokens beyond such a bound instead (its default is dropless).
 constexpr double kExpertLoadImbalance = 1.25;
 
-// The allowance a plan is priced at: kExpertLoadImbalance, or 1 when the
-// plan forces balanced routing (PlanSpec::force_balanced_routing).
+// The allowance a plan is priced at: kExpertLoadImbalance with expert
+// parallelism; 1 when the plan forces balanced routing
+// (PlanSpec::force_balanced_routing) or has ep 1 (every rank computes all
+// of its own routed copies, however they spread over the experts: the same
+// rows in total, so no rank is busier than another).
 inline double ExpertLoadImbalance(const PlanSpec& p) {
-  return p.force_balanced_routing ? 1.0 : kExpertLoadImbalance;
+  return p.force_balanced_routing || p.ep == 1 ? 1.0 : kExpertLoadImbalance;
 }
 
 // MLP-block ops of an MoE layer (forward / backward), to splice into a

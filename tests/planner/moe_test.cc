@@ -217,11 +217,16 @@ TEST(MoeCost, SharedExpertsAreADenseMlpOnEveryToken) {
 TEST(MoeCost, ImbalanceSlowsExpertsButNotFlops) {
   // Mixtral's expert GEMMs (large enough that the host overhead floor does not bind).
   const ModelSpec m = LoadModel(Fixture("mixtral-8x7b.json")).value();
-  PlanSpec p = Plan(m, 1, 1, 1);
+  PlanSpec p = Plan(m, 2, 1, 2);
   p.micro_batch = 1;
   p.seq_length = 4096;
   p.layers_per_chunk = {32};
   const LayerOps ops = TransformerLayerOps(m, p, 2);
+  // ep 1: one rank computes all its routed copies, no busiest rank.
+  PlanSpec one = p;
+  one.ep = 1;
+  for (const Op& op : TransformerLayerOps(m, one, 2).forward)
+    if (std::string(op.name) == "expert_fc2") EXPECT_DOUBLE_EQ(op.imbalance, 1.0);
   bool seen = false;
   for (const Op& op : ops.forward) {
     if (std::string(op.name) != "expert_fc2") continue;
@@ -347,8 +352,11 @@ TEST(MoeMemory, ExpertStatesAreDividedByEp) {
   const StageMemory z1 = EstimateStageMemory(m, Plan(m, 4, 1, 1, 1), mp, 0, 1);
   const StageMemory z4 = EstimateStageMemory(m, Plan(m, 4, 1, 4, 1), mp, 0, 1);
   EXPECT_NEAR(z1.optimizer, z4.optimizer, 1e-6 * z1.optimizer);
-  // Activations of the experts follow the routed tokens, not ep.
-  EXPECT_DOUBLE_EQ(e1.activations, e4.activations);
+  // Activations of the experts follow the routed tokens, not ep, beyond the
+  // busiest rank's allowance that any ep > 1 adds.
+  const StageMemory e2 = EstimateStageMemory(m, Plan(m, 4, 1, 2, 0), mp, 0, 1);
+  EXPECT_DOUBLE_EQ(e2.activations, e4.activations);
+  EXPECT_GT(e4.activations, e1.activations);
   // More routed tokens per token (top-k) store more.
   ModelSpec k4 = m;
   k4.moe_top_k = 4;
