@@ -79,17 +79,17 @@ float* AllocFloats(size_t n) {
 }
 
 namespace {
-std::atomic<void (*)()> g_before_free{nullptr};
+std::atomic<void (*)()> g_device_sync{nullptr};
 std::atomic<std::thread::id> g_hook_thread{};
 }  // namespace
 
 void SetDeviceSyncHook(void (*hook)()) {
   g_hook_thread.store(std::this_thread::get_id());
-  g_before_free.store(hook);
+  g_device_sync.store(hook);
 }
 
 void DeviceSynchronize() {
-  if (void (*hook)() = g_before_free.load(); hook != nullptr && g_hook_thread.load() == std::this_thread::get_id())
+  if (void (*hook)() = g_device_sync.load(); hook != nullptr && g_hook_thread.load() == std::this_thread::get_id())
     hook();
 }
 
