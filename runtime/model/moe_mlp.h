@@ -40,8 +40,9 @@
 // same order (the all-to-alls, gathers and reduce-scatters are
 // collectives). The router weight is replicated over TP and declared
 // sequence-parallel partial: each TP rank's gradient covers its own tokens
-// and FlushSpGrads sums them. CPU backend only (host loops). Not
-// thread-safe. tp > 1 requires ctx->sp (as Megatron-LM and the planner do).
+// and FlushSpGrads sums them. Host loops: host-accessible backends only
+// (HostAccess, runtime/ops/host_ops.h). Not thread-safe. tp > 1 requires
+// ctx->sp (as Megatron-LM and the planner do).
 #pragma once
 
 #include <cstdint>

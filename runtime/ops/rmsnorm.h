@@ -3,8 +3,9 @@
 //
 // Forward writes y and the per-row rstd[rows] that backward needs (the
 // caller stashes it with x). Backward overwrites dx and accumulates dgamma.
-// Host-memory loops: CPU backend only (the CUDA backend has no RMSNorm
-// kernel yet; the capability table keeps Llama off its column), checked.
+// Host-memory loops: host-accessible backends only (HostAccess checks and
+// synchronises; the CUDA backend has no RMSNorm kernel yet and runs it on
+// the host only with managed memory), checked.
 // Pointers owned by the caller. Not thread-safe. Misuse aborts.
 #pragma once
 

@@ -8,7 +8,7 @@
 // LayerContext::Position; never assumed to be t). Backward applies the
 // inverse rotation to the incoming grad, in place (RoPE is linear and
 // orthogonal, so it needs no stash).
-// Host-memory loops: CPU backend only (checked). head_dim must be even.
+// Host-memory loops: host-accessible backends only (HostAccess checks and synchronises). head_dim must be even.
 // Pointers owned by the caller. Not thread-safe. Misuse aborts.
 #pragma once
 

@@ -3,7 +3,7 @@
 // The gate and up projections are separate column-parallel linears, so
 // their TP shards line up element for element. Backward needs gate and up
 // (the caller stashes both); it overwrites dgate and dup.
-// Host-memory loops: CPU backend only (checked). Pointers owned by the
+// Host-memory loops: host-accessible backends only (HostAccess checks and synchronises). Pointers owned by the
 // caller. Not thread-safe.
 #pragma once
 
