@@ -51,7 +51,9 @@ TEST(Fp8, LinearGemmsAreFp8AttentionAndHeadStayBf16) {
         ++gemms;
         fp8_gemms += op.fp8;
       }
-      if (op.kind == OpKind::kAttention) EXPECT_FALSE(op.fp8);
+      if (op.kind == OpKind::kAttention) {
+        EXPECT_FALSE(op.fp8);
+      }
     }
   EXPECT_EQ(gemms, 15);  // qkv, proj, gate, up, down: forward, dgrad, wgrad
   EXPECT_EQ(fp8_gemms, gemms);
@@ -203,8 +205,9 @@ TEST(Fp8, DtrunRefusesFp8PlansByName) {
   for (RuntimeDevice d : {RuntimeDevice::kCpu, RuntimeDevice::kCuda}) {
     Status s = CheckExecutable(m, p, d);
     ASSERT_FALSE(s.ok());
-    if (d == RuntimeDevice::kCpu)
+    if (d == RuntimeDevice::kCpu) {
       EXPECT_NE(s.message().find("FP8"), std::string::npos) << s.message();
+    }
   }
   p.precision = Precision::kBf16;
   EXPECT_TRUE(CheckExecutable(m, p, RuntimeDevice::kCpu).ok());
