@@ -1,7 +1,10 @@
 #include "planner/cli/setup.h"
 
+#include <algorithm>
+
 #include "planner/cost/comm_cost.h"
 #include "planner/profile/machine_info.h"
+#include "planner/profile/machine_speed.h"
 
 namespace dt::cli {
 
@@ -58,6 +61,17 @@ StatusOr<Setup> LoadSetup(const CommonOptions& o) {
       s.note += "profile " + s.hw.name + " was measured on '" + s.hw.machine.cpu_model + "' but this machine is '" +
                 here.cpu_model + "': its predictions may be far off here; re-measure with `dtplan profile --device "
                 "cpu --out my-cpu.json` and pass --profile my-cpu.json";
+    } else {
+      // The same model can still be a busier or another host: a 30 ms copy
+      // probe against the profile's own copy rate (planner/profile/machine_speed.h).
+      const int ranks = std::max(1, std::min(s.hw.machine.ranks_per_node > 0 ? s.hw.machine.ranks_per_node : 1,
+                                             here.cores > 0 ? here.cores : 1));
+      const std::string slow = SpeedMismatchNote(ProbeCopyBandwidthPerRank(ranks), s.hw.device.memory_bandwidth_Bps,
+                                                 s.hw.name, s.hw.created);
+      if (!slow.empty()) {
+        if (!s.note.empty()) s.note += "; ";
+        s.note += slow;
+      }
     }
   }
   return s;
