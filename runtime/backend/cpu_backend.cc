@@ -20,6 +20,7 @@
 #endif
 
 #include "base/check.h"
+#include "runtime/backend/parallel_for.h"
 #include "runtime/backend/backend.h"
 #include "runtime/backend/cpu_gemm.h"
 #include "runtime/backend/gelu_math.h"
@@ -90,44 +91,38 @@ class CpuBackend final : public Backend {
     auto block_start = [&](int64_t blk) {
       return blk == blocks ? m : kRowUnit * (units * blk / blocks);
     };
-#pragma omp parallel for schedule(static) if (blocks > 1)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
+    ForRange(blocks, blocks > 1, [&](int64_t blk) {
       const int64_t r0 = block_start(blk), rows = block_start(blk + 1) - r0;
       // op(A) rows r0.. are A's rows r0.. (no transpose) or its columns r0.. (transpose).
       const float* ab = ta == Trans::kNo ? a + r0 * lda : a + r0;
       CpuGemmSerial(gemm_, ta, tb, rows, n, k, alpha, ab, lda, b, ldb, beta, c + r0 * ldc, ldc);
-    }
+    });
   }
 
   void Add(const float* a, const float* b, float* out, int64_t n) override {
-#pragma omp parallel for if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+    ForRange(n, n > kParallelMin, [&](int64_t i) { out[i] = a[i] + b[i]; });
   }
   void Axpy(float alpha, const float* x, float* y, int64_t n) override {
-#pragma omp parallel for if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+    ForRange(n, n > kParallelMin, [&](int64_t i) { y[i] += alpha * x[i]; });
   }
   void Scale(float* x, float alpha, int64_t n) override {
-#pragma omp parallel for if (n > kParallelMin)
-    for (int64_t i = 0; i < n; ++i) x[i] *= alpha;
+    ForRange(n, n > kParallelMin, [&](int64_t i) { x[i] *= alpha; });
   }
   void AddBias(float* y, const float* bias, int64_t rows, int64_t cols) override {
-#pragma omp parallel for if (rows * cols > kParallelMin)
-    for (int64_t r = 0; r < rows; ++r) {
+    ForRange(rows, rows * cols > kParallelMin, [&](int64_t r) {
       float* yr = y + r * cols;
       for (int64_t c = 0; c < cols; ++c) yr[c] += bias[c];
-    }
+    });
   }
   void BiasGrad(const float* dy, float* db, int64_t rows, int64_t cols) override {
     // Parallel over columns; each column summed over rows in order.
-#pragma omp parallel for if (rows * cols > kParallelMin)
-    for (int64_t c0 = 0; c0 < cols; c0 += 64) {
-      int64_t c1 = std::min(cols, c0 + 64);
+    ForRange((cols + 63) / 64, rows * cols > kParallelMin, [&](int64_t blk) {
+      const int64_t c0 = blk * 64, c1 = std::min(cols, c0 + 64);
       for (int64_t r = 0; r < rows; ++r) {
         const float* d = dy + r * cols;
         for (int64_t c = c0; c < c1; ++c) db[c] += d[c];
       }
-    }
+    });
   }
   // GeLU in chunks with Eigen's vectorised tanh (libm's scalar tanhf made
   // GeLU cost as much as a tenth of the layer's GEMMs). Same formulas as
@@ -135,18 +130,16 @@ class CpuBackend final : public Backend {
   // the result does not depend on the thread count.
   void GeluForward(const float* x, float* y, int64_t n) override {
     const int64_t chunks = (n + kGeluChunk - 1) / kGeluChunk;
-#pragma omp parallel for if (n > kParallelMin)
-    for (int64_t ch = 0; ch < chunks; ++ch) {
+    ForRange(chunks, n > kParallelMin, [&](int64_t ch) {
       const int64_t i0 = ch * kGeluChunk, len = std::min(kGeluChunk, n - i0);
       Eigen::Map<const Eigen::ArrayXf> X(x + i0, len);
       Eigen::Map<Eigen::ArrayXf> Y(y + i0, len);
       Y = 0.5f * X * (1.0f + (kGeluC * (X + kGeluA * X * X * X)).tanh());
-    }
+    });
   }
   void GeluBackward(const float* x, const float* dy, float* dx, int64_t n) override {
     const int64_t chunks = (n + kGeluChunk - 1) / kGeluChunk;
-#pragma omp parallel for if (n > kParallelMin)
-    for (int64_t ch = 0; ch < chunks; ++ch) {
+    ForRange(chunks, n > kParallelMin, [&](int64_t ch) {
       const int64_t i0 = ch * kGeluChunk, len = std::min(kGeluChunk, n - i0);
       alignas(64) float tbuf[kGeluChunk];
       Eigen::Map<const Eigen::ArrayXf> X(x + i0, len), DY(dy + i0, len);
@@ -154,14 +147,13 @@ class CpuBackend final : public Backend {
       T = (kGeluC * (X + kGeluA * X * X * X)).tanh();
       DX = DY * (0.5f * (1.0f + T) +
                  0.5f * X * (1.0f - T * T) * (kGeluC * (1.0f + 3.0f * kGeluA * X * X)));
-    }
+    });
   }
 
   void LayerNormForward(const float* x, const float* gamma, const float* beta, float* y,
                         float* mean, float* rstd, int64_t rows, int64_t cols,
                         float eps) override {
-#pragma omp parallel for if (rows * cols > kParallelMin)
-    for (int64_t r = 0; r < rows; ++r) {
+    ForRange(rows, rows * cols > kParallelMin, [&](int64_t r) {
       const float* xr = x + r * cols;
       const double s = LaneSum(cols, [&](int64_t c) { return double(xr[c]); });
       const float mu = static_cast<float>(s / cols);
@@ -174,14 +166,13 @@ class CpuBackend final : public Backend {
       rstd[r] = rs;
       float* yr = y + r * cols;
       for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - mu) * rs * gamma[c] + beta[c];
-    }
+    });
   }
 
   void LayerNormBackward(const float* x, const float* gamma, const float* mean,
                          const float* rstd, const float* dy, float* dx, float* dgamma,
                          float* dbeta, int64_t rows, int64_t cols) override {
-#pragma omp parallel for if (rows * cols > kParallelMin)
-    for (int64_t r = 0; r < rows; ++r) {
+    ForRange(rows, rows * cols > kParallelMin, [&](int64_t r) {
       const float* xr = x + r * cols;
       const float* dyr = dy + r * cols;
       const float mu = mean[r], rs = rstd[r];
@@ -196,7 +187,7 @@ class CpuBackend final : public Backend {
         const float xhat = (xr[c] - mu) * rs;
         dxr[c] = rs * (dyr[c] * gamma[c] - mg - xhat * mgx);
       }
-    }
+    });
     for (int64_t r = 0; r < rows; ++r) {  // in row order: deterministic
       const float* xr = x + r * cols;
       const float* dyr = dy + r * cols;
@@ -210,8 +201,7 @@ class CpuBackend final : public Backend {
 
   void SoftmaxForward(const float* x, float* y, int64_t rows, int64_t cols, float scale,
                       int64_t causal_period) override {
-#pragma omp parallel for if (rows * cols > kParallelMin)
-    for (int64_t r = 0; r < rows; ++r) {
+    ForRange(rows, rows * cols > kParallelMin, [&](int64_t r) {
       const float* xr = x + r * cols;
       float* yr = y + r * cols;
       const int64_t valid = causal_period > 0 ? std::min(cols, r % causal_period + 1) : cols;
@@ -232,20 +222,19 @@ class CpuBackend final : public Backend {
       const float inv = static_cast<float>(1.0 / sum);
       for (int64_t c = 0; c < valid; ++c) yr[c] *= inv;
       for (int64_t c = valid; c < cols; ++c) yr[c] = 0.0f;
-    }
+    });
   }
 
   void SoftmaxBackward(const float* y, const float* dy, float* dx, int64_t rows, int64_t cols,
                        float scale) override {
-#pragma omp parallel for if (rows * cols > kParallelMin)
-    for (int64_t r = 0; r < rows; ++r) {
+    ForRange(rows, rows * cols > kParallelMin, [&](int64_t r) {
       const float* yr = y + r * cols;
       const float* dyr = dy + r * cols;
       float* dxr = dx + r * cols;
       const float d =
           static_cast<float>(LaneSum(cols, [&](int64_t c) { return double(dyr[c]) * yr[c]; }));
       for (int64_t c = 0; c < cols; ++c) dxr[c] = scale * yr[c] * (dyr[c] - d);
-    }
+    });
   }
 
  private:

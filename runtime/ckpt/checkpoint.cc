@@ -1,5 +1,4 @@
 #include "runtime/ckpt/checkpoint.h"
-#include "runtime/tensor/allocator.h"
 
 #include <cstring>
 #include <set>
@@ -7,6 +6,7 @@
 #include "base/check.h"
 #include "runtime/ckpt/ckpt_format.h"
 #include "runtime/ckpt/reshard.h"
+#include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
 namespace {

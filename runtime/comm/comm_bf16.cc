@@ -1,7 +1,7 @@
 #include <vector>
-#include "runtime/tensor/allocator.h"
 
 #include "runtime/comm/comm.h"
+#include "runtime/tensor/allocator.h"
 #include "runtime/tensor/bf16.h"
 
 namespace dt::rt {

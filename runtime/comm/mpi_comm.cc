@@ -1,10 +1,10 @@
 #include "runtime/comm/mpi_comm.h"
-#include "runtime/tensor/allocator.h"
 
 #include <climits>
 #include <vector>
 
 #include "base/check.h"
+#include "runtime/tensor/allocator.h"
 #include "runtime/tensor/bf16.h"
 
 namespace dt::rt {

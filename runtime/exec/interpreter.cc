@@ -1,11 +1,11 @@
 #include "runtime/exec/interpreter.h"
-#include "runtime/tensor/allocator.h"
 
 #include <algorithm>
 #include <string>
 #include <utility>
 
 #include "base/check.h"
+#include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
 namespace {

@@ -1,7 +1,7 @@
 #include "runtime/model/bf16_params.h"
-#include "runtime/tensor/allocator.h"
 
 #include "base/check.h"
+#include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
 

@@ -1,5 +1,4 @@
 #include "runtime/model/model_chunk.h"
-#include "runtime/tensor/allocator.h"
 
 #include <algorithm>
 
@@ -13,6 +12,7 @@
 #include "runtime/ops/layernorm.h"
 #include "runtime/ops/linear.h"
 #include "runtime/ops/rmsnorm.h"
+#include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
 

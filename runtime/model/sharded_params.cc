@@ -1,10 +1,10 @@
 #include "runtime/model/sharded_params.h"
-#include "runtime/tensor/allocator.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "base/check.h"
+#include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
 

@@ -1,7 +1,7 @@
 #include "runtime/model/stash_precision.h"
-#include "runtime/tensor/allocator.h"
 
 #include "runtime/model/gpt_layer.h"
+#include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
 

@@ -7,6 +7,7 @@
 #include <Eigen/Core>
 
 #include "base/check.h"
+#include "runtime/backend/parallel_for.h"
 #include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
@@ -30,14 +31,12 @@ float CrossEntropyForward(const float* logits, int64_t rows, int64_t vocab_start
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
   const bool reduce = tp != nullptr && tp->size() > 1;
   std::vector<float> row_max(rows), sum_exp(rows), target_logit(rows, 0.0f);
-#pragma omp parallel for if (rows * vocab_local > (1 << 14))
-  for (int64_t r = 0; r < rows; ++r) {
+  ForRange(rows, rows * vocab_local > (1 << 14), [&](int64_t r) {
     const float* l = logits + r * vocab_local;
     row_max[r] = *std::max_element(l, l + vocab_local);
-  }
+  });
   if (reduce) tp->AllReduce(row_max.data(), rows, ReduceOp::kMax);
-#pragma omp parallel for if (rows * vocab_local > (1 << 14))
-  for (int64_t r = 0; r < rows; ++r) {
+  ForRange(rows, rows * vocab_local > (1 << 14), [&](int64_t r) {
     const float* l = logits + r * vocab_local;
     double s = 0;
     alignas(64) float e[kChunk];
@@ -49,7 +48,7 @@ float CrossEntropyForward(const float* logits, int64_t rows, int64_t vocab_start
     sum_exp[r] = static_cast<float>(s);
     const int64_t local = static_cast<int64_t>(targets[r]) - vocab_start;
     if (local >= 0 && local < vocab_local) target_logit[r] = l[local];
-  }
+  });
   if (reduce) {
     tp->AllReduce(sum_exp.data(), rows, ReduceOp::kSum);
     tp->AllReduce(target_logit.data(), rows, ReduceOp::kSum);
@@ -68,8 +67,7 @@ void CrossEntropyBackward(const float* logits, int64_t rows, int64_t vocab_start
                           float dloss, float* dlogits) {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
   const float g = rows > 0 ? dloss / static_cast<float>(rows) : 0.0f;
-#pragma omp parallel for if (rows * vocab_local > (1 << 14))
-  for (int64_t r = 0; r < rows; ++r) {
+  ForRange(rows, rows * vocab_local > (1 << 14), [&](int64_t r) {
     const float* l = logits + r * vocab_local;
     float* d = dlogits + r * vocab_local;
     alignas(64) float e[kChunk];
@@ -80,7 +78,7 @@ void CrossEntropyBackward(const float* logits, int64_t rows, int64_t vocab_start
     }
     const int64_t local = static_cast<int64_t>(targets[r]) - vocab_start;
     if (local >= 0 && local < vocab_local) d[local] -= g;
-  }
+  });
 }
 
 }  // namespace dt::rt

@@ -1,17 +1,17 @@
 #include "runtime/ops/embedding.h"
-#include "runtime/tensor/allocator.h"
 
 #include <cstring>
 
 #include "base/check.h"
+#include "runtime/backend/parallel_for.h"
+#include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
 
 void EmbeddingForward(const float* w, int64_t vocab_start, int64_t vocab_local, int64_t hidden,
                       const int32_t* tokens, int64_t rows, float* out) {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
-#pragma omp parallel for if (rows * hidden > (1 << 14))
-  for (int64_t r = 0; r < rows; ++r) {
+  ForRange(rows, rows * hidden > (1 << 14), [&](int64_t r) {
     const int64_t local = static_cast<int64_t>(tokens[r]) - vocab_start;
     float* o = out + r * hidden;
     if (local >= 0 && local < vocab_local) {
@@ -19,7 +19,7 @@ void EmbeddingForward(const float* w, int64_t vocab_start, int64_t vocab_local, 
     } else {
       std::memset(o, 0, hidden * sizeof(float));
     }
-  }
+  });
 }
 
 void EmbeddingBackward(const float* dout, const int32_t* tokens, int64_t rows,
@@ -46,27 +46,25 @@ void VocabParallelEmbeddingForward(const float* w, int64_t vocab_start, int64_t 
 void PositionEmbeddingForward(const float* p, int64_t seq, int64_t batch, int64_t hidden,
                               float* out) {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
-#pragma omp parallel for if (seq * batch * hidden > (1 << 14))
-  for (int64_t t = 0; t < seq; ++t) {
+  ForRange(seq, seq * batch * hidden > (1 << 14), [&](int64_t t) {
     for (int64_t b = 0; b < batch; ++b) {
       float* o = out + (t * batch + b) * hidden;
       const float* pt = p + t * hidden;
       for (int64_t c = 0; c < hidden; ++c) o[c] += pt[c];
     }
-  }
+  });
 }
 
 void PositionEmbeddingBackward(const float* dout, int64_t seq, int64_t batch, int64_t hidden,
                                float* dp) {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
-#pragma omp parallel for if (seq * batch * hidden > (1 << 14))
-  for (int64_t t = 0; t < seq; ++t) {
+  ForRange(seq, seq * batch * hidden > (1 << 14), [&](int64_t t) {
     float* g = dp + t * hidden;
     for (int64_t b = 0; b < batch; ++b) {
       const float* d = dout + (t * batch + b) * hidden;
       for (int64_t c = 0; c < hidden; ++c) g[c] += d[c];
     }
-  }
+  });
 }
 
 }  // namespace dt::rt

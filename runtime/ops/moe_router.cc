@@ -1,5 +1,4 @@
 #include "runtime/ops/moe_router.h"
-#include "runtime/tensor/allocator.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,6 +6,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
 

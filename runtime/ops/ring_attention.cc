@@ -1,5 +1,4 @@
 #include "runtime/ops/ring_attention.h"
-#include "runtime/tensor/allocator.h"
 #include "runtime/ops/host_ops.h"
 
 #include <cmath>
@@ -11,6 +10,7 @@
 
 #include "base/check.h"
 #include "runtime/ops/cp_layout.h"
+#include "runtime/tensor/allocator.h"
 #include "runtime/tensor/tensor.h"
 
 namespace dt::rt {

@@ -1,10 +1,10 @@
 #include "runtime/optim/grad_sync.h"
-#include "runtime/tensor/allocator.h"
 
 #include <algorithm>
 
 #include "base/check.h"
 #include "runtime/model/bf16_params.h"
+#include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
 

@@ -1,5 +1,4 @@
 #include "runtime/optim/optimizer.h"
-#include "runtime/tensor/allocator.h"
 
 #include <cmath>
 #include <cstring>
@@ -7,6 +6,7 @@
 #include "base/check.h"
 #include "runtime/model/bf16_params.h"
 #include "runtime/optim/grad_norm.h"
+#include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
 

@@ -1,9 +1,9 @@
 #include "runtime/optim/sharded_adamw.h"
-#include "runtime/tensor/allocator.h"
 
 #include <algorithm>
 
 #include "base/check.h"
+#include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
 

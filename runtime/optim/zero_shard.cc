@@ -1,11 +1,11 @@
 #include "runtime/optim/zero_shard.h"
-#include "runtime/tensor/allocator.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "base/check.h"
 #include "runtime/model/bf16_params.h"
+#include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
 
