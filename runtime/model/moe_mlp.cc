@@ -94,9 +94,9 @@ void MoeMlp::ToGatheredOrder(const MoeStash& s, const float* expert_major, int64
       }
 }
 
-Tensor MoeMlp::GatherOverTp(const MoeStash& s, const Tensor& own) const {
+Tensor MoeMlp::GatherOverTp(const MoeStash& s, Tensor own) const {
   const int64_t h = ctx_->hidden, tp = ctx_->tp_size;
-  if (tp == 1) return own.Clone();
+  if (tp == 1) return own;
   Tensor padded({s.tp_pad, h});
   if (s.own_rows > 0) std::memcpy(padded.data(), own.data(), sizeof(float) * s.own_rows * h);
   Tensor all({tp * s.tp_pad, h});
@@ -174,7 +174,7 @@ Tensor MoeMlp::Forward(const Tensor& in, MoeStash* s) {
   Tensor own({std::max<int64_t>(s->own_rows, 1), h});
   Exchange(send.data(), s->send_rows, own.data(), s->recv_rows);
   send = Tensor();
-  Tensor gathered = GatherOverTp(*s, own);
+  Tensor gathered = GatherOverTp(*s, std::move(own));
   // Every row of these is written (by the reorder, the GEMMs, SwiGLU).
   s->x = Tensor::Uninitialized({all_rows, h});
   ToExpertMajor(*s, gathered.data(), h, s->x.data());
@@ -235,7 +235,7 @@ Tensor MoeMlp::Backward(const Tensor& in, const Tensor& dout, MoeStash* s) {
   // backward on every gathered row, the TP reduce-scatter, and back.
   Tensor own({std::max<int64_t>(s->own_rows, 1), h});
   Exchange(dsend.data(), s->send_rows, own.data(), s->recv_rows);
-  Tensor gathered = GatherOverTp(*s, own);
+  Tensor gathered = GatherOverTp(*s, std::move(own));
   Tensor dy = Tensor::Uninitialized({all_rows, h});  // every row reordered into
   ToExpertMajor(*s, gathered.data(), h, dy.data());
   Tensor dx({all_rows, h});

@@ -96,7 +96,8 @@ class MoeMlp {
   void ToGatheredOrder(const MoeStash& s, const float* expert_major, int64_t width, float* gathered) const;
   // The padded all-gather over TP of each rank's received rows [own_rows, h]
   // -> [tp * tp_pad, h], and its conjugate reduce-scatter (-> [tp_pad, h]).
-  Tensor GatherOverTp(const MoeStash& s, const Tensor& own) const;
+  // With tp 1 both hand their buffer through (no copy).
+  Tensor GatherOverTp(const MoeStash& s, Tensor own) const;
   Tensor ReduceScatterOverTp(const MoeStash& s, Tensor* gathered) const;
 
   LayerContext* ctx_;
