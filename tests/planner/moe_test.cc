@@ -226,7 +226,9 @@ TEST(MoeCost, ImbalanceSlowsExpertsButNotFlops) {
   PlanSpec one = p;
   one.ep = 1;
   for (const Op& op : TransformerLayerOps(m, one, 2).forward)
-    if (std::string(op.name) == "expert_fc2") EXPECT_DOUBLE_EQ(op.imbalance, 1.0);
+    if (std::string(op.name) == "expert_fc2") {
+      EXPECT_DOUBLE_EQ(op.imbalance, 1.0);
+    }
   bool seen = false;
   for (const Op& op : ops.forward) {
     if (std::string(op.name) != "expert_fc2") continue;
