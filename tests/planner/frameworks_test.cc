@@ -83,6 +83,16 @@ std::vector<PlanFile> Sample() {
   return v;
 }
 
+// Exported flags as the argument words of a command line.
+std::vector<std::string> Argv(const std::vector<CliFlag>& flags) {
+  std::vector<std::string> words;
+  for (const CliFlag& c : flags) {
+    words.push_back(c.name);
+    if (!c.value.empty()) words.push_back(c.value);
+  }
+  return words;
+}
+
 TEST(Frameworks, MegatronFlagsAreMegatronLmArguments) {
   const std::set<std::string> real = Names("megatron_core_v0.14.0_flags.txt");
   int exported = 0;
@@ -327,11 +337,7 @@ TEST(Frameworks, Gpt3_175bMegatronJobRoundTrips) {
   }
   EXPECT_EQ(plan_flags, 11);  // the 10 above and --attention-backend
   // And the exported flags import to the same job.
-  std::vector<std::string> again;
-  for (const CliFlag& c : *flags) {
-    again.push_back(c.name);
-    if (!c.value.empty()) again.push_back(c.value);
-  }
+  const std::vector<std::string> again = Argv(*flags);
   auto job2 = ImportMegatron(again, 128, "gpt3");
   ASSERT_TRUE(job2.ok()) << job2.status().message();
   ExpectSamePlan(job2->plan, job->plan);
@@ -363,11 +369,7 @@ TEST(Frameworks, MegatronPipelineSplitCountingEmbeddingAndLoss) {
   EXPECT_TRUE(Validate(both->plan, both->model, "imported").ok());
   auto flags = MegatronArgs(both->model, both->plan, true);
   ASSERT_TRUE(flags.ok()) << flags.status().message();
-  std::vector<std::string> again;
-  for (const CliFlag& c : *flags) {
-    again.push_back(c.name);
-    if (!c.value.empty()) again.push_back(c.value);
-  }
+  const std::vector<std::string> again = Argv(*flags);
   auto back = ImportMegatron(again, 8, "qwen");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->plan.layers_per_chunk, both->plan.layers_per_chunk);
