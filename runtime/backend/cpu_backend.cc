@@ -20,10 +20,11 @@
 #endif
 
 #include "base/check.h"
-#include "runtime/backend/parallel_for.h"
 #include "runtime/backend/backend.h"
 #include "runtime/backend/cpu_gemm.h"
 #include "runtime/backend/gelu_math.h"
+#include "runtime/backend/parallel_for.h"
+#include "runtime/backend/vec_exp.h"
 #include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
@@ -210,12 +211,10 @@ class CpuBackend final : public Backend {
       // exp with Eigen's vectorised kernel, through an aligned buffer so each
       // element's rounding depends on its column only (libm's scalar expf made
       // the softmax a tenth of the attention time). y may alias x.
-      for (int64_t c0 = 0; c0 < valid; c0 += kGeluChunk) {
-        const int64_t len = std::min(kGeluChunk, valid - c0);
-        alignas(64) float tbuf[kGeluChunk];
-        Eigen::Map<const Eigen::ArrayXf> X(xr + c0, len);
-        Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64> T(tbuf, len);
-        T = (X * scale - mx).exp();
+      for (int64_t c0 = 0; c0 < valid; c0 += kExpChunk) {
+        const int64_t len = std::min(kExpChunk, valid - c0);
+        alignas(64) float tbuf[kExpChunk];
+        ExpAffine(xr + c0, len, scale, mx, tbuf);
         std::memcpy(yr + c0, tbuf, static_cast<size_t>(len) * sizeof(float));
       }
       const double sum = LaneSum(valid, [&](int64_t c) { return double(yr[c]); });

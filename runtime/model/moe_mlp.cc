@@ -57,41 +57,19 @@ void MoeMlp::Exchange(const float* in, const std::vector<size_t>& send, float* o
   ctx_->ep->AllToAllV(in, sc.data(), out, rc.data());
 }
 
-int64_t MoeMlp::BlockOffset(const MoeStash& s, int64_t t, int64_t src, int64_t j) const {
-  // Rows of TP rank t's received buffer come by EP source, then local expert.
-  const int64_t el = local_experts(), ep = ctx_->ep_size;
-  int64_t at = t * s.tp_pad;
-  const int64_t* b = s.block_rows.data() + t * ep * el;
-  for (int64_t q = 0; q < src * el + j; ++q) at += b[q];
-  return at;
-}
-
-void MoeMlp::ToExpertMajor(const MoeStash& s, const float* gathered, int64_t width, float* expert_major) const {
+void MoeMlp::Reorder(const MoeStash& s, const float* from, int64_t width, float* to, bool to_expert_major) const {
   const int64_t el = local_experts(), ep = ctx_->ep_size, tp = ctx_->tp_size;
-  int64_t dst = 0;
+  int64_t row = 0;  // in expert-major order: by local expert, then TP rank, then EP source
   for (int64_t j = 0; j < el; ++j)
-    for (int64_t t = 0; t < tp; ++t)
-      for (int64_t src = 0; src < ep; ++src) {
-        const int64_t n = s.block_rows[(t * ep + src) * el + j];
-        if (n > 0)
-          std::memcpy(expert_major + dst * width, gathered + BlockOffset(s, t, src, j) * width,
-                      sizeof(float) * n * width);
-        dst += n;
+    for (int64_t q = 0; q < tp * ep; ++q) {
+      const int64_t b = q * el + j, n = s.block_rows[b];
+      if (n > 0) {
+        float* dst = to_expert_major ? to + row * width : to + s.block_at[b] * width;
+        const float* src = to_expert_major ? from + s.block_at[b] * width : from + row * width;
+        std::memcpy(dst, src, sizeof(float) * n * width);
       }
-}
-
-void MoeMlp::ToGatheredOrder(const MoeStash& s, const float* expert_major, int64_t width, float* gathered) const {
-  const int64_t el = local_experts(), ep = ctx_->ep_size, tp = ctx_->tp_size;
-  int64_t src_row = 0;
-  for (int64_t j = 0; j < el; ++j)
-    for (int64_t t = 0; t < tp; ++t)
-      for (int64_t src = 0; src < ep; ++src) {
-        const int64_t n = s.block_rows[(t * ep + src) * el + j];
-        if (n > 0)
-          std::memcpy(gathered + BlockOffset(s, t, src, j) * width, expert_major + src_row * width,
-                      sizeof(float) * n * width);
-        src_row += n;
-      }
+      row += n;
+    }
 }
 
 Tensor MoeMlp::GatherOverTp(const MoeStash& s, Tensor own) const {
@@ -167,6 +145,16 @@ Tensor MoeMlp::Forward(const Tensor& in, MoeStash* s) {
     s->tp_pad = std::max(s->tp_pad, std::max<int64_t>(rows_t, 1));
     all_rows += rows_t;
   }
+  // Row of each block in the TP-gathered buffer: TP rank t's padded slot,
+  // then by EP source, then local expert (the order an all-to-all receives).
+  s->block_at.assign(tp * ep * el, 0);
+  for (int64_t t = 0; t < tp; ++t) {
+    int64_t at = t * s->tp_pad;
+    for (int64_t q = 0; q < ep * el; ++q) {
+      s->block_at[t * ep * el + q] = at;
+      at += s->block_rows[t * ep * el + q];
+    }
+  }
 
   // Dispatch over EP, gather over TP, run the local experts on every
   // gathered row (each expert column-split over TP), reduce-scatter the
@@ -177,7 +165,7 @@ Tensor MoeMlp::Forward(const Tensor& in, MoeStash* s) {
   Tensor gathered = GatherOverTp(*s, std::move(own));
   // Every row of these is written (by the reorder, the GEMMs, SwiGLU).
   s->x = Tensor::Uninitialized({all_rows, h});
-  ToExpertMajor(*s, gathered.data(), h, s->x.data());
+  Reorder(*s, gathered.data(), h, s->x.data(), /*to_expert_major=*/true);
   s->gate = Tensor::Uninitialized({all_rows, fl});
   s->up = Tensor::Uninitialized({all_rows, fl});
   s->act = Tensor::Uninitialized({all_rows, fl});
@@ -197,7 +185,7 @@ Tensor MoeMlp::Forward(const Tensor& in, MoeStash* s) {
   }
   HostAccess(be, "MoE expert outputs (reorder)");
   gathered.Fill(0.0f);  // padding rows stay zero through the reduce-scatter
-  ToGatheredOrder(*s, y.data(), h, gathered.data());
+  Reorder(*s, y.data(), h, gathered.data(), /*to_expert_major=*/false);
   y = Tensor();
   Tensor back_own = ReduceScatterOverTp(*s, &gathered);
   s->back = Tensor::Uninitialized({rows * k, h});  // every row received
@@ -237,7 +225,7 @@ Tensor MoeMlp::Backward(const Tensor& in, const Tensor& dout, MoeStash* s) {
   Exchange(dsend.data(), s->send_rows, own.data(), s->recv_rows);
   Tensor gathered = GatherOverTp(*s, std::move(own));
   Tensor dy = Tensor::Uninitialized({all_rows, h});  // every row reordered into
-  ToExpertMajor(*s, gathered.data(), h, dy.data());
+  Reorder(*s, gathered.data(), h, dy.data(), /*to_expert_major=*/true);
   Tensor dx({all_rows, h});
   {
     Tensor dact({all_rows, fl}), dgate({all_rows, fl}), dup({all_rows, fl}), dtmp({all_rows, h});
@@ -262,7 +250,7 @@ Tensor MoeMlp::Backward(const Tensor& in, const Tensor& dout, MoeStash* s) {
   }
   HostAccess(be, "MoE expert input grads (reorder)");
   gathered.Fill(0.0f);
-  ToGatheredOrder(*s, dx.data(), h, gathered.data());
+  Reorder(*s, dx.data(), h, gathered.data(), /*to_expert_major=*/false);
   dx = Tensor();
   Tensor dx_own = ReduceScatterOverTp(*s, &gathered);
   Exchange(dx_own.data(), s->recv_rows, dsend.data(), s->send_rows);

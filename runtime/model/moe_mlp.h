@@ -65,6 +65,7 @@ struct MoeStash {
   std::vector<int64_t> block_rows;
   int64_t own_rows = 0;               // rows this rank received over EP
   int64_t tp_pad = 0;                 // rows per TP rank in the padded TP gather (>= 1)
+  std::vector<int64_t> block_at;      // [tp][ep][local experts]: first row of each block in the TP gather
   Tensor x, gate, up, act;            // expert-major inputs [R, h] and activations [R, f_local], R = gathered rows
   Tensor back;                        // [rows * k, h] expert outputs returned, in send order
 };
@@ -87,13 +88,10 @@ class MoeMlp {
   // Sends rows (grouped by destination, send[d] rows to EP rank d) and
   // receives recv[s] rows from each EP rank s: one AllToAllV of rows of h.
   void Exchange(const float* in, const std::vector<size_t>& send, float* out, const std::vector<size_t>& recv);
-  // Row of block (TP rank t, EP source src, local expert j) in the TP-gathered
-  // buffer: t's padded slot, then by source, then local expert.
-  int64_t BlockOffset(const MoeStash& s, int64_t t, int64_t src, int64_t j) const;
-  // Copies between the gathered order and the expert-major order (by local
-  // expert, then TP rank, then EP source).
-  void ToExpertMajor(const MoeStash& s, const float* gathered, int64_t width, float* expert_major) const;
-  void ToGatheredOrder(const MoeStash& s, const float* expert_major, int64_t width, float* gathered) const;
+  // Copies rows of `width` between the TP-gathered order (s.block_at) and
+  // the expert-major order (by local expert, then TP rank, then EP source),
+  // in the direction `to_expert_major` says.
+  void Reorder(const MoeStash& s, const float* from, int64_t width, float* to, bool to_expert_major) const;
   // The padded all-gather over TP of each rank's received rows [own_rows, h]
   // -> [tp * tp_pad, h], and its conjugate reduce-scatter (-> [tp_pad, h]).
   // With tp 1 both hand their buffer through (no copy).

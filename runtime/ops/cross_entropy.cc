@@ -4,27 +4,12 @@
 #include <cmath>
 #include <vector>
 
-#include <Eigen/Core>
-
 #include "base/check.h"
 #include "runtime/backend/parallel_for.h"
+#include "runtime/backend/vec_exp.h"
 #include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
-namespace {
-
-constexpr int64_t kChunk = 1024;  // logits per vectorised exp chunk
-
-// out[c] = exp(l[c] - shift) for c < len <= kChunk, with Eigen's vectorised
-// exp (libm's scalar expf made the loss several times its memory traffic,
-// which is how the planner prices it); reproducible for a given layout.
-void ExpShifted(const float* l, int64_t len, float shift, float* out) {
-  Eigen::Map<const Eigen::ArrayXf> L(l, len);
-  Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64> O(out, len);
-  O = (L - shift).exp();
-}
-
-}  // namespace
 
 float CrossEntropyForward(const float* logits, int64_t rows, int64_t vocab_start,
                           int64_t vocab_local, const int32_t* targets, Comm* tp, float* lse) {
@@ -39,10 +24,10 @@ float CrossEntropyForward(const float* logits, int64_t rows, int64_t vocab_start
   ForRange(rows, rows * vocab_local > (1 << 14), [&](int64_t r) {
     const float* l = logits + r * vocab_local;
     double s = 0;
-    alignas(64) float e[kChunk];
-    for (int64_t c0 = 0; c0 < vocab_local; c0 += kChunk) {
-      const int64_t len = std::min(kChunk, vocab_local - c0);
-      ExpShifted(l + c0, len, row_max[r], e);
+    alignas(64) float e[kExpChunk];
+    for (int64_t c0 = 0; c0 < vocab_local; c0 += kExpChunk) {
+      const int64_t len = std::min(kExpChunk, vocab_local - c0);
+      ExpAffine(l + c0, len, 1.0f, row_max[r], e);
       for (int64_t c = 0; c < len; ++c) s += e[c];
     }
     sum_exp[r] = static_cast<float>(s);
@@ -70,10 +55,10 @@ void CrossEntropyBackward(const float* logits, int64_t rows, int64_t vocab_start
   ForRange(rows, rows * vocab_local > (1 << 14), [&](int64_t r) {
     const float* l = logits + r * vocab_local;
     float* d = dlogits + r * vocab_local;
-    alignas(64) float e[kChunk];
-    for (int64_t c0 = 0; c0 < vocab_local; c0 += kChunk) {
-      const int64_t len = std::min(kChunk, vocab_local - c0);
-      ExpShifted(l + c0, len, lse[r], e);
+    alignas(64) float e[kExpChunk];
+    for (int64_t c0 = 0; c0 < vocab_local; c0 += kExpChunk) {
+      const int64_t len = std::min(kExpChunk, vocab_local - c0);
+      ExpAffine(l + c0, len, 1.0f, lse[r], e);
       for (int64_t c = 0; c < len; ++c) d[c0 + c] = g * e[c];
     }
     const int64_t local = static_cast<int64_t>(targets[r]) - vocab_start;
