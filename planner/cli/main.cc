@@ -48,6 +48,12 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
   app->add_option("--moe-dispatcher", d->moe_dispatcher,
                   "MoE token dispatcher: alltoall (default; every routed copy sent, Megatron-LM's alltoall "
                   "dispatcher, dtrun) or deduplicated (DeepEP / HybridEP: once per destination rank and node)");
+  auto* pg_flag = app->add_flag("--fp8-param-gather", d->fp8_param_gather_on,
+                                "FP8 plans: keep the linear weights in FP8 and all-gather them in FP8 (Megatron-LM's "
+                                "--fp8-param-gather; needs --zero 1). Default: on in every FP8 plan with the "
+                                "distributed optimizer");
+  app->add_flag("--no-fp8-param-gather", d->fp8_param_gather_off, "FP8 plans: bf16 weights with FP8 copies")
+      ->excludes(pg_flag);
   auto* sp_flag = app->add_flag("--sp", d->sp_on, "fix sequence parallelism on");
   app->add_flag("--no-sp", d->sp_off, "fix sequence parallelism off")->excludes(sp_flag);
 }

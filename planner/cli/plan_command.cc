@@ -31,6 +31,8 @@ Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
     if (!m.ok()) return InvalidArgument("--moe-dispatcher: " + m.status().message());
     k->moe_dispatcher = *m;
   }
+  if (d.fp8_param_gather_on) k->fp8_param_gather = true;
+  if (d.fp8_param_gather_off) k->fp8_param_gather = false;
   if (d.sp_on) k->sequence_parallel = true;
   if (d.sp_off) k->sequence_parallel = false;
   if (!d.schedule.empty()) {

@@ -94,6 +94,10 @@ struct Dims {
   int64_t q_lora, kv_lora, rope_dim, nope_dim;
   bool fp8;              // the layer's linear GEMMs in FP8 (Transformer Engine)
   int num_microbatches;  // FP8 weight casts happen once per step
+  // Bytes moved per weight by that cast: read bf16, write FP8 and its
+  // transpose (e + 2); with --fp8-param-gather the weight is already FP8
+  // and only its transpose is written (1 + 1).
+  double fp8_weight_cast_bytes;
 };
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -143,6 +147,7 @@ Dims MakeDims(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   if (d.mla) d.kv_local = d.a_local;  // K and V are up-projected for every (local) head
   d.fp8 = p.precision == Precision::kFp8;
   d.num_microbatches = std::max(1, p.num_microbatches);
+  d.fp8_weight_cast_bytes = p.fp8_param_gather ? 2.0 : d.e + 2.0;
   return d;
 }
 
@@ -283,7 +288,7 @@ std::vector<Op> LayerForward(const Dims& d) {
     // per step (first microbatch) and cached: spread over the microbatches.
     const double weights = static_cast<double>(d.h) * n_qkv + static_cast<double>(d.a_local) * d.d * d.h +
                            (d.moe ? 0.0 : (d.gated ? 3.0 : 2.0) * d.h * d.f_local);
-    f.push_back(MemoryOp("fp8_cast_weights", (d.e + 2.0) * weights / d.num_microbatches));
+    f.push_back(MemoryOp("fp8_cast_weights", d.fp8_weight_cast_bytes * weights / d.num_microbatches));
   }
   f.push_back(MemoryOp(d.ln ? "ln1" : "rmsnorm1", 2 * e * d.T_r * d.h));
   TpEnterForward(d, "sp_allgather_attn", &f);

@@ -21,6 +21,7 @@ struct MoeDims {
   double cf;       // load-imbalance allowance
   bool fp8;        // expert and shared-expert GEMMs in FP8 (Transformer Engine grouped linear)
   int nmb;         // microbatches per step: FP8 weight casts happen once per step
+  double fp8_weight_cast_bytes;  // per weight: e + 2, or 2 with --fp8-param-gather (layer_ops.cc)
   bool dedup;      // deduplicating dispatcher (PlanSpec::moe_dispatcher)
 };
 
@@ -46,6 +47,7 @@ MoeDims MakeMoeDims(const ModelSpec& m, const PlanSpec& p, int bytes_per_element
   d.cf = ExpertLoadImbalance(p);
   d.fp8 = p.precision == Precision::kFp8;
   d.nmb = std::max(1, p.num_microbatches);
+  d.fp8_weight_cast_bytes = p.fp8_param_gather ? 2.0 : d.e + 2.0;
   d.dedup = p.moe_dispatcher == MoeDispatcher::kDeduplicated;
   return d;
 }
@@ -179,7 +181,7 @@ std::vector<Op> MoeMlpForward(const ModelSpec& m, const PlanSpec& p, int bytes_p
     // their transposes, cast once per step (cached across microbatches).
     const double mats = d.gated ? 3.0 : 2.0;
     const double weights = mats * d.h * (static_cast<double>(d.local_experts) * d.f_local + d.fs_local);
-    f.push_back(MemoryOp("fp8_cast_weights", (d.e + 2.0) * weights / d.nmb));
+    f.push_back(MemoryOp("fp8_cast_weights", d.fp8_weight_cast_bytes * weights / d.nmb));
   }
   Fp8Cast(d, "fp8_cast_expert_fc1_input", d.rows * d.h, d.cf, &f);
   if (d.gated) {

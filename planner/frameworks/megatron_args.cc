@@ -147,6 +147,7 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
   if (p.precision == Precision::kFp8) {  // Transformer Engine FP8 GEMMs, delayed scaling (docs/fp8.md)
     add("--fp8-format", "hybrid");
     add("--fp8-recipe", "delayed");
+    if (p.fp8_param_gather) add("--fp8-param-gather");  // FP8 weights, all-gathered in FP8
   }
   return f;
 }

@@ -34,7 +34,7 @@ const std::set<std::string> kBoolFlags = {
     "--use-megatron-fsdp", "--use-torch-fsdp2", "--bf16", "--fp16", "--use-flash-attn",
     "--overlap-grad-reduce", "--overlap-param-gather", "--use-rotary-position-embeddings", "--use-rope-scaling",
     "--moe-grouped-gemm", "--multi-latent-attention", "--moe-enable-deepep",
-    "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"};
+    "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--fp8-param-gather"};
 // Flags that change neither the memory nor the step time dtplan predicts:
 // data, tokenizer files, checkpoints, logging, learning-rate schedule,
 // optimizer hyper-parameters, initialization, kernel fusion switches.
@@ -544,6 +544,13 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
     p.precision = Precision::kFp8;  // e4m3 and hybrid: same bytes and Tensor Core rate
   } else if (has("--fp8-recipe")) {
     return InvalidArgument("--fp8-recipe needs --fp8-format");
+  }
+  if (has("--fp8-param-gather")) {
+    if (p.precision != Precision::kFp8) return InvalidArgument("--fp8-param-gather needs --fp8-format (FP8 training)");
+    if (p.zero_stage != 1)
+      return InvalidArgument("--fp8-param-gather is modeled with the distributed optimizer only; add "
+                             "--use-distributed-optimizer (Megatron-FSDP / torch FSDP2 with FP8 parameters are not modeled)");
+    p.fp8_param_gather = true;
   }
   if (has("--fp16")) job.notes.push_back("--fp16 is priced as bf16 (same bytes and tensor-core rate)");
   if (p.dp * p.cp > 1 && !has("--overlap-grad-reduce"))

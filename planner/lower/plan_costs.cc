@@ -89,6 +89,11 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   const GroupTopology pipe = TopologyOf(p, GroupKind::kPp, c.gpus_per_node);
   const int64_t layer_params = LayerParamsPerRank(m, p);
   const int64_t dense_layer_params = m.first_dense_layers > 0 ? LayerParamsPerRank(dense_model, p) : 0;
+  // --fp8-param-gather: the linear weights (not the experts', counted apart)
+  // are all-gathered in FP8, 1 byte each instead of weight_bytes.
+  const double gather_linear = p.fp8_param_gather ? static_cast<double>(LinearWeightParamsPerRank(m, p) - ExpertLayerParamsPerRank(m, p)) : 0.0;
+  const double gather_dense_linear = p.fp8_param_gather && m.first_dense_layers > 0 ? static_cast<double>(LinearWeightParamsPerRank(dense_model, p)) : 0.0;
+  const double expert_gather_bytes = p.fp8_param_gather ? 1.0 : mp.weight_bytes;
   auto stage_layer_params = [&](int s) {
     const int dense = DenseLayersOnStage(m, p, s);
     return (p.StageLayers(s) - dense) * layer_params + dense * dense_layer_params;
@@ -135,11 +140,12 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
         k.grad_sync += ecoll(CollKind::kAllReduce, expert_params * mp.grad_bytes);
       } else {  // distributed optimizer (ZeRO-2/3 with experts: refused by Validate)
         k.grad_sync += ecoll(CollKind::kReduceScatter, expert_params * mp.grad_bytes);
-        k.param_sync += ecoll(CollKind::kAllGather, expert_params * mp.weight_bytes);
+        k.param_sync += ecoll(CollKind::kAllGather, expert_params * expert_gather_bytes);
       }
     }
     const double dense_grad_bytes = params * mp.grad_bytes;
-    const double weight_bytes = params * mp.weight_bytes;
+    const double fp8_linear = L * gather_linear + D * gather_dense_linear;
+    const double weight_bytes = (params - fp8_linear) * mp.weight_bytes + fp8_linear;
     if (grad.size > 1) {
       auto coll = [&](CollKind kind, double bytes) {
         pc.outside_profile |= CollectiveOutsideProfile(kind, bytes, grad.size, grad.per_node, grad.spans_nodes, hw);

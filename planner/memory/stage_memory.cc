@@ -51,10 +51,11 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // and its FP8 transpose, cached from the first microbatch of a step to the
   // last (1 + 1 byte per weight; docs/fp8.md), next to the bf16 weights.
   // (Added after the ZeRO sharding below: the copies are never sharded.)
-  const double fp8_copies =
-      p.precision == Precision::kFp8
-          ? 2.0 * p.StageLayers(pipeline_rank) * static_cast<double>(LinearWeightParamsPerRank(m, p))
-          : 0.0;
+  // With --fp8-param-gather the FP8 weight is the parameter itself: 1 byte
+  // plus the cached transpose instead of weight_bytes plus both copies.
+  const double linear_weights = p.StageLayers(pipeline_rank) * static_cast<double>(LinearWeightParamsPerRank(m, p));
+  double fp8_copies = p.precision == Precision::kFp8 ? 2.0 * linear_weights : 0.0;
+  if (p.fp8_param_gather) fp8_copies = (1.0 + 1.0 - mp.weight_bytes) * linear_weights;
   // MoE: routed-expert parameters are replicated over dp*cp/ep ranks only,
   // so the distributed optimizer shards their states over that group
   // (ZeRO-2/3 with experts is refused by Validate).

@@ -25,6 +25,12 @@ struct SearchConstraints {
   Precision precision = Precision::kProfile;  // copied into every plan, not searched
   bool force_balanced_routing = false;     // copied into every plan (PlanSpec), not searched
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;  // copied into every plan, not searched
+  // --fp8-param-gather (PlanSpec::fp8_param_gather). Unset: on in every FP8
+  // plan with the distributed optimizer (zero 1), off elsewhere -- it needs
+  // less memory, moves fewer all-gather bytes and casts less than the same
+  // plan without it, so searching both would always pick it. false: never;
+  // true: FP8 plans with zero 1 only (the others are rejected with why).
+  std::optional<bool> fp8_param_gather;
   bool dropout = true;          // GPT dropout (the bundled CPU runtime has none)
   int max_micro_batch = 16;  // searched microbatch sizes are divisors up to this
   int max_vpp = 8;           // searched virtual stages per rank
@@ -33,5 +39,11 @@ struct SearchConstraints {
   Framework framework = Framework::kAny;
   int grad_bytes = 0;  // copied into every plan (PlanSpec::grad_bytes)
 };
+
+// PlanSpec::fp8_param_gather for a plan of these constraints with the given
+// ZeRO stage (see SearchConstraints::fp8_param_gather).
+inline bool Fp8ParamGatherFor(const SearchConstraints& k, int zero_stage) {
+  return k.precision == Precision::kFp8 && zero_stage == 1 && k.fp8_param_gather.value_or(true);
+}
 
 }  // namespace dt

@@ -64,6 +64,10 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
   if (k.etp && !m.moe())
     return InvalidArgument("--etp " + Num(*k.etp) + ": the model has no experts; drop --etp");
   if (k.etp && *k.etp < 1) return InvalidArgument("--etp must be >= 1");
+  if (k.fp8_param_gather.value_or(false) && k.precision != Precision::kFp8)
+    return InvalidArgument("--fp8-param-gather keeps the weights in FP8: it needs --precision fp8");
+  if (k.fp8_param_gather.value_or(false) && k.zero_stage && *k.zero_stage != 1)
+    return InvalidArgument("--fp8-param-gather needs the distributed optimizer: use --zero 1 (or drop --zero)");
   if (k.etp && k.tp && *k.tp % *k.etp != 0)
     return InvalidArgument("--etp " + Num(*k.etp) + " does not divide --tp " + Num(*k.tp) + "; use a divisor of tp");
   if (k.ep && (*k.ep < 1 || (m.moe() && m.num_experts % *k.ep != 0)))
@@ -193,6 +197,11 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   p.dropout = k.dropout;
                   p.grad_bytes = k.grad_bytes;
                   p.precision = k.precision;
+                  p.fp8_param_gather = Fp8ParamGatherFor(k, z);
+                  if (k.fp8_param_gather.value_or(false) && !p.fp8_param_gather) {
+                    ++e.plan_rejects["--fp8-param-gather needs the distributed optimizer (zero 1)"];
+                    continue;
+                  }
                   p.layers_per_chunk = EvenSplit(m.num_layers, pp * vpp);
                   if (cpu_runtime) {  // never emit a CPU plan dtrun cannot execute
                     const std::vector<Feature> missing = MissingFeatures(m, p, RuntimeDevice::kCpu);

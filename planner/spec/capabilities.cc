@@ -41,6 +41,9 @@ const std::vector<Capability>& CapabilityTable() {
       {Feature::kFp8, "FP8 GEMMs (Transformer Engine style)", false, false,
        "plan it with --precision bf16 for dtrun, or run the FP8 plan in Megatron-LM (dtplan export --framework "
        "megatron writes --fp8-format hybrid)"},
+      {Feature::kFp8ParamGather, "FP8 parameters all-gathered in FP8 (--fp8-param-gather)", false, false,
+       "plan it with --precision bf16 for dtrun, or run it in Megatron-LM (dtplan export --framework megatron "
+       "writes --fp8-param-gather)"},
       {Feature::kGptFamily, "the GPT family", true, false, "use a supported model family"},
       {Feature::kLlamaFamily, "the Llama family (RMSNorm, SwiGLU, rotary positions)", true, false,
        "use a GPT model (e.g. examples/models/gpt-tiny.json)"},
@@ -108,6 +111,7 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kDeduplicatedDispatch: u = m.moe() && p.moe_dispatcher == MoeDispatcher::kDeduplicated; break;
       case Feature::kExpertFolding: u = m.moe() && p.expert_folded(); break;
       case Feature::kFp8: u = p.precision == Precision::kFp8; break;
+      case Feature::kFp8ParamGather: u = p.fp8_param_gather; break;
       case Feature::kBf16: u = p.precision == Precision::kBf16; break;
       case Feature::kBf16ZeroSharded: u = p.precision == Precision::kBf16 && p.zero_stage >= 2; break;
       case Feature::kBf16Fp32Grads: u = p.precision == Precision::kBf16 && p.grad_bytes == 4; break;

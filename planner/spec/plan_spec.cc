@@ -98,6 +98,9 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
     return bad("etp=" + num(p.etp) + " but the model has no experts; omit etp");
   if (!m.moe() && p.moe_dispatcher != MoeDispatcher::kAllToAll)
     return bad("moe_dispatcher 'deduplicated' but the model has no experts; omit it");
+  if (p.fp8_param_gather && (p.precision != Precision::kFp8 || p.zero_stage != 1))
+    return bad("fp8_param_gather needs precision fp8 and zero_stage 1 (Megatron-LM's --fp8-param-gather with the "
+               "distributed optimizer); set both or omit fp8_param_gather");
   if (m.moe()) {
     if (m.num_experts % p.ep != 0)
       return bad("ep=" + num(p.ep) + " does not divide the model's " + num(m.num_experts) +
@@ -200,6 +203,7 @@ json ToJson(const PlanSpec& p) {
   if (p.precision != Precision::kProfile) j["precision"] = ToString(p.precision);  // absent: the profile's dtype
   if (p.force_balanced_routing) j["force_balanced_routing"] = true;                 // absent: false
   if (p.moe_dispatcher != MoeDispatcher::kAllToAll) j["moe_dispatcher"] = ToString(p.moe_dispatcher);  // absent: alltoall
+  if (p.fp8_param_gather) j["fp8_param_gather"] = true;                             // absent: false
   return j;
 }
 
@@ -252,6 +256,7 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
     else p.precision = *prec;
   }
   p.force_balanced_routing = r.BoolOr("force_balanced_routing", false);
+  p.fp8_param_gather = r.BoolOr("fp8_param_gather", false);
   if (r.Has("moe_dispatcher")) {
     auto d = ParseMoeDispatcher(r.Str("moe_dispatcher"));
     if (!d.ok()) r.Fail(d.status().message());
@@ -351,6 +356,7 @@ std::string Describe(const PlanSpec& p) {
      << (p.flash_attention ? "" : " unfused") << " zero"
      << p.zero_stage;
   if (p.precision != Precision::kProfile) os << " " << ToString(p.precision);  // absent: the profile's dtype
+  if (p.fp8_param_gather) os << " fp8-params";
   return os.str();
 }
 

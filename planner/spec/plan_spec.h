@@ -93,6 +93,14 @@ struct PlanSpec {
   // of planner/cost/moe_ops.h. Never searched; false for real training.
   bool force_balanced_routing = false;
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;  // MoE only; see the enum
+  // FP8 plans with the distributed optimizer (zero_stage 1) only:
+  // Megatron-LM's --fp8-param-gather (Transformer Engine's fp8_model_init).
+  // The linear weights live in FP8 (1 byte, plus TE's cached FP8 transpose
+  // on Hopper) instead of bf16 plus the FP8 copy and transpose; the
+  // optimizer keeps its fp32 master shard and quantizes it after the step;
+  // the ZeRO-1 parameter all-gather moves those weights in FP8. Costed in
+  // stage_memory.cc, plan_costs.cc and layer_ops.cc (docs/fp8.md).
+  bool fp8_param_gather = false;
   // Bytes per stored and reduced gradient element; 0: the profile's dtype
   // (2 for bf16, 4 for fp32). 4 on a bf16 profile: fp32 main gradients, as
   // Megatron-LM keeps them by default (planner/frameworks, docs/frameworks.md).

@@ -78,6 +78,9 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
     else if (!v.model.moe()) p.Fail("'moe_dispatcher' is set but the model has no experts");
     else k.moe_dispatcher = *d;
   }
+  // --fp8-param-gather (FP8 cases): absent or null, as the search decides
+  // (on with the distributed optimizer; SearchConstraints::fp8_param_gather).
+  if (p.Has("fp8_param_gather")) k.fp8_param_gather = p.BoolOr("fp8_param_gather", false);
   // Fused attention unless the case says otherwise; the SC21 measurements
   // predate FlashAttention (2022), so their Megatron ran the unfused core.
   const std::string source = top.StrOr("source", "");

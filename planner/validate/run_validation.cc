@@ -57,6 +57,7 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     p.etp = k.etp && *k.etp != p.tp ? *k.etp : 0;
     p.force_balanced_routing = k.force_balanced_routing;
     p.moe_dispatcher = k.moe_dispatcher;
+    p.fp8_param_gather = Fp8ParamGatherFor(k, p.zero_stage);
     if (c.dp_bucket_bytes > 0) p.dp_bucket_bytes = c.dp_bucket_bytes;
     p.layers_per_chunk = EvenSplit(m.num_layers, p.pp * p.vpp);
     DT_RETURN_IF_ERROR(Validate(p, m, "case '" + c.id + "'"));

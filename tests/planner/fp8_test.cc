@@ -8,9 +8,11 @@
 #include "planner/cost/compute_cost.h"
 #include "planner/cost/flops.h"
 #include "planner/cost/layer_ops.h"
+#include "planner/lower/plan_costs.h"
 #include "planner/lower/simulate.h"
 #include "planner/memory/param_count.h"
 #include "planner/memory/stage_memory.h"
+#include "planner/search/enumerate.h"
 #include "planner/spec/capabilities.h"
 #include "tests/planner/test_models.h"
 
@@ -227,6 +229,116 @@ TEST(Fp8, PlanJsonRoundTripsThePrecision) {
   auto refused = PlanFromJson(bad, m, "test");
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("fp4"), std::string::npos);
+}
+
+
+// --fp8-param-gather: the linear weights are the FP8 parameters themselves
+// (1 byte plus the cached transpose, not bf16 plus both copies), the
+// per-step cast only writes the transpose, and the ZeRO-1 all-gather moves
+// those weights at 1 byte.
+TEST(Fp8, ParamGatherKeepsOneFp8WeightAndItsTranspose) {
+  const ModelSpec m = testing_models::Llama8B();
+  PlanSpec f = Plan(m, Precision::kFp8, 2);
+  f.dp = 8;
+  f.zero_stage = 1;
+  PlanSpec g = f;
+  g.fp8_param_gather = true;
+  ASSERT_TRUE(Validate(g, m, "plan").ok());
+  const MemoryParams mp = MemoryParams::MixedPrecision(80e9);
+  const StageMemory sf = EstimateStageMemory(m, f, mp, 0, 1), sg = EstimateStageMemory(m, g, mp, 0, 1);
+  const double linear = m.num_layers * static_cast<double>(LinearWeightParamsPerRank(m, f));
+  EXPECT_DOUBLE_EQ(sf.weights - sg.weights, 2.0 * linear);  // bf16 2 + FP8 1 + transpose 1 -> 1 + 1
+  EXPECT_DOUBLE_EQ(sg.optimizer, sf.optimizer);             // fp32 master shard either way
+  EXPECT_DOUBLE_EQ(sg.gradients, sf.gradients);
+  EXPECT_DOUBLE_EQ(sg.activations, sf.activations);
+  auto cast_bytes = [&](const PlanSpec& q) {
+    for (const Op& op : TransformerLayerOps(m, q, 2).forward)
+      if (std::string(op.name) == "fp8_cast_weights") return op.bytes;
+    return -1.0;
+  };
+  const double w = static_cast<double>(LinearWeightParamsPerRank(m, f));
+  EXPECT_DOUBLE_EQ(cast_bytes(g), 2.0 * w / g.num_microbatches);  // read FP8, write its transpose
+  // The all-gather: the linear weights at 1 byte, the rest (norms, the
+  // embedding and head) at 2, so a little over half the bytes of bf16.
+  ClusterSpec c;
+  c.nodes = 2;
+  c.gpus_per_node = 8;
+  const PlanCosts cf = ComputePlanCosts(m, c, f, H100()), cg = ComputePlanCosts(m, c, g, H100());
+  ASSERT_EQ(cf.chunks.size(), 1u);
+  EXPECT_GT(cg.chunks[0].param_sync, 0.45 * cf.chunks[0].param_sync);
+  EXPECT_LT(cg.chunks[0].param_sync, 0.65 * cf.chunks[0].param_sync);
+  EXPECT_DOUBLE_EQ(cg.chunks[0].grad_sync, cf.chunks[0].grad_sync);  // gradients stay bf16
+  auto pf = SimulatePlan(m, c, f, H100()), pg = SimulatePlan(m, c, g, H100());
+  ASSERT_TRUE(pf.ok() && pg.ok());
+  EXPECT_LE(pg->step_time_s, pf->step_time_s);
+  EXPECT_LT(pg->peak_memory_bytes, pf->peak_memory_bytes);
+}
+
+TEST(Fp8, ParamGatherNeedsFp8AndTheDistributedOptimizer) {
+  const ModelSpec m = testing_models::Llama8B();
+  PlanSpec p = Plan(m, Precision::kFp8, 2);
+  p.dp = 8;
+  p.fp8_param_gather = true;
+  for (int zero : {0, 2, 3}) {
+    p.zero_stage = zero;
+    Status s = Validate(p, m, "plan");
+    ASSERT_FALSE(s.ok()) << zero;
+    EXPECT_NE(s.message().find("zero_stage 1"), std::string::npos) << s.message();
+  }
+  p.zero_stage = 1;
+  EXPECT_TRUE(Validate(p, m, "plan").ok());
+  p.precision = Precision::kBf16;
+  EXPECT_FALSE(Validate(p, m, "plan").ok());
+  p.precision = Precision::kFp8;
+  // Plan files: written only when set, read back; dtrun refuses it by name.
+  const json j = ToJson(p);
+  EXPECT_EQ(j.at("fp8_param_gather"), true);
+  auto back = PlanFromJson(j, m, "test");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->fp8_param_gather);
+  EXPECT_NE(Describe(p).find("fp8-params"), std::string::npos);
+  p.fp8_param_gather = false;
+  EXPECT_FALSE(ToJson(p).contains("fp8_param_gather"));
+  p.fp8_param_gather = true;
+  const std::vector<Feature> missing = MissingFeatures(m, p, RuntimeDevice::kCpu);
+  EXPECT_NE(std::find(missing.begin(), missing.end(), Feature::kFp8ParamGather), missing.end());
+}
+
+// The search turns it on in every FP8 plan with the distributed optimizer
+// (less memory, fewer bytes: it dominates), off where asked, and refuses it
+// with a fixed ZeRO stage other than 1.
+TEST(Fp8, SearchUsesParamGatherWithTheDistributedOptimizer) {
+  const ModelSpec m = testing_models::Llama8B();
+  ClusterSpec c;
+  c.nodes = 1;
+  c.gpus_per_node = 8;
+  SearchConstraints k;
+  k.global_batch = 16;
+  k.seq_length = 1024;
+  k.tp = 2;
+  k.precision = Precision::kFp8;
+  auto on = EnumeratePlans(m, c, k);
+  ASSERT_TRUE(on.ok()) << on.status().message();
+  int zero1 = 0;
+  for (const PlanSpec& p : on->plans) {
+    EXPECT_EQ(p.fp8_param_gather, p.zero_stage == 1) << Describe(p);
+    zero1 += p.zero_stage == 1;
+  }
+  EXPECT_GT(zero1, 0);
+  k.fp8_param_gather = false;
+  auto off = EnumeratePlans(m, c, k);
+  ASSERT_TRUE(off.ok());
+  for (const PlanSpec& p : off->plans) EXPECT_FALSE(p.fp8_param_gather) << Describe(p);
+  k.fp8_param_gather = true;
+  k.zero_stage = 2;
+  auto refused = EnumeratePlans(m, c, k);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--zero 1"), std::string::npos) << refused.status().message();
+  k.zero_stage.reset();
+  k.precision = Precision::kBf16;
+  auto bf16 = EnumeratePlans(m, c, k);
+  ASSERT_FALSE(bf16.ok());
+  EXPECT_NE(bf16.status().message().find("--precision fp8"), std::string::npos) << bf16.status().message();
 }
 
 }  // namespace

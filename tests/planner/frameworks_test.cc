@@ -488,10 +488,11 @@ TEST(Frameworks, MegatronMoeMlaAndFp8FlagsRoundTrip) {
     const char* config;
     int tp, pp, ep;
     Precision precision;
+    bool fp8_param_gather = false;
   };
   for (const Case& c : {Case{"mixtral-8x7b.json", 2, 4, 4, Precision::kProfile},
                         Case{"deepseek-v3.json", 1, 8, 8, Precision::kProfile},
-                        Case{"", 2, 1, 1, Precision::kFp8}}) {
+                        Case{"", 2, 1, 1, Precision::kFp8}, Case{"", 2, 1, 1, Precision::kFp8, true}}) {
     ModelSpec m = testing_models::Llama8B();
     if (*c.config) {
       auto model = LoadModel(std::string(DT_SOURCE_DIR) + "/tests/planner/hf_configs/" + c.config);
@@ -511,6 +512,7 @@ TEST(Frameworks, MegatronMoeMlaAndFp8FlagsRoundTrip) {
     p.sequence_parallel = c.tp > 1;
     p.zero_stage = 1;
     p.precision = c.precision;
+    p.fp8_param_gather = c.fp8_param_gather;
     p.layers_per_chunk = EvenSplit(m.num_layers, p.pp);
     // DeepSeek-V3: 61 layers over 8 stages export as --pipeline-model-parallel-layout.
     ASSERT_TRUE(Validate(p, m, "plan").ok()) << c.config;
@@ -529,6 +531,7 @@ TEST(Frameworks, MegatronMoeMlaAndFp8FlagsRoundTrip) {
     EXPECT_EQ(job->model.kv_lora_rank, m.kv_lora_rank) << c.config;
     EXPECT_EQ(job->plan.ep, p.ep) << c.config;
     EXPECT_EQ(job->plan.precision, p.precision) << c.config;
+    EXPECT_EQ(job->plan.fp8_param_gather, p.fp8_param_gather) << c.config;
     EXPECT_EQ(Describe(job->plan), Describe(p)) << c.config;
   }
 }
@@ -569,7 +572,8 @@ TEST(Frameworks, MegatronMoeAndFp8FlagsItCannotPriceAreRefusedByName) {
       {{"--expert-tensor-parallel-size", "2"}, "--expert-tensor-parallel-size"},
       {{"--mtp-num-layers", "1"}, "--mtp-num-layers"},
       {{"--fp8-format", "hybrid", "--fp8-recipe", "mxfp8"}, "--fp8-recipe mxfp8"},
-      {{"--fp8-param-gather"}, "--fp8-param-gather"}};
+      {{"--fp8-param-gather"}, "--fp8-param-gather needs --fp8-format"},
+      {{"--fp8-format", "hybrid", "--fp8-param-gather"}, "--use-distributed-optimizer"}};
   for (const auto& [extra, name] : refused) {
     auto job = with(extra);
     ASSERT_FALSE(job.ok()) << name;
