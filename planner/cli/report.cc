@@ -63,6 +63,10 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
        << " active params per token; MFU counts active FLOPs (routed tokens x top-k), expert time is priced "
           "at a load-imbalance allowance of "
        << Fmt("%.2f", kExpertLoadImbalance) << "x on plans with ep > 1\n";
+  if (m.mtp_layers > 0)
+    os << "MTP      " << m.mtp_layers << " multi-token prediction module(s), " << ParamCount(m.MtpParams())
+       << " params beyond the total above (their layer, eh_proj, norms; embedding and LM head shared): trained, "
+          "held and priced on the last pipeline stage, FLOPs counted in MFU\n";
   os << "cluster  " << c.nodes << " nodes x " << c.gpus_per_node << " " << c.device << " = "
      << c.world() << " devices\n";
   os << "profile  " << hw.name << " (" << Gib(static_cast<double>(hw.device.memory_bytes))

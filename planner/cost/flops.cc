@@ -23,6 +23,9 @@ double StepFlops(const ModelSpec& m, const PlanSpec& p, bool with_recompute) {
   const double per_dense_layer = m.first_dense_layers > 0 ? layer_flops(DenseLayerModel(m)) : 0.0;
   const LayerOps emb = EmbeddingOps(m, p, kBytes);
   const LayerOps head = HeadOps(m, p, kBytes);
+  const LayerOps mtp = MtpOps(m, p, kBytes);  // multi-token prediction: empty without it
+  const double mtp_flops =
+      SumFlops(mtp.forward) + SumFlops(mtp.backward) + (with_recompute ? SumFlops(mtp.recompute) : 0.0);
 
   // One microbatch through one model replica, as seen by one rank of each
   // (tp, cp) group: sum over pipeline ranks of their layers.
@@ -33,7 +36,7 @@ double StepFlops(const ModelSpec& m, const PlanSpec& p, bool with_recompute) {
       dense += std::max(0, std::min(p.layers_per_chunk[c], m.first_dense_layers - p.ChunkFirstLayer(c)));
     per_rank_microbatch += (p.StageLayers(stage) - dense) * per_layer + dense * per_dense_layer;
     if (stage == 0) per_rank_microbatch += SumFlops(emb.forward) + SumFlops(emb.backward);
-    if (stage == p.pp - 1) per_rank_microbatch += SumFlops(head.forward) + SumFlops(head.backward);
+    if (stage == p.pp - 1) per_rank_microbatch += SumFlops(head.forward) + SumFlops(head.backward) + mtp_flops;
   }
   const double ranks_per_stage = static_cast<double>(p.dp) * p.tp * p.cp;
   return per_rank_microbatch * p.num_microbatches * ranks_per_stage;

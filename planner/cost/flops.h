@@ -16,7 +16,8 @@
 namespace dt {
 
 // Total FLOPs of one step summed over all GPUs: per-rank LayerOps of every
-// layer (StageLayers of each pipeline rank), the embedding and the LM head,
+// layer (StageLayers of each pipeline rank), the embedding and the LM head
+// (and the multi-token-prediction modules, MtpOps),
 // times num_microbatches, times the dp*tp*cp ranks sharing a pipeline rank.
 // with_recompute adds the recompute ops of the plan's recompute mode
 // ("hardware FLOPs"); without it the result is "model FLOPs".

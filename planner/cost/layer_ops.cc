@@ -454,6 +454,43 @@ LayerOps EmbeddingOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_eleme
   return ops;
 }
 
+LayerOps MtpOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
+  LayerOps ops;
+  if (m.mtp_layers <= 0) return ops;
+  const Dims d = MakeDims(m, p, bytes_per_element);
+  const double e = d.e;
+  const LayerOps emb = EmbeddingOps(m, p, bytes_per_element), layer = TransformerLayerOps(m, p, bytes_per_element),
+                 head = HeadOps(m, p, bytes_per_element);
+  auto append = [](std::vector<Op>* to, const std::vector<Op>& from) { to->insert(to->end(), from.begin(), from.end()); };
+  // eh_proj: [enorm(embedding), hnorm(hidden)] (T x 2h) -> T x h/tp, whose
+  // columns are all-gathered for the layer (Megatron-LM's MTP layer).
+  const Op proj = Gemm("mtp_eh_proj", d.T, CeilDiv(d.h, d.tp), 2 * d.h);
+  for (int k = 0; k < m.mtp_layers; ++k) {
+    auto& f = ops.forward;
+    append(&f, emb.forward);
+    f.push_back(MemoryOp(d.ln ? "mtp_enorm_hnorm" : "mtp_enorm_hnorm_rms", 2 * 2 * e * d.T_r * d.h));
+    if (d.sp) f.push_back(CollectiveOp("mtp_sp_allgather", CollKind::kAllGather, GroupKind::kTp, d.tp, 2 * e * d.T * d.h));
+    f.push_back(proj);
+    if (d.tp > 1) f.push_back(CollectiveOp("mtp_eh_proj_allgather", CollKind::kAllGather, GroupKind::kTp, d.tp, e * d.T * d.h));
+    append(&f, layer.forward);
+    append(&f, head.forward);
+    auto& g = ops.backward;
+    append(&g, head.backward);
+    append(&g, layer.backward);
+    if (d.tp > 1)
+      g.push_back(CollectiveOp("mtp_eh_proj_grad_reducescatter", CollKind::kReduceScatter, GroupKind::kTp, d.tp, e * d.T * d.h));
+    GemmBackward(proj, "mtp_eh_proj_dgrad", "mtp_eh_proj_wgrad", &g);
+    if (d.tp > 1)
+      g.push_back(CollectiveOp(d.sp ? "mtp_sp_reducescatter_grad" : "mtp_allreduce_grad",
+                               d.sp ? CollKind::kReduceScatter : CollKind::kAllReduce, GroupKind::kTp, d.tp,
+                               2 * e * d.T * d.h));
+    g.push_back(MemoryOp("mtp_enorm_hnorm_bwd", 2 * 3 * e * d.T_r * d.h));
+    append(&g, emb.backward);
+    append(&ops.recompute, layer.recompute);
+  }
+  return ops;
+}
+
 LayerOps HeadOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   const Dims d = MakeDims(m, p, bytes_per_element);
   const double e = d.e;

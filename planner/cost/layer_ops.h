@@ -84,6 +84,13 @@ LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_pe
 // cross-entropy (last chunk), vocabulary-parallel over TP.
 LayerOps EmbeddingOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
 LayerOps HeadOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
+// Ops of the multi-token-prediction modules (ModelSpec::mtp_layers; empty
+// without them), run by the last chunk after the main head, per module: the
+// next tokens' embedding lookup (shared table), enorm + hnorm, eh_proj
+// (column-parallel 2h -> h, its output gathered over TP), one transformer
+// layer, final norm + the shared LM head + cross-entropy. `recompute` holds
+// the modules' layer recompute under the plan's recompute mode.
+LayerOps MtpOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
 
 double SumFlops(const std::vector<Op>& ops);
 

@@ -55,6 +55,7 @@ void MegatronReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::str
 // torchtitan/models/llama3/infra/parallelize.py, distributed/parallel_dims.py).
 void TorchtitanReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::string>* out) {
   if (p.precision == Precision::kFp8) out->push_back("no FP8 in dtplan's torchtitan export (float8 not mapped)");
+  if (m.mtp_layers > 0) out->push_back("no multi-token prediction modules in dtplan's torchtitan export");
   if (m.moe())
     out->push_back("no mixture of experts in dtplan's torchtitan export (its llama3 model is dense)");
   else if (m.family != ModelFamily::kLlama)
@@ -75,6 +76,7 @@ void TorchtitanReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::s
 // runtime/engine.py, runtime/tensor_parallel/config.py).
 void DeepSpeedReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::string>* out) {
   if (p.precision == Precision::kFp8) out->push_back("no FP8 in dtplan's DeepSpeed export (not mapped)");
+  if (m.mtp_layers > 0) out->push_back("no multi-token prediction modules in dtplan's DeepSpeed export");
   if (m.moe()) out->push_back("no mixture of experts in dtplan's DeepSpeed export (not mapped)");
   if (p.sequence_parallel) out->push_back("no Megatron-style sequence parallelism (AutoTP shards weights only)");
   if (p.cp > 1) out->push_back("no ring context parallelism (DeepSpeed-Ulysses shards heads instead)");

@@ -24,14 +24,14 @@ bool AllEqual(const std::vector<int>& v) {
 
 // "E" + t per layer (+ "L") per model chunk, chunks in Megatron's virtual
 // stage order (which is ours: chunk c on pipeline rank c % pp).
-std::string LayoutString(const PlanSpec& p) {
+std::string LayoutString(const ModelSpec& m, const PlanSpec& p) {
   std::string s;
   const int n = p.num_chunks();
   for (int c = 0; c < n; ++c) {
     if (c > 0) s += '|';
     if (c == 0) s += 'E';
     s += std::string(p.layers_per_chunk[c], 't');
-    if (c == n - 1) s += 'L';
+    if (c == n - 1) s += std::string(m.mtp_layers, 'm') + 'L';  // MTP modules before the loss
   }
   return s;
 }
@@ -100,6 +100,7 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
     }
     add("--moe-grouped-gemm");  // Transformer Engine's grouped linear: one GEMM per expert, as priced
   }
+  if (m.mtp_layers > 0) add("--mtp-num-layers", Str(m.mtp_layers));  // on the last stage, as priced
   if (!m.tied_embeddings) add("--untie-embeddings-and-output-weights");
   if (!(m.uses_dropout() && p.dropout)) {  // Megatron's defaults are 0.1
     add("--attention-dropout", "0.0");
@@ -117,7 +118,7 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
     add("--expert-tensor-parallel-size", Str(p.expert_tp()));
   }
   if (p.pp > 1 && !AllEqual(p.layers_per_chunk)) {
-    add("--pipeline-model-parallel-layout", LayoutString(p));
+    add("--pipeline-model-parallel-layout", LayoutString(m, p));
   } else if (p.vpp > 1) {
     add("--num-layers-per-virtual-pipeline-stage", Str(p.layers_per_chunk[0]));
   }

@@ -70,6 +70,8 @@ const std::set<std::string> kHarmless = {
     "--moe-router-enable-expert-bias", "--moe-router-bias-update-rate", "--moe-router-pre-softmax",
     "--moe-router-dtype", "--moe-input-jitter-eps", "--moe-per-layer-logging", "--moe-permute-fusion",
     "--moe-router-fusion",
+    // Multi-token prediction: the weight of the MTP losses in the total.
+    "--mtp-loss-scaling-factor",
     // FP8 delayed-scaling bookkeeping (a few floats per GEMM per step).
     "--fp8-amax-history-len", "--fp8-amax-compute-algo", "--fp8-margin", "--fp8-interval"};
 
@@ -214,17 +216,25 @@ void ReadLauncher(const std::vector<std::string>& words, int* nodes, int* per_no
   }
 }
 
-// --pipeline-model-parallel-layout: stages split by '|', letters E, t, L and
-// "t*N"; chunk c gets the count of its t's.
-StatusOr<std::vector<int>> ParseLayout(const std::string& s) {
+// --pipeline-model-parallel-layout: stages split by '|', letters E, t, m, L
+// and "t*N"; chunk c gets the count of its t's; `mtp` the count of m's
+// (multi-token prediction layers), which dtplan places in the last stage.
+StatusOr<std::vector<int>> ParseLayout(const std::string& s, int* mtp) {
   std::vector<int> chunks(1, 0);
   bool saw_e = false, saw_l = false;
+  *mtp = 0;
   for (size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
     if (c == '|') { chunks.push_back(0); continue; }
     if (c == ',' || c == ' ') continue;
     if (c == 'E') { if (chunks.size() != 1) return InvalidArgument("--pipeline-model-parallel-layout: dtplan holds the embedding on the first stage only"); saw_e = true; continue; }
     if (c == 'L') { saw_l = true; continue; }
+    if (c == 'm') {
+      if (s.find('|', i) != std::string::npos)
+        return InvalidArgument("--pipeline-model-parallel-layout: dtplan models the MTP layers ('m') in the last stage only");
+      ++*mtp;
+      continue;
+    }
     if (c == 't') {
       int n = 1;
       if (i + 1 < s.size() && s[i + 1] == '*') {
@@ -238,8 +248,8 @@ StatusOr<std::vector<int>> ParseLayout(const std::string& s) {
       continue;
     }
     return InvalidArgument(std::string("--pipeline-model-parallel-layout: '") + c +
-                           "' is not read by dtplan (it reads E, t, t*N, L and |; MTP layers and grouped "
-                           "repetitions are not modeled)");
+                           "' is not read by dtplan (it reads E, t, t*N, m, L and |; grouped repetitions are not "
+                           "modeled)");
   }
   if (!saw_e || !saw_l || s.find('L') < s.rfind('|'))
     return InvalidArgument("--pipeline-model-parallel-layout: dtplan needs E in the first stage and L in the last");
@@ -361,9 +371,7 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
     for (const char* f : {"--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim", "--v-head-dim"})
       if (has(f)) return InvalidArgument(std::string(f) + " needs --multi-latent-attention");
   }
-  if (get("--mtp-num-layers", 0) > 0)
-    return InvalidArgument("--mtp-num-layers " + std::to_string(get("--mtp-num-layers", 0)) +
-                           ": multi-token prediction layers are not modeled; remove it to price the main model");
+  m.mtp_layers = static_cast<int>(get("--mtp-num-layers", 0));  // on the last stage (ModelSpec::mtp_layers)
   // Mixture of experts.
   if (has("--num-experts")) {
     m.num_experts = static_cast<int>(get("--num-experts", 0));
@@ -431,7 +439,12 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
   p.num_microbatches = static_cast<int>(gbs / (static_cast<int64_t>(p.micro_batch) * p.dp));
   // Layer split (arguments.py validate_args; pipeline_parallel_layer_layout.py).
   if (has("--pipeline-model-parallel-layout")) {
-    DT_ASSIGN_OR_RETURN(p.layers_per_chunk, ParseLayout(v.at("--pipeline-model-parallel-layout")));
+    int layout_mtp = 0;
+    DT_ASSIGN_OR_RETURN(p.layers_per_chunk, ParseLayout(v.at("--pipeline-model-parallel-layout"), &layout_mtp));
+    if (layout_mtp != m.mtp_layers)
+      return InvalidArgument("--pipeline-model-parallel-layout places " + std::to_string(layout_mtp) +
+                             " MTP layer(s) ('m') but --mtp-num-layers is " + std::to_string(m.mtp_layers) +
+                             "; make them agree");
     if (p.layers_per_chunk.size() % p.pp != 0)
       return InvalidArgument("--pipeline-model-parallel-layout has " + std::to_string(p.layers_per_chunk.size()) +
                              " stages, not a multiple of --pipeline-model-parallel-size " + std::to_string(p.pp));

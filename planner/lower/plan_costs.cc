@@ -83,6 +83,12 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
              eb = Price(emb.backward, p, c, hw, &pc.outside_profile);
   OpListCost hf = Price(head.forward, p, c, hw, &pc.outside_profile),
              hb = Price(head.backward, p, c, hw, &pc.outside_profile);
+  // Multi-token prediction modules (empty op lists without them): after the
+  // head on the last chunk; their layer's recompute runs in its backward.
+  LayerOps mtp = MtpOps(m, p, e);
+  OpListCost mf = Price(mtp.forward, p, c, hw, &pc.outside_profile),
+             mb = Price(mtp.backward, p, c, hw, &pc.outside_profile),
+             mr = Price(mtp.recompute, p, c, hw, &pc.outside_profile);
 
   const GroupTopology grad = GradGroupTopology(p, c.gpus_per_node);
   const GroupTopology egrad = ExpertGradGroupTopology(p, c.gpus_per_node);
@@ -123,12 +129,16 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     if (ch == nchunks - 1) {
       k.fwd_compute += hf.compute; k.fwd_comm += hf.comm;
       k.bwd_compute += hb.compute; k.bwd_comm += hb.comm;
-      params += last_extra;
+      k.fwd_compute += mf.compute; k.fwd_comm += mf.comm;
+      k.bwd_compute += mb.compute + mr.compute; k.bwd_comm += mb.comm + mr.comm;
+      k.recompute += mr.compute;
+      params += last_extra;  // includes the MTP modules (MtpParamsPerRank)
     }
     // MoE: the routed experts' gradients are reduced over the expert-data-
     // parallel group (dp*cp/ep), the rest over dp*cp (both before the
     // parameter all-gather of ZeRO-1, in sequence on the DP stream).
-    const double expert_params = L * static_cast<double>(ExpertLayerParamsPerRank(m, p));
+    const double mtp_layers = ch == nchunks - 1 ? m.mtp_layers : 0;
+    const double expert_params = (L + mtp_layers) * static_cast<double>(ExpertLayerParamsPerRank(m, p));
     params -= expert_params;
     k.grad_bytes = (params + expert_params) * mp.grad_bytes;
     if (expert_params > 0 && egrad.size > 1) {
@@ -144,7 +154,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
       }
     }
     const double dense_grad_bytes = params * mp.grad_bytes;
-    const double fp8_linear = L * gather_linear + D * gather_dense_linear;
+    const double fp8_linear = (L + mtp_layers) * gather_linear + D * gather_dense_linear;
     const double weight_bytes = (params - fp8_linear) * mp.weight_bytes + fp8_linear;
     if (grad.size > 1) {
       auto coll = [&](CollKind kind, double bytes) {

@@ -75,6 +75,14 @@ int64_t LinearWeightParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
   return params;
 }
 
+int64_t MtpParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
+  if (m.mtp_layers <= 0) return 0;
+  const int64_t h = m.hidden, norm = m.layer_norm() ? 2 * h : h;
+  int64_t params = static_cast<int64_t>(m.mtp_layers) * (LayerParamsPerRank(m, p) + 2 * h * CeilDiv(h, p.tp) + 3 * norm);
+  if (p.pp > 1 && !m.tied_embeddings) params += CeilDiv(m.vocab, p.tp) * h;
+  return params;
+}
+
 int64_t ExpertLayerParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
   if (!m.moe()) return 0;
   const int64_t mats = m.gated_mlp() ? 3 : 2;
@@ -83,7 +91,8 @@ int64_t ExpertLayerParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
 
 int64_t StageExpertParamsPerRank(const ModelSpec& m, const PlanSpec& p, int pipeline_rank) {
   DT_CHECK(pipeline_rank >= 0 && pipeline_rank < p.pp) << "pipeline_rank=" << pipeline_rank;
-  const int moe_layers = p.StageLayers(pipeline_rank) - DenseLayersOnStage(m, p, pipeline_rank);
+  int moe_layers = p.StageLayers(pipeline_rank) - DenseLayersOnStage(m, p, pipeline_rank);
+  if (pipeline_rank == p.pp - 1) moe_layers += m.mtp_layers;  // the MTP modules' layers
   return static_cast<int64_t>(moe_layers) * ExpertLayerParamsPerRank(m, p);
 }
 
@@ -101,6 +110,7 @@ int64_t StageParamsPerRank(const ModelSpec& m, const PlanSpec& p, int pipeline_r
   if (pipeline_rank == p.pp - 1) {
     params += m.layer_norm() ? 2 * h : h;  // final norm
     if (!m.tied_embeddings || p.pp > 1) params += word;   // LM head, or the tied copy
+    params += MtpParamsPerRank(m, p);
   }
   return params;
 }

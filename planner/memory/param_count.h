@@ -38,5 +38,12 @@ int64_t StageExpertParamsPerRank(const ModelSpec& m, const PlanSpec& p, int pipe
 // The weights of one layer's linear GEMMs on a rank (QKV, output projection,
 // MLP; no biases, norms or router): what an FP8 plan also keeps as FP8 copies.
 int64_t LinearWeightParamsPerRank(const ModelSpec& m, const PlanSpec& p);
+// Multi-token prediction (ModelSpec::mtp_layers) on the last pipeline rank:
+// per module one layer, eh_proj (2h x h, columns split over TP) and three
+// replicated norms; plus, when pp > 1 and the embedding is untied, the
+// last rank's copy of the word embedding the modules look tokens up in
+// (tied: the head's copy is that embedding). Included in StageParamsPerRank
+// (and its routed experts in StageExpertParamsPerRank) of the last rank.
+int64_t MtpParamsPerRank(const ModelSpec& m, const PlanSpec& p);
 
 }  // namespace dt

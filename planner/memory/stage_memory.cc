@@ -53,7 +53,9 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // (Added after the ZeRO sharding below: the copies are never sharded.)
   // With --fp8-param-gather the FP8 weight is the parameter itself: 1 byte
   // plus the cached transpose instead of weight_bytes plus both copies.
-  const double linear_weights = p.StageLayers(pipeline_rank) * static_cast<double>(LinearWeightParamsPerRank(m, p));
+  const int mtp_layers = last ? m.mtp_layers : 0;  // multi-token prediction modules (last rank)
+  const double linear_weights =
+      (p.StageLayers(pipeline_rank) + mtp_layers) * static_cast<double>(LinearWeightParamsPerRank(m, p));
   double fp8_copies = p.precision == Precision::kFp8 ? 2.0 * linear_weights : 0.0;
   if (p.fp8_param_gather) fp8_copies = (1.0 + 1.0 - mp.weight_bytes) * linear_weights;
   // MoE: routed-expert parameters are replicated over dp*cp/ep ranks only,
@@ -110,6 +112,12 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // keeps all of them).
   const double head_in_flight = p.pp > 1 && p.schedule != Schedule::kGpipe ? 1.0 : end_in_flight;
   s.activations += head_stash * head_in_flight;
+  // Multi-token prediction (last chunk, after the head, on the same
+  // schedule): per module one layer's stored activations, the eh_proj input
+  // (2h, at the SP shard) and the two norms' inputs, and its own head stash.
+  if (mtp_layers > 0)
+    s.activations += mtp_layers * head_in_flight *
+                     (ActivationBytesPerLayer(m, p, mp.activation_bytes) + 4 * e * tok.T_r * h + head_stash);
   // Pipeline p2p: a received activation is the stored layer input; a
   // received gradient is the incoming gradient of the backward working set
   // below; sent buffers are freed once their send completes.

@@ -73,6 +73,9 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
   if (k.ep && (*k.ep < 1 || (m.moe() && m.num_experts % *k.ep != 0)))
     return InvalidArgument("--ep " + Num(*k.ep) + " does not divide the model's " + Num(m.num_experts) +
                            " experts; use a divisor of " + Num(m.num_experts));
+  if (m.mtp_layers > 0 && k.zero_stage && *k.zero_stage > 1)
+    return InvalidArgument("--zero " + Num(*k.zero_stage) + " with multi-token prediction layers is not modeled "
+                           "(ZeRO-2/3 units of the MTP modules); use --zero 0 or 1");
   if (m.moe() && k.zero_stage && *k.zero_stage > 1)
     return InvalidArgument("--zero " + Num(*k.zero_stage) + " with a mixture-of-experts model is not modeled "
                            "(ZeRO-2/3 of expert parameters); use --zero 0 or 1");
@@ -157,7 +160,7 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   ++e.plan_rejects["MoE with tp > 1 needs sequence parallel"]; ++e.plans_considered; continue;
                 }
                 std::vector<int> zs = dp * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0};
-                if (m.moe()) zs = dp * cp > 1 ? std::vector<int>{0, 1} : std::vector<int>{0};
+                if (m.moe() || m.mtp_layers > 0) zs = dp * cp > 1 ? std::vector<int>{0, 1} : std::vector<int>{0};
                 // Expert tensor parallelism: tp (EP over DP replicas) and,
                 // with tp > 1 and cp 1, 1 (EP folded over tp*dp; PlanSpec::etp).
                 // Stored as 0 when equal to tp (the default, absent from plan files).

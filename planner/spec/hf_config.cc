@@ -136,9 +136,9 @@ void QwenMoeLayers(const json& j, Keys& k) {
 // top-k, sigmoid or softmax scores, the scaling factor, noaux_tc's
 // correction bias of E floats per layer) choose which experts a token uses,
 // not how many: same FLOPs and sizes, so they are read and ignored.
-// num_nextn_predict_layers: DeepSeek-V3's multi-token-prediction module is
-// not part of the HF model (transformers does not build it) nor of the
-// published 671B; it is not counted and not priced (docs/formats.md).
+// num_nextn_predict_layers: DeepSeek-V3's multi-token-prediction modules
+// (ModelSpec::mtp_layers): trained with the model and priced, but not part
+// of the published 671B (TotalParams), as the model card counts them.
 void DeepSeek(Keys& k, ModelSpec* m, const json& j) {
   LlamaLike(k, m, false);
   m->kv_heads = m->heads;  // num_key_value_heads: MLA up-projects K and V for every head
@@ -153,10 +153,11 @@ void DeepSeek(Keys& k, ModelSpec* m, const json& j) {
   m->moe_ffn_hidden = k.Int("moe_intermediate_size");
   m->shared_ffn_hidden = k.IntOr("n_shared_experts", 0) * m->moe_ffn_hidden;
   m->first_dense_layers = k.IntOr("first_k_dense_replace", 0);
+  m->mtp_layers = k.IntOr("num_nextn_predict_layers", 0);
   if (k.IntOr("moe_layer_freq", 1) != 1)
     k.Fail("'moe_layer_freq' != 1 (dense MLP layers between MoE layers) is not modeled yet");
   for (const char* key : {"n_group", "topk_group", "topk_method", "scoring_func", "routed_scaling_factor",
-                          "aux_loss_alpha", "seq_aux", "ep_size", "num_nextn_predict_layers"})
+                          "aux_loss_alpha", "seq_aux", "ep_size"})
     k.Use(key);
   UseMoeNeutralKeys(k);
   (void)j;

@@ -79,6 +79,11 @@ int64_t ModelSpec::OutputParams() const {
   return final_norm + head;
 }
 
+int64_t ModelSpec::MtpParams() const {
+  const int64_t h = hidden, norm = layer_norm() ? 2 * h : h;
+  return static_cast<int64_t>(mtp_layers) * (LayerParams() + 2 * h * h + 3 * norm);
+}
+
 int64_t ModelSpec::TotalParams() const {
   const int64_t moe_l = moe() ? moe_layers() : num_layers;
   return EmbeddingParams() + moe_l * LayerParams() + (num_layers - moe_l) * DenseLayerParams() + OutputParams();
@@ -128,6 +133,8 @@ Status Validate(const ModelSpec& m, const std::string& where) {
   if (m.first_dense_layers < 0 || (m.first_dense_layers > 0 && !m.moe()) || m.first_dense_layers >= m.num_layers)
     return bad("'first_dense_layers' (" + std::to_string(m.first_dense_layers) +
                ") needs an MoE model and must be below 'num_layers'");
+  if (m.mtp_layers < 0 || m.mtp_layers > 16)
+    return bad("'mtp_layers' (" + std::to_string(m.mtp_layers) + ") must be 0 .. 16 (multi-token prediction modules)");
   if (m.q_lora_rank < 0 || m.kv_lora_rank < 0 || m.qk_nope_head_dim < 0 || m.qk_rope_head_dim < 0 || m.v_head_dim < 0)
     return bad("MLA fields must be >= 0");
   if (m.mla()) {
@@ -204,6 +211,7 @@ StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where) {
     m.shared_ffn_hidden = Int32Or(r, "shared_expert_ffn_hidden_size", 0);
     m.shared_expert_gate = r.BoolOr("shared_expert_gate", false);
     m.first_dense_layers = Int32Or(r, "first_dense_layers", 0);
+    m.mtp_layers = Int32Or(r, "mtp_layers", 0);
     m.q_lora_rank = Int32Or(r, "q_lora_rank", 0);
     m.kv_lora_rank = Int32Or(r, "kv_lora_rank", 0);
     m.qk_nope_head_dim = Int32Or(r, "qk_nope_head_dim", 0);
@@ -273,6 +281,7 @@ json ToJson(const ModelSpec& m) {
     if (m.shared_expert_gate) j["shared_expert_gate"] = true;
     if (m.first_dense_layers > 0) j["first_dense_layers"] = m.first_dense_layers;
   }
+  if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
   if (m.mla()) {
     j["q_lora_rank"] = m.q_lora_rank;
     j["kv_lora_rank"] = m.kv_lora_rank;

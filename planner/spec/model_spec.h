@@ -75,6 +75,17 @@ struct ModelSpec {
   // qk_rope_head_dim, per-head K_nope and V up-projected from c_kv; heads
   // of qk_nope + qk_rope for QK^T and v_head_dim for AV. head_dim() is then
   // the QK head dimension (head_dim_set = qk_nope + qk_rope).
+  // Multi-token prediction (DeepSeek-V3's num_nextn_predict_layers,
+  // Megatron-LM's --mtp-num-layers): mtp_layers modules, each predicting one
+  // more token ahead from the previous depth's hidden state and the
+  // embedding of the next token: two RMSNorms (enorm, hnorm) of the two
+  // inputs, a projection eh_proj (2h -> h, no bias), one transformer layer
+  // of the model's kind (an MoE layer for MoE models), a final norm, and the
+  // main model's LM head and embedding (shared, not counted again). Held by
+  // the last pipeline stage, as Megatron-LM places them. Not part of
+  // TotalParams (the main model's count, as published); MtpParams() apart.
+  int mtp_layers = 0;
+
   int q_lora_rank = 0;
   int kv_lora_rank = 0;
   int qk_nope_head_dim = 0;
@@ -112,6 +123,9 @@ struct ModelSpec {
   int64_t ActiveParams() const;
   // One expert MLP's parameters (0 for a dense model).
   int64_t ExpertParams() const;
+  // Parameters of the multi-token-prediction modules (0 without them): per
+  // module one layer (LayerParams), eh_proj 2h x h and three norms.
+  int64_t MtpParams() const;
 };
 
 // The dense leading layers of an MoE model as a dense model of the same

@@ -101,6 +101,9 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
   if (p.fp8_param_gather && (p.precision != Precision::kFp8 || p.zero_stage != 1))
     return bad("fp8_param_gather needs precision fp8 and zero_stage 1 (Megatron-LM's --fp8-param-gather with the "
                "distributed optimizer); set both or omit fp8_param_gather");
+  if (m.mtp_layers > 0 && p.zero_stage > 1)
+    return bad("zero_stage " + num(p.zero_stage) + " with multi-token prediction layers is not modeled (ZeRO-2/3 "
+               "units of the MTP modules); use zero_stage 0 or 1");
   if (m.moe()) {
     if (m.num_experts % p.ep != 0)
       return bad("ep=" + num(p.ep) + " does not divide the model's " + num(m.num_experts) +

@@ -528,6 +528,7 @@ TEST(Frameworks, MegatronMoeMlaAndFp8FlagsRoundTrip) {
     EXPECT_EQ(job->model.moe_top_k, m.moe_top_k) << c.config;
     EXPECT_EQ(job->model.shared_ffn_hidden, m.shared_ffn_hidden) << c.config;
     EXPECT_EQ(job->model.first_dense_layers, m.first_dense_layers) << c.config;
+    EXPECT_EQ(job->model.mtp_layers, m.mtp_layers) << c.config;  // DeepSeek-V3: 1, in the exported layout
     EXPECT_EQ(job->model.kv_lora_rank, m.kv_lora_rank) << c.config;
     EXPECT_EQ(job->plan.ep, p.ep) << c.config;
     EXPECT_EQ(job->plan.precision, p.precision) << c.config;
@@ -570,7 +571,10 @@ TEST(Frameworks, MegatronMoeAndFp8FlagsItCannotPriceAreRefusedByName) {
       {{"--moe-token-dispatcher-type", "allgather"}, "allgather"},
       {{"--moe-layer-freq", "([1]*2+[0]*2)"}, "--moe-layer-freq"},
       {{"--expert-tensor-parallel-size", "2"}, "--expert-tensor-parallel-size"},
-      {{"--mtp-num-layers", "1"}, "--mtp-num-layers"},
+      {{"--mtp-num-layers", "1", "--pipeline-model-parallel-size", "2", "--pipeline-model-parallel-layout", "Etm|tttL"},
+       "last stage only"},
+      {{"--mtp-num-layers", "2", "--pipeline-model-parallel-size", "2", "--pipeline-model-parallel-layout", "Ett|ttmL"},
+       "--mtp-num-layers is 2"},
       {{"--fp8-format", "hybrid", "--fp8-recipe", "mxfp8"}, "--fp8-recipe mxfp8"},
       {{"--fp8-param-gather"}, "--fp8-param-gather needs --fp8-format"},
       {{"--fp8-format", "hybrid", "--fp8-param-gather"}, "--use-distributed-optimizer"}};

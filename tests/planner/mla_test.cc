@@ -104,12 +104,15 @@ TEST(Mla, DenseLeadingLayersArePricedAndCountedAsDense) {
   p.layers_per_chunk = {16, 15, 15, 15};
   EXPECT_EQ(DenseLayersOnStage(m, p, 0), 3);
   EXPECT_EQ(DenseLayersOnStage(m, p, 1), 0);
-  // With ep = 1 and tp = 1 the stages hold the whole model once.
+  // With ep = 1 and tp = 1 the stages hold the whole model once, plus its
+  // multi-token-prediction module and (pp > 1, untied) the last stage's
+  // copy of the embedding that module looks tokens up in.
   PlanSpec one = p;
   one.ep = 1;
   int64_t sum = 0;
   for (int s = 0; s < one.pp; ++s) sum += StageParamsPerRank(m, one, s);
-  EXPECT_EQ(sum, m.TotalParams());
+  ASSERT_EQ(m.mtp_layers, 1);
+  EXPECT_EQ(sum, m.TotalParams() + m.MtpParams() + static_cast<int64_t>(m.vocab) * m.hidden);
   // Step FLOPs: 3 dense + 58 MoE layers, not 61 of either.
   ModelSpec all_moe = m;
   all_moe.first_dense_layers = 0;
