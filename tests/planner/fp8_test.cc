@@ -260,9 +260,7 @@ TEST(Fp8, ParamGatherKeepsOneFp8WeightAndItsTranspose) {
   EXPECT_DOUBLE_EQ(cast_bytes(g), 2.0 * w / g.num_microbatches);  // read FP8, write its transpose
   // The all-gather: the linear weights at 1 byte, the rest (norms, the
   // embedding and head) at 2, so a little over half the bytes of bf16.
-  ClusterSpec c;
-  c.nodes = 2;
-  c.gpus_per_node = 8;
+  const ClusterSpec c = testing_models::Cluster(2, 8);
   const PlanCosts cf = ComputePlanCosts(m, c, f, H100()), cg = ComputePlanCosts(m, c, g, H100());
   ASSERT_EQ(cf.chunks.size(), 1u);
   EXPECT_GT(cg.chunks[0].param_sync, 0.45 * cf.chunks[0].param_sync);
@@ -309,9 +307,7 @@ TEST(Fp8, ParamGatherNeedsFp8AndTheDistributedOptimizer) {
 // with a fixed ZeRO stage other than 1.
 TEST(Fp8, SearchUsesParamGatherWithTheDistributedOptimizer) {
   const ModelSpec m = testing_models::Llama8B();
-  ClusterSpec c;
-  c.nodes = 1;
-  c.gpus_per_node = 8;
+  const ClusterSpec c = testing_models::Cluster(1, 8);
   SearchConstraints k;
   k.global_batch = 16;
   k.seq_length = 1024;

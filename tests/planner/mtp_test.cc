@@ -100,9 +100,7 @@ TEST(Mtp, AddsALayerAProjectionAndAHeadPassToTheLastStage) {
   EXPECT_GT(l1.optimizer, l0.optimizer);
 
   // The simulated step is longer (the last stage is the critical one).
-  ClusterSpec c;
-  c.nodes = 1;
-  c.gpus_per_node = 8;
+  const ClusterSpec c = testing_models::Cluster(1, 8);
   const HardwareProfile hw = LoadProfile("h100").value();
   auto s0 = SimulatePlan(base, c, p, hw), s1 = SimulatePlan(one, c, p, hw);
   ASSERT_TRUE(s0.ok() && s1.ok());
@@ -121,9 +119,7 @@ TEST(Mtp, RefusedWhereNotModeled) {
     ASSERT_FALSE(s.ok());
     EXPECT_NE(s.message().find("multi-token prediction"), std::string::npos) << s.message();
   }
-  ClusterSpec c;
-  c.nodes = 1;
-  c.gpus_per_node = 8;
+  const ClusterSpec c = testing_models::Cluster(1, 8);
   SearchConstraints k;
   k.global_batch = 16;
   k.seq_length = 1024;

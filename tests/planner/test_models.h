@@ -22,6 +22,14 @@ inline ModelSpec Gpt(int h, int a, int layers) {
   return m;
 }
 
+// A cluster of `nodes` x `gpus` devices.
+inline ClusterSpec Cluster(int nodes, int gpus) {
+  ClusterSpec c;
+  c.nodes = nodes;
+  c.gpus_per_node = gpus;
+  return c;
+}
+
 inline ModelSpec Llama8B() {
   ModelSpec m;
   m.family = ModelFamily::kLlama;
