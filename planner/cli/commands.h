@@ -32,6 +32,7 @@ struct DimensionOptions {
   std::optional<bool> sp;
   bool sp_on = false, sp_off = false;  // the --sp / --no-sp flags as parsed
   bool fp8_param_gather_on = false, fp8_param_gather_off = false;  // --fp8-param-gather / --no-fp8-param-gather
+  bool moe_a2a_overlap = false;  // --moe-a2a-overlap
 };
 // Copies the fixed dimensions into k; InvalidArgument for a bad
 // --schedule / --recompute value.

@@ -80,6 +80,7 @@ int RunFromMegatron(const PlanOptions& o) {
   k.dropout = mine.dropout;
   k.precision = mine.precision;  // --fp8-format: the best plan is searched in FP8 too
   k.moe_dispatcher = mine.moe_dispatcher;  // --moe-enable-deepep: the best plan uses DeepEP too
+  k.moe_a2a_overlap = mine.moe_a2a_overlap;  // and combined 1F1B when the job has it
   k.framework = *framework;
   k.grad_bytes = FrameworkGradBytes(*framework, job->bf16);
   if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());

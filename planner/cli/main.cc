@@ -48,6 +48,10 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
   app->add_option("--moe-dispatcher", d->moe_dispatcher,
                   "MoE token dispatcher: alltoall (default; every routed copy sent, Megatron-LM's alltoall "
                   "dispatcher, dtrun) or deduplicated (DeepEP / HybridEP: once per destination rank and node)");
+  app->add_flag("--moe-a2a-overlap", d->moe_a2a_overlap,
+                "MoE with ep > 1: overlap the EP all-to-alls of one microbatch with another's compute "
+                "(Megatron-LM's --overlap-moe-expert-parallel-comm, combined 1F1B; one more warmup forward; "
+                "no full recompute; pp 1 or interleaved)");
   auto* pg_flag = app->add_flag("--fp8-param-gather", d->fp8_param_gather_on,
                                 "FP8 plans: keep the linear weights in FP8 and all-gather them in FP8 (Megatron-LM's "
                                 "--fp8-param-gather; needs --zero 1). Default: on in every FP8 plan with the "

@@ -31,6 +31,7 @@ Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
     if (!m.ok()) return InvalidArgument("--moe-dispatcher: " + m.status().message());
     k->moe_dispatcher = *m;
   }
+  k->moe_a2a_overlap = d.moe_a2a_overlap;
   if (d.fp8_param_gather_on) k->fp8_param_gather = true;
   if (d.fp8_param_gather_off) k->fp8_param_gather = false;
   if (d.sp_on) k->sequence_parallel = true;

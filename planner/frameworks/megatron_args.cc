@@ -99,6 +99,7 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
       add("--moe-token-dispatcher-type", "alltoall");  // the dispatcher priced (moe_ops.h)
     }
     add("--moe-grouped-gemm");  // Transformer Engine's grouped linear: one GEMM per expert, as priced
+    if (p.moe_a2a_overlap) add("--overlap-moe-expert-parallel-comm");  // combined 1F1B, as priced
   }
   if (m.mtp_layers > 0) add("--mtp-num-layers", Str(m.mtp_layers));  // on the last stage, as priced
   if (!m.tied_embeddings) add("--untie-embeddings-and-output-weights");

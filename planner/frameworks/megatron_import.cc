@@ -34,7 +34,8 @@ const std::set<std::string> kBoolFlags = {
     "--use-megatron-fsdp", "--use-torch-fsdp2", "--bf16", "--fp16", "--use-flash-attn",
     "--overlap-grad-reduce", "--overlap-param-gather", "--use-rotary-position-embeddings", "--use-rope-scaling",
     "--moe-grouped-gemm", "--multi-latent-attention", "--moe-enable-deepep",
-    "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--fp8-param-gather"};
+    "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--fp8-param-gather",
+    "--overlap-moe-expert-parallel-comm"};
 // Flags that change neither the memory nor the step time dtplan predicts:
 // data, tokenizer files, checkpoints, logging, learning-rate schedule,
 // optimizer hyper-parameters, initialization, kernel fusion switches.
@@ -558,6 +559,7 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
   } else if (has("--fp8-recipe")) {
     return InvalidArgument("--fp8-recipe needs --fp8-format");
   }
+  p.moe_a2a_overlap = has("--overlap-moe-expert-parallel-comm");  // Validate checks Megatron's rules
   if (has("--fp8-param-gather")) {
     if (p.precision != Precision::kFp8) return InvalidArgument("--fp8-param-gather needs --fp8-format (FP8 training)");
     if (p.zero_stage != 1)

@@ -71,7 +71,23 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
     const sim::StreamId cs = out.compute[s], ds = out.dp[s];
     std::vector<sim::TaskId> grad_tasks;  // this stage's gradient reductions
     std::vector<std::vector<sim::TaskId>> pieces(nch);  // bucket pieces of the last backward
-    for (const Action& a : schedule[s]) {
+    // Combined 1F1B (PlanSpec::moe_a2a_overlap): a forward whose next
+    // compute action is a backward (of another microbatch: the schedule runs
+    // one more warmup forward) runs with it layer by layer; the pair's EP
+    // all-to-alls cost PairedEpExposed instead of both in full.
+    const ActionList& list = schedule[s];
+    std::vector<int> pair_fwd_chunk(list.size(), -1);  // at a paired backward: its forward's chunk
+    if (p.moe_a2a_overlap) {
+      for (size_t i = 0; i < list.size(); ++i) {
+        if (list[i].kind != ActionKind::kForward) continue;
+        size_t j = i + 1;
+        while (j < list.size() && list[j].kind != ActionKind::kForward && list[j].kind != ActionKind::kBackward) ++j;
+        if (j < list.size() && list[j].kind == ActionKind::kBackward && list[j].microbatch != list[i].microbatch)
+          pair_fwd_chunk[j] = list[i].chunk;
+      }
+    }
+    for (size_t ai = 0; ai < list.size(); ++ai) {
+      const Action& a = list[ai];
       const int mb = a.microbatch, ch = a.chunk;
       switch (a.kind) {
         case ActionKind::kForward: {
@@ -82,7 +98,14 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
           if (k.zero3_gather > 0) first = e->AddTask(cs, k.zero3_gather, kCatDpComm, nm("AG", mb, ch));
           sim::TaskId t = e->AddTask(cs, k.fwd_compute, kCatCompute, nm("F", mb, ch));
           fwd_first.at(mb, ch) = first >= 0 ? first : t;
-          if (k.fwd_comm > 0) t = e->AddTask(cs, k.fwd_comm, kCatTpComm, nm("tpF", mb, ch));
+          // A paired forward's all-to-alls are priced with its backward.
+          size_t next = ai + 1;
+          while (next < list.size() && list[next].kind != ActionKind::kForward &&
+                 list[next].kind != ActionKind::kBackward)
+            ++next;
+          const bool fwd_paired = next < list.size() && pair_fwd_chunk[next] == ch;
+          const double comm = fwd_paired ? k.fwd_comm - k.ep_fwd : k.fwd_comm;
+          if (comm > 0) t = e->AddTask(cs, comm, kCatTpComm, nm("tpF", mb, ch));
           fwd_last.at(mb, ch) = t;
           break;
         }
@@ -99,10 +122,19 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
           const double rest = std::max(0.0, k.bwd_compute - k.recompute);
           const bool split = (mb == last_bwd[ch]);
           const int nb = split ? costs.num_buckets_last : 1;
+          double bwd_comm = k.bwd_comm;
+          if (pair_fwd_chunk[ai] >= 0) {  // combined 1F1B: the pair's exposed all-to-alls
+            bwd_comm -= k.ep_bwd;
+            const double ep = PairedEpExposed(costs, pair_fwd_chunk[ai], ch);
+            if (ep > 0) {
+              t = e->AddTask(cs, ep, kCatTpComm, nm("EP", mb, ch));
+              if (first < 0) first = t;
+            }
+          }
           for (int i = 0; i < nb; ++i) {
             t = e->AddTask(cs, rest / nb, kCatCompute, nm("B", mb, ch));
             if (first < 0) first = t;
-            if (k.bwd_comm > 0) t = e->AddTask(cs, k.bwd_comm / nb, kCatTpComm, nm("tpB", mb, ch));
+            if (bwd_comm > 0) t = e->AddTask(cs, bwd_comm / nb, kCatTpComm, nm("tpB", mb, ch));
             if (split) pieces[ch].push_back(t);
           }
           // ZeRO-2/3: each unit's gradient is reduce-scattered right after its

@@ -50,7 +50,62 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
   return r;
 }
 
+// Combined 1F1B costs of one MoE layer (see EpOverlapCost): its forward
+// and backward op lists split at their two EP all-to-alls, each part priced
+// as the compute stream runs it.
+EpOverlapCost EpOverlapOfLayer(const LayerOps& layer, const PlanSpec& p, const ClusterSpec& c,
+                               const HardwareProfile& hw, bool* outside) {
+  struct Split {
+    std::vector<double> stream;  // the parts between the all-to-alls
+    std::vector<double> ep;      // the all-to-alls
+  };
+  auto split = [&](const std::vector<Op>& ops) {
+    Split s;
+    std::vector<Op> part;
+    auto close = [&] {
+      const OpListCost k = Price(part, p, c, hw, outside);
+      s.stream.push_back(k.compute + k.comm);
+      part.clear();
+    };
+    for (const Op& op : ops) {
+      if (op.kind == OpKind::kCollective && op.group == GroupKind::kEp) {
+        close();
+        const GroupTopology g = TopologyOf(p, op.group, c.gpus_per_node);
+        double t = OpCollectiveTime(op, g.per_node, g.spans_nodes, hw);
+        if (t > 0) t = std::max(t, hw.compute.host_overhead_s);
+        s.ep.push_back(t);
+      } else {
+        part.push_back(op);
+      }
+    }
+    close();
+    return s;
+  };
+  EpOverlapCost r;
+  const Split f = split(layer.forward), b = split(layer.backward);
+  if (f.ep.size() != 2 || b.ep.size() != 2) return r;  // no EP block (ep 1)
+  r.fwd_layer = f.ep[0] + f.ep[1];
+  r.bwd_layer = b.ep[0] + b.ep[1];
+  // Forward: attention | dispatch | experts | combine | rest. Backward (in
+  // reverse): rest | combine | experts | dispatch | attention.
+  const double paired = std::max(f.stream[0], b.ep[0]) + std::max(f.ep[0], b.stream[1]) +
+                        std::max(f.stream[1], b.ep[1]) + std::max(f.ep[1], b.stream[2]) + f.stream[2] +
+                        b.stream[0];
+  double streams = 0;
+  for (double x : f.stream) streams += x;
+  for (double x : b.stream) streams += x;
+  r.pair_exposed_layer = std::max(0.0, paired - streams);
+  return r;
+}
+
 }  // namespace
+
+double PairedEpExposed(const PlanCosts& c, int fwd_chunk, int bwd_chunk) {
+  const int lf = c.chunks[fwd_chunk].moe_layers, lb = c.chunks[bwd_chunk].moe_layers;
+  const int pairs = std::min(lf, lb);
+  const EpOverlapCost& e = c.ep_overlap;
+  return pairs * e.pair_exposed_layer + (lf - pairs) * e.fwd_layer + (lb - pairs) * e.bwd_layer;
+}
 
 double ActivationMessageBytes(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   // b x s/cp x h per microbatch; with tp > 1 each TP rank sends 1/tp of it
@@ -68,6 +123,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   OpListCost lf = Price(layer.forward, p, c, hw, &pc.outside_profile);
   OpListCost lb = Price(layer.backward, p, c, hw, &pc.outside_profile);
   OpListCost lr = Price(layer.recompute, p, c, hw, &pc.outside_profile);
+  if (m.moe() && p.ep > 1) pc.ep_overlap = EpOverlapOfLayer(layer, p, c, hw, &pc.outside_profile);
   // MoE models with dense leading layers (DeepSeek's first_k_dense_replace):
   // those layers priced as the dense model of the same attention.
   const ModelSpec dense_model = DenseLayerModel(m);
@@ -120,6 +176,9 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     k.bwd_compute = L * (lb.compute + lr.compute) + D * (db.compute + dr.compute);
     k.bwd_comm = L * (lb.comm + lr.comm) + D * (db.comm + dr.comm);
     k.recompute = L * lr.compute + D * dr.compute;
+    k.moe_layers = pc.ep_overlap.fwd_layer > 0 ? static_cast<int>(L) : 0;
+    k.ep_fwd = k.moe_layers * pc.ep_overlap.fwd_layer;
+    k.ep_bwd = k.moe_layers * pc.ep_overlap.bwd_layer;
     double params = L * layer_params + D * dense_layer_params;
     if (ch == 0) {
       k.fwd_compute += ef.compute; k.fwd_comm += ef.comm;

@@ -26,6 +26,20 @@ struct ChunkCost {
   double param_sync = 0;                 // ZeRO 1/2: all-gather of updated parameters (ZeRO-2: per unit)
   double zero3_gather = 0;               // ZeRO-3: the per-unit all-gathers of one fwd, or of one bwd (blocking)
   int num_unit_uses = 0;                 // ZeRO-2/3: unit uses per fwd / bwd (collectives in the above)
+  int moe_layers = 0;                    // layers with an expert-parallel MoE block (not the MTP modules')
+  double ep_fwd = 0, ep_bwd = 0;         // their EP all-to-alls, inside fwd_comm / bwd_comm
+};
+
+// Combined 1F1B (PlanSpec::moe_a2a_overlap), per MoE layer: the EP
+// all-to-all time of one forward and of one backward, and what stays
+// exposed when a forward runs layer by layer with an independent backward.
+// Megatron-LM's pairing: the forward's attention with the backward's
+// combine, its dispatch with the backward's expert compute, its expert
+// compute with the backward's dispatch, its combine with the backward's
+// attention; each pair takes the longer of the two.
+struct EpOverlapCost {
+  double fwd_layer = 0, bwd_layer = 0;
+  double pair_exposed_layer = 0;
 };
 
 struct PlanCosts {
@@ -34,7 +48,13 @@ struct PlanCosts {
   std::vector<double> optimizer;       // optimizer step per pipeline stage
   int num_buckets_last = 1;            // DP buckets per chunk (overlap granularity)
   bool outside_profile = false;        // some point lay outside a measured profile's range
+  EpOverlapCost ep_overlap;            // filled for every MoE plan with ep > 1
 };
+
+// Exposed EP all-to-all time of the forward of chunk `fwd_chunk` paired with
+// the backward of chunk `bwd_chunk` under combined 1F1B: layer pairs at
+// pair_exposed_layer, unpaired layers' all-to-alls in full.
+double PairedEpExposed(const PlanCosts& c, int fwd_chunk, int bwd_chunk);
 
 PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
                            const HardwareProfile& hw);

@@ -60,20 +60,24 @@ double StepTimeLowerBound(const PlanSpec& p, const PlanCosts& c) {
   // its last backward must still flow back through chunks s-1..0; in between
   // it is busy with all its own work (Megatron's bubble argument, made a
   // bound: exact for uniform 1F1B with free communication).
+  // Combined 1F1B (moe_a2a_overlap) may hide every EP all-to-all: the
+  // bound counts none of them.
+  auto hidden = [&](const ChunkCost& k) { return p.moe_a2a_overlap ? k.ep_fwd + k.ep_bwd : 0.0; };
   double best = 0, before_f = 0, before_b = 0;
   for (int s = 0; s < p.pp; ++s) {
     double busy = 0;
     for (int ch = s; ch < p.num_chunks(); ch += p.pp) {
       const ChunkCost& k = c.chunks[ch];
       // ZeRO-2/3 gathers and reduce-scatters block the compute stream too.
-      busy += p.num_microbatches * (k.fwd_compute + k.fwd_comm + k.bwd_compute + k.bwd_comm +
+      busy += p.num_microbatches * (k.fwd_compute + k.fwd_comm + k.bwd_compute + k.bwd_comm - hidden(k) +
                                     2 * k.zero3_gather + k.grad_sync_per_microbatch);
     }
     const double opt = c.optimizer[s];
     best = std::max(best, before_f + busy + std::max(opt, before_b));
     const ChunkCost& k = c.chunks[s];
-    before_f += k.fwd_compute + k.fwd_comm + k.zero3_gather;
-    before_b += k.bwd_compute + k.bwd_comm + k.zero3_gather + k.grad_sync_per_microbatch;
+    before_f += k.fwd_compute + k.fwd_comm - (p.moe_a2a_overlap ? k.ep_fwd : 0.0) + k.zero3_gather;
+    before_b += k.bwd_compute + k.bwd_comm - (p.moe_a2a_overlap ? k.ep_bwd : 0.0) + k.zero3_gather +
+                k.grad_sync_per_microbatch;
   }
   return best;
 }

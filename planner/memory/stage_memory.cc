@@ -109,8 +109,10 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   const double head_stash = last ? 2 * e * tok.T_r * h + 4.0 * tok.T * v_local : 0.0;
   // On the last pipeline rank, 1F1B and interleaved run each last-chunk
   // forward right before its backward: one head stash at a time (GPipe
-  // keeps all of them).
-  const double head_in_flight = p.pp > 1 && p.schedule != Schedule::kGpipe ? 1.0 : end_in_flight;
+  // keeps all of them; combined 1F1B, PlanSpec::moe_a2a_overlap, runs one
+  // more forward first, so two).
+  const double head_in_flight =
+      p.pp > 1 && p.schedule != Schedule::kGpipe ? (p.moe_a2a_overlap ? 2.0 : 1.0) : end_in_flight;
   s.activations += head_stash * head_in_flight;
   // Multi-token prediction (last chunk, after the head, on the same
   // schedule): per module one layer's stored activations, the eh_proj input

@@ -92,14 +92,15 @@ ActionList BuildRank(const PlanSpec& p, int rank) {
 
 int WarmupForwards(const PlanSpec& p, int pipeline_rank) {
   const int total = p.num_microbatches * p.vpp;
-  if (p.pp == 1) return 0;
+  const int extra = p.moe_a2a_overlap ? 1 : 0;  // combined 1F1B (Megatron-LM: one more warmup forward)
+  if (p.pp == 1) return std::min(extra, total);
   switch (p.schedule) {
     case Schedule::kGpipe:
       return total;
     case Schedule::k1F1B:
-      return std::min(p.pp - pipeline_rank - 1, total);
+      return std::min(p.pp - pipeline_rank - 1 + extra, total);
     case Schedule::kInterleaved:
-      return std::min(2 * (p.pp - pipeline_rank - 1) + (p.vpp - 1) * p.pp, total);
+      return std::min(2 * (p.pp - pipeline_rank - 1) + (p.vpp - 1) * p.pp + extra, total);
   }
   DT_CHECK(false) << "unknown schedule";
   return 0;

@@ -10,6 +10,9 @@
 //   1F1B         W = min(pp-r-1, m)
 //   interleaved  W = min(2*(pp-r-1) + (v-1)*pp, T)   (Megatron-LM)
 //   pp == 1      W = 0  (F, B per microbatch, whatever the schedule)
+// and one more (capped at T) when the plan overlaps its MoE all-to-alls
+// (PlanSpec::moe_a2a_overlap, Megatron-LM's combined 1F1B), so that each
+// steady-state forward is independent of the backward it is paired with.
 // The k-th forward on rank r runs local chunk (k mod pp*v) / pp (backwards
 // count local chunks down from v-1) on microbatch (k / (pp*v))*pp + k mod pp:
 // groups of pp microbatches per chunk; for v == 1 simply microbatch k.

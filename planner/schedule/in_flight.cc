@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/check.h"
+#include "planner/schedule/build_schedule.h"
 
 namespace dt {
 
@@ -26,18 +27,9 @@ InFlight PeakInFlight(const ActionList& rank_actions, const PlanSpec& p, int pip
 }
 
 int InFlightMicrobatches(const PlanSpec& p, int pipeline_rank) {
-  const int m = p.num_microbatches, r = pipeline_rank;
-  if (p.pp == 1) return 1;
-  switch (p.schedule) {
-    case Schedule::kGpipe:
-      return m;
-    case Schedule::k1F1B:
-      return std::min(p.pp - r, m);
-    case Schedule::kInterleaved:
-      return std::min(2 * (p.pp - r - 1) + (p.vpp - 1) * p.pp + 1, m * p.vpp);
-  }
-  DT_CHECK(false) << "unknown schedule";
-  return 0;
+  // The warmup forwards plus the one of the first steady-state pair
+  // (GPipe: all of them).
+  return std::min(WarmupForwards(p, pipeline_rank) + 1, p.num_microbatches * p.vpp);
 }
 
 double BubbleOverIdeal(const PlanSpec& p) {

@@ -31,6 +31,8 @@ InFlight PeakInFlight(const ActionList& rank_actions, const PlanSpec& p, int pip
 //   GPipe        m
 //   1F1B         min(pp - r, m)                         (Narayanan et al. 2021)
 //   interleaved  min(2*(pp-r-1) + (v-1)*pp + 1, m*v)    (Megatron-LM)
+// i.e. WarmupForwards + 1 capped at m*v, which also covers the one more
+// warmup forward of combined 1F1B (PlanSpec::moe_a2a_overlap).
 // On rank 0 of the interleaved schedule that is pp*v + pp - 1 chunk-
 // microbatches = pp + (pp-1)/v microbatches of the whole stage.
 int InFlightMicrobatches(const PlanSpec& p, int pipeline_rank);

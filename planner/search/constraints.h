@@ -25,6 +25,10 @@ struct SearchConstraints {
   Precision precision = Precision::kProfile;  // copied into every plan, not searched
   bool force_balanced_routing = false;     // copied into every plan (PlanSpec), not searched
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;  // copied into every plan, not searched
+  // Combined 1F1B (PlanSpec::moe_a2a_overlap): copied into every plan, not
+  // searched; plans it cannot run with (ep 1, full recompute, pp > 1 without
+  // the interleaved schedule) are rejected with the reason.
+  bool moe_a2a_overlap = false;
   // --fp8-param-gather (PlanSpec::fp8_param_gather). Unset: on in every FP8
   // plan with the distributed optimizer (zero 1), off elsewhere -- it needs
   // less memory, moves fewer all-gather bytes and casts less than the same

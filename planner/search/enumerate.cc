@@ -64,6 +64,10 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
   if (k.etp && !m.moe())
     return InvalidArgument("--etp " + Num(*k.etp) + ": the model has no experts; drop --etp");
   if (k.etp && *k.etp < 1) return InvalidArgument("--etp must be >= 1");
+  if (k.moe_a2a_overlap && !m.moe())
+    return InvalidArgument("--moe-a2a-overlap overlaps expert-parallel all-to-alls: the model has no experts; drop it");
+  if (k.moe_a2a_overlap && k.recompute && *k.recompute == Recompute::kFull)
+    return InvalidArgument("--moe-a2a-overlap with --recompute full: Megatron-LM refuses the pair; use none or selective");
   if (k.fp8_param_gather.value_or(false) && k.precision != Precision::kFp8)
     return InvalidArgument("--fp8-param-gather keeps the weights in FP8: it needs --precision fp8");
   if (k.fp8_param_gather.value_or(false) && k.zero_stage && *k.zero_stage != 1)
@@ -200,6 +204,18 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   p.dropout = k.dropout;
                   p.grad_bytes = k.grad_bytes;
                   p.precision = k.precision;
+                  p.moe_a2a_overlap = k.moe_a2a_overlap;
+                  if (p.moe_a2a_overlap) {
+                    const char* why = ep < 2 ? "--moe-a2a-overlap needs ep > 1"
+                                      : rc == Recompute::kFull ? "--moe-a2a-overlap refuses full recompute"
+                                      : pp > 1 && sched != Schedule::kInterleaved
+                                          ? "--moe-a2a-overlap with pp > 1 needs the interleaved schedule"
+                                          : nullptr;
+                    if (why) {
+                      ++e.plan_rejects[why];
+                      continue;
+                    }
+                  }
                   p.fp8_param_gather = Fp8ParamGatherFor(k, z);
                   if (k.fp8_param_gather.value_or(false) && !p.fp8_param_gather) {
                     ++e.plan_rejects["--fp8-param-gather needs the distributed optimizer (zero 1)"];

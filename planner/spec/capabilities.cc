@@ -44,6 +44,9 @@ const std::vector<Capability>& CapabilityTable() {
       {Feature::kMultiTokenPrediction, "multi-token prediction modules (DeepSeek-V3 MTP)", false, false,
        "set \"mtp_layers\": 0 in the model to train the main model only, or run it in Megatron-LM "
        "(dtplan export --framework megatron writes --mtp-num-layers)"},
+      {Feature::kMoeA2aOverlap, "MoE all-to-alls overlapped with another microbatch (combined 1F1B)", false, false,
+       "replan without --moe-a2a-overlap (dtrun runs the all-to-alls in line), or run the plan in Megatron-LM "
+       "(--overlap-moe-expert-parallel-comm)"},
       {Feature::kFp8ParamGather, "FP8 parameters all-gathered in FP8 (--fp8-param-gather)", false, false,
        "plan it with --precision bf16 for dtrun, or run it in Megatron-LM (dtplan export --framework megatron "
        "writes --fp8-param-gather)"},
@@ -116,6 +119,7 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kFp8: u = p.precision == Precision::kFp8; break;
       case Feature::kFp8ParamGather: u = p.fp8_param_gather; break;
       case Feature::kMultiTokenPrediction: u = m.mtp_layers > 0; break;
+      case Feature::kMoeA2aOverlap: u = p.moe_a2a_overlap; break;
       case Feature::kBf16: u = p.precision == Precision::kBf16; break;
       case Feature::kBf16ZeroSharded: u = p.precision == Precision::kBf16 && p.zero_stage >= 2; break;
       case Feature::kBf16Fp32Grads: u = p.precision == Precision::kBf16 && p.grad_bytes == 4; break;

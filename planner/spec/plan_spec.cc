@@ -131,6 +131,17 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
       return bad("zero_stage " + num(p.zero_stage) + " with experts is not modeled (ZeRO-2/3 of expert "
                  "parameters); use zero_stage 0 or 1 (Megatron's distributed optimizer)");
   }
+  if (p.moe_a2a_overlap) {
+    if (!m.moe() || p.ep < 2)
+      return bad("moe_a2a_overlap hides the expert-parallel all-to-alls: it needs a mixture-of-experts model "
+                 "and ep > 1; omit it");
+    if (p.recompute == Recompute::kFull)
+      return bad("moe_a2a_overlap with full recompute: Megatron-LM refuses the pair; use recompute none or "
+                 "selective, or omit moe_a2a_overlap");
+    if (p.pp > 1 && p.schedule != Schedule::kInterleaved)
+      return bad("moe_a2a_overlap with pp > 1 needs the interleaved schedule (Megatron-LM's combined 1F1B runs "
+                 "with pp 1 or virtual pipeline stages)");
+  }
   if (p.micro_batch < 1) return bad("'micro_batch' must be >= 1");
   if (p.num_microbatches < 1) return bad("'num_microbatches' must be >= 1");
   if (p.seq_length < 1) return bad("'seq_length' must be >= 1");
@@ -207,6 +218,7 @@ json ToJson(const PlanSpec& p) {
   if (p.force_balanced_routing) j["force_balanced_routing"] = true;                 // absent: false
   if (p.moe_dispatcher != MoeDispatcher::kAllToAll) j["moe_dispatcher"] = ToString(p.moe_dispatcher);  // absent: alltoall
   if (p.fp8_param_gather) j["fp8_param_gather"] = true;                             // absent: false
+  if (p.moe_a2a_overlap) j["moe_a2a_overlap"] = true;                               // absent: false
   return j;
 }
 
@@ -260,6 +272,7 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   }
   p.force_balanced_routing = r.BoolOr("force_balanced_routing", false);
   p.fp8_param_gather = r.BoolOr("fp8_param_gather", false);
+  p.moe_a2a_overlap = r.BoolOr("moe_a2a_overlap", false);
   if (r.Has("moe_dispatcher")) {
     auto d = ParseMoeDispatcher(r.Str("moe_dispatcher"));
     if (!d.ok()) r.Fail(d.status().message());
@@ -360,6 +373,7 @@ std::string Describe(const PlanSpec& p) {
      << p.zero_stage;
   if (p.precision != Precision::kProfile) os << " " << ToString(p.precision);  // absent: the profile's dtype
   if (p.fp8_param_gather) os << " fp8-params";
+  if (p.moe_a2a_overlap) os << " a2a-overlap";
   return os.str();
 }
 

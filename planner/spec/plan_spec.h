@@ -101,6 +101,14 @@ struct PlanSpec {
   // the ZeRO-1 parameter all-gather moves those weights in FP8. Costed in
   // stage_memory.cc, plan_costs.cc and layer_ops.cc (docs/fp8.md).
   bool fp8_param_gather = false;
+  // MoE with ep > 1: Megatron-LM's --overlap-moe-expert-parallel-comm
+  // ("combined 1F1B"): in the 1F1B steady state a forward and an independent
+  // backward run layer by layer together, each one's EP dispatch / combine
+  // all-to-alls hidden behind the other's attention / expert compute; one
+  // more warmup forward makes the pair independent (schedule
+  // build_schedule.h). Needs pp 1 or the interleaved schedule and no full
+  // recompute (Megatron-LM's rules). Never searched, like the dispatcher.
+  bool moe_a2a_overlap = false;
   // Bytes per stored and reduced gradient element; 0: the profile's dtype
   // (2 for bf16, 4 for fp32). 4 on a bf16 profile: fp32 main gradients, as
   // Megatron-LM keeps them by default (planner/frameworks, docs/frameworks.md).

@@ -92,6 +92,7 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
     ClusterSpec c;
     const char* profile;
     int64_t batch;
+    bool moe_a2a_overlap = false;  // combined 1F1B: all-to-alls hidden behind another microbatch
   };
   ModelSpec small = testing_models::Gpt(2048, 16, 24);
   ModelSpec mid = testing_models::Gpt(5120, 40, 40);
@@ -110,11 +111,15 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
   moe.num_experts = 8;
   moe.moe_top_k = 2;
   moe.moe_ffn_hidden = 5632;
+  ModelSpec llama_mtp = llama;  // with a multi-token-prediction module on the last stage
+  llama_mtp.mtp_layers = 1;
   std::vector<Case> cases = {
       {small, {1, 8, "gpu"}, "A100-SXM4-80GB", 64},   {small, {4, 8, "gpu"}, "H100-SXM5-80GB", 256},
       {mid, {8, 8, "gpu"}, "A100-SXM4-80GB", 512},    {llama, {2, 8, "gpu"}, "H100-SXM5-80GB", 128},
       {llama, {16, 8, "gpu"}, "A100-SXM4-80GB", 1024}, {big, {32, 8, "gpu"}, "A100-SXM4-80GB", 1536},
       {moe, {4, 8, "gpu"}, "H100-SXM5-80GB", 256},
+      {moe, {4, 8, "gpu"}, "H100-SXM5-80GB", 256, true},
+      {llama_mtp, {2, 8, "gpu"}, "H100-SXM5-80GB", 128},
   };
   std::mt19937_64 rng(20261123);
   int checked = 0, nic_bound_active = 0;
@@ -125,6 +130,7 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
     SearchConstraints k;
     k.global_batch = cs.batch;
     k.seq_length = cs.m.seq_length;
+    k.moe_a2a_overlap = cs.moe_a2a_overlap;
     auto e = EnumeratePlans(cs.m, cs.c, k);
     ASSERT_TRUE(e.ok()) << e.status().message();
     std::vector<PlanSpec> plans = e->plans;

@@ -1,0 +1,150 @@
+// Combined 1F1B (PlanSpec::moe_a2a_overlap, Megatron-LM's
+// --overlap-moe-expert-parallel-comm): Megatron's rules, the extra warmup
+// forward and its memory, the pairing of a forward's and a backward's EP
+// all-to-alls with the other's compute, the bounds that pairing must keep,
+// and the framework round trip.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "planner/cost/layer_ops.h"
+#include "planner/frameworks/megatron_args.h"
+#include "planner/lower/plan_costs.h"
+#include "planner/lower/simulate.h"
+#include "planner/memory/memory_params.h"
+#include "planner/memory/stage_memory.h"
+#include "planner/profile/profile.h"
+#include "planner/schedule/build_schedule.h"
+#include "planner/schedule/check_schedule.h"
+#include "planner/schedule/in_flight.h"
+#include "planner/spec/capabilities.h"
+#include "tests/planner/test_models.h"
+
+namespace dt {
+namespace {
+
+// Mixtral-8x7B's shape at 4 layers: EP all-to-alls of 4096-wide tokens.
+ModelSpec Moe() {
+  ModelSpec m = testing_models::Llama8B();
+  m.num_layers = 8;
+  m.num_experts = 8;
+  m.moe_top_k = 2;
+  m.moe_ffn_hidden = 14336;
+  m.seq_length = 4096;
+  return m;
+}
+
+PlanSpec Plan(const ModelSpec& m, int pp, int vpp, bool overlap) {
+  PlanSpec p;
+  p.dp = 16 / pp;
+  p.pp = pp;
+  p.vpp = vpp;
+  p.ep = 8;
+  p.schedule = vpp > 1 ? Schedule::kInterleaved : Schedule::k1F1B;
+  p.micro_batch = 1;
+  p.num_microbatches = 8;
+  p.seq_length = m.seq_length;
+  p.zero_stage = 1;
+  p.moe_a2a_overlap = overlap;
+  p.layers_per_chunk = EvenSplit(m.num_layers, pp * vpp);
+  return p;
+}
+
+const HardwareProfile& H100() {
+  static const HardwareProfile p = LoadProfile("h100").value();
+  return p;
+}
+
+TEST(MoeA2aOverlap, FollowsMegatronsRulesAndRoundTrips) {
+  const ModelSpec m = Moe();
+  PlanSpec p = Plan(m, 1, 1, true);
+  ASSERT_TRUE(Validate(p, m, "plan").ok());
+  PlanSpec bad = p;
+  bad.ep = 1;
+  EXPECT_NE(Validate(bad, m, "plan").message().find("ep > 1"), std::string::npos);
+  bad = p;
+  bad.recompute = Recompute::kFull;
+  EXPECT_NE(Validate(bad, m, "plan").message().find("full recompute"), std::string::npos);
+  bad = Plan(m, 2, 1, true);  // pp 2 without virtual stages
+  EXPECT_NE(Validate(bad, m, "plan").message().find("interleaved"), std::string::npos);
+  EXPECT_TRUE(Validate(Plan(m, 2, 2, true), m, "plan").ok());
+  EXPECT_FALSE(Validate(p, testing_models::Llama8B(), "plan").ok());  // no experts
+  // Plan files and plan lines carry it; dtrun refuses it by name.
+  auto back = PlanFromJson(ToJson(p), m, "test");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->moe_a2a_overlap);
+  EXPECT_NE(Describe(p).find("a2a-overlap"), std::string::npos);
+  EXPECT_FALSE(ToJson(Plan(m, 1, 1, false)).contains("moe_a2a_overlap"));
+  const std::vector<Feature> missing = MissingFeatures(m, p, RuntimeDevice::kCpu);
+  EXPECT_NE(std::find(missing.begin(), missing.end(), Feature::kMoeA2aOverlap), missing.end());
+  // Megatron-LM: exported as --overlap-moe-expert-parallel-comm and read back.
+  auto flags = MegatronArgs(m, p, true);
+  ASSERT_TRUE(flags.ok()) << flags.status().message();
+  auto words = SplitCommandLine(FormatFlags(*flags));
+  ASSERT_TRUE(words.ok());
+  auto job = ImportMegatron(*words, p.world(), "x");
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_TRUE(job->plan.moe_a2a_overlap);
+  EXPECT_EQ(Describe(job->plan), Describe(p));
+}
+
+// One more warmup forward (Megatron-LM's combined 1F1B), so every
+// steady-state forward is of another microbatch than the backward after
+// it; the schedule stays valid and one more microbatch is in flight.
+TEST(MoeA2aOverlap, RunsOneMoreWarmupForward) {
+  const ModelSpec m = Moe();
+  for (auto [pp, vpp] : {std::pair{1, 1}, std::pair{2, 2}}) {
+    const PlanSpec off = Plan(m, pp, vpp, false), on = Plan(m, pp, vpp, true);
+    auto s = BuildSchedule(on);
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(CheckSchedule(*s, on).ok()) << CheckSchedule(*s, on).message();
+    for (int r = 0; r < pp; ++r) {
+      EXPECT_EQ(WarmupForwards(on, r), WarmupForwards(off, r) + 1);
+      EXPECT_EQ(PeakInFlight((*s)[r], on, r).total_peak, InFlightMicrobatches(on, r));
+      EXPECT_EQ(InFlightMicrobatches(on, r), InFlightMicrobatches(off, r) + 1);
+      const ActionList& list = (*s)[r];
+      for (size_t i = 0; i + 1 < list.size(); ++i)
+        if (list[i].kind == ActionKind::kForward && list[i + 1].kind == ActionKind::kBackward)
+          EXPECT_NE(list[i].microbatch, list[i + 1].microbatch) << ToString(list[i]);
+    }
+  }
+  // pp 1: one more microbatch of activations; pp 2: one more head stash on
+  // the last rank.
+  const MemoryParams mp = MemoryParams::MixedPrecision(80e9);
+  const PlanSpec off = Plan(m, 1, 1, false), on = Plan(m, 1, 1, true);
+  EXPECT_NEAR(EstimateStageMemory(m, on, mp, 0, InFlightMicrobatches(on, 0)).activations,
+              2 * EstimateStageMemory(m, off, mp, 0, InFlightMicrobatches(off, 0)).activations, 1.0);
+}
+
+// A paired forward + backward exposes no more than both all-to-alls and no
+// less than what the other's compute cannot cover; the simulated step is
+// faster than without the overlap, not faster than the lower bound, and
+// not faster than the all-to-alls alone.
+TEST(MoeA2aOverlap, HidesAllToAllsBehindTheOtherMicrobatch) {
+  const ModelSpec m = Moe();
+  ClusterSpec c = testing_models::Cluster(2, 8);  // EP 8 of dp 16 at pp 1: inside a node
+  for (auto [pp, vpp] : {std::pair{1, 1}, std::pair{2, 2}}) {
+    const PlanSpec off = Plan(m, pp, vpp, false), on = Plan(m, pp, vpp, true);
+    const PlanCosts k = ComputePlanCosts(m, c, on, H100());
+    const EpOverlapCost& e = k.ep_overlap;
+    ASSERT_GT(e.fwd_layer, 0);
+    ASSERT_GT(e.bwd_layer, 0);
+    EXPECT_LE(e.pair_exposed_layer, e.fwd_layer + e.bwd_layer);
+    EXPECT_LT(e.pair_exposed_layer, e.fwd_layer + e.bwd_layer);  // some compute to hide behind
+    const int layers = k.chunks[0].moe_layers;
+    EXPECT_EQ(layers, on.layers_per_chunk[0]);
+    EXPECT_DOUBLE_EQ(k.chunks[0].ep_fwd, layers * e.fwd_layer);
+    EXPECT_DOUBLE_EQ(PairedEpExposed(k, 0, 0), layers * e.pair_exposed_layer);
+    auto t_on = SimulatePlan(m, c, on, H100()), t_off = SimulatePlan(m, c, off, H100());
+    ASSERT_TRUE(t_on.ok() && t_off.ok());
+    EXPECT_LT(t_on->step_time_s, t_off->step_time_s) << pp;
+    EXPECT_GE(t_on->step_time_s, StepTimeLowerBound(on, k) * (1 - 1e-9));
+    double a2a = 0;
+    for (int ch = 0; ch < on.num_chunks(); ch += on.pp) a2a += k.chunks[ch].ep_fwd + k.chunks[ch].ep_bwd;
+    EXPECT_GE(t_on->step_time_s, on.num_microbatches * a2a);
+  }
+}
+
+}  // namespace
+}  // namespace dt
