@@ -79,6 +79,7 @@ struct ValidateOptions {
   DimensionOptions dims;     // with --execute: fixed dimensions
   int top = 8;               // plans to run, spread over the ranking (best always included)
   int steps = 6;
+  int rounds = 3;            // runs per plan, in rounds over all plans (ExecuteOptions::rounds)
   std::string dtrun;         // default: next to dtplan
   std::string work_dir;      // default: a fresh temp dir
   std::string report;        // self-contained HTML: predicted-vs-measured scatter plots

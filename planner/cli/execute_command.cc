@@ -88,6 +88,7 @@ int RunValidateExecute(const ValidateOptions& o) {
   ExecuteOptions eo;
   eo.dtrun = FindDtrun(o);
   eo.steps = o.steps;
+  eo.rounds = o.rounds;
   eo.top = 0;
   eo.work_dir = o.work_dir;
   if (eo.work_dir.empty()) {

@@ -115,6 +115,11 @@ static int Run(int argc, char** argv) {
   val_cmd->add_option("--top", val.top, "with --execute: exactly this many plans: the best, one per schedule / recompute / ZeRO kind while room remains, the rest spread over the ranking")
       ->check(CLI::Range(1, 1000));
   val_cmd->add_option("--steps", val.steps, "with --execute: steps per run")->check(CLI::Range(2, 100000));
+  val_cmd->add_option("--rounds", val.rounds,
+                      "with --execute: runs per plan, made in rounds over all plans (each plan once, then again); a "
+                      "plan's time is the median of its runs, so a machine whose speed drifts slows every plan alike "
+                      "(default 3)")
+      ->check(CLI::Range(1, 100));
   val_cmd->add_option("--dtrun", val.dtrun, "with --execute: dtrun binary (default: next to dtplan)");
   val_cmd->add_option("--work-dir", val.work_dir, "with --execute: where plans, logs and metrics go");
 

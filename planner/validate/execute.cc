@@ -119,8 +119,10 @@ StatusOr<ExecuteReport> ExecutePlans(const ModelSpec& m, const ClusterSpec& c,
     return NotFound("dtrun not found at '" + opt.dtrun + "'; build it (cmake --build build) or pass --dtrun");
   ExecuteReport rep;
   size_t n = opt.top > 0 ? std::min<size_t>(opt.top, plans.size()) : plans.size();
+  const int rounds = std::max(1, opt.rounds);
+  std::vector<ExecutedPlan> runs(n);
   for (size_t i = 0; i < n; ++i) {
-    ExecutedPlan e;
+    ExecutedPlan& e = runs[i];
     e.plan = plans[i].plan;
     e.predicted = plans[i].prediction;
     // The runtime's allocator counts tensor bytes only: compare without the
@@ -133,32 +135,51 @@ StatusOr<ExecuteReport> ExecutePlans(const ModelSpec& m, const ClusterSpec& c,
     json pf = ToJson(PlanFile{m, c, e.plan, ToJson(e.predicted)});
     pf["profile"] = profile_name;
     DT_RETURN_IF_ERROR(WriteJsonFile(base + ".json", pf));
-    std::remove((base + ".jsonl").c_str());
-    std::vector<std::string> argv = {opt.mpirun, "--allow-run-as-root", "--oversubscribe", "-np",
-                                     std::to_string(e.plan.world()), opt.dtrun, "--plan", base + ".json",
-                                     "--steps", std::to_string(opt.steps), "--metrics", base + ".jsonl"};
-    if (opt.verbose)
-      std::fprintf(stderr, "[%zu/%zu] running %s ...\n", i + 1, n, Describe(e.plan).c_str());
-    auto rc = RunChild(argv, base + ".log", opt.timeout_s);
-    if (!rc.ok()) return rc.status();
-    if (*rc != 0) {
-      e.error = "dtrun exited " + std::to_string(*rc) + (*rc == 124 ? " (timeout)" : "") + ": " + Tail(base + ".log");
-    } else {
-      Status s = ReadMetrics(base + ".jsonl", e.plan, &e);
-      if (!s.ok()) e.error = s.message();
-      e.ok = s.ok();
+  }
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t i = 0; i < n; ++i) {
+      ExecutedPlan& e = runs[i];
+      if (!e.error.empty()) continue;  // failed in an earlier round
+      const std::string base = opt.work_dir + "/plan" + std::to_string(i);
+      const std::string run = round == 0 ? base : base + ".round" + std::to_string(round + 1);
+      std::remove((run + ".jsonl").c_str());
+      std::vector<std::string> argv = {opt.mpirun, "--allow-run-as-root", "--oversubscribe", "-np",
+                                       std::to_string(e.plan.world()), opt.dtrun, "--plan", base + ".json",
+                                       "--steps", std::to_string(opt.steps), "--metrics", run + ".jsonl"};
+      if (opt.verbose)
+        std::fprintf(stderr, "[%zu/%zu%s] running %s ...\n", i + 1, n,
+                     rounds > 1 ? (", round " + std::to_string(round + 1) + "/" + std::to_string(rounds)).c_str() : "",
+                     Describe(e.plan).c_str());
+      auto rc = RunChild(argv, run + ".log", opt.timeout_s);
+      if (!rc.ok()) return rc.status();
+      ExecutedPlan r = e;
+      if (*rc != 0) {
+        e.error = "dtrun exited " + std::to_string(*rc) + (*rc == 124 ? " (timeout)" : "") + ": " + Tail(run + ".log");
+      } else if (Status s = ReadMetrics(run + ".jsonl", e.plan, &r); !s.ok()) {
+        e.error = s.message();
+      } else {
+        e.round_step_s.push_back(r.measured_step_s);
+        e.measured_peak_bytes = std::max(e.measured_peak_bytes, r.measured_peak_bytes);
+        e.stage_measured_bytes.resize(r.stage_measured_bytes.size(), 0.0);
+        for (size_t s = 0; s < r.stage_measured_bytes.size(); ++s)
+          e.stage_measured_bytes[s] = std::max(e.stage_measured_bytes[s], r.stage_measured_bytes[s]);
+        if (opt.verbose)
+          std::fprintf(stderr, "        measured %.4f s (predicted %.4f s), peak %.1f MiB (predicted %.1f MiB)\n",
+                       r.measured_step_s, e.predicted.step_time_s, r.measured_peak_bytes / 1048576.0,
+                       e.predicted_peak_bytes / 1048576.0);
+      }
+      if (!e.error.empty() && opt.verbose) std::fprintf(stderr, "        FAILED: %s\n", e.error.c_str());
     }
+  }
+  for (ExecutedPlan& e : runs) {
+    e.ok = e.error.empty() && !e.round_step_s.empty();
     if (e.ok) {
+      e.measured_step_s = Median(e.round_step_s);
       e.time_error = (e.predicted.step_time_s - e.measured_step_s) / e.measured_step_s;
       e.memory_error = e.measured_peak_bytes > 0
                            ? (e.predicted_peak_bytes - e.measured_peak_bytes) / e.measured_peak_bytes : 0;
-      if (opt.verbose)
-        std::fprintf(stderr, "        measured %.4f s (predicted %.4f s), peak %.1f MiB (predicted %.1f MiB)\n",
-                     e.measured_step_s, e.predicted.step_time_s, e.measured_peak_bytes / 1048576.0,
-                     e.predicted_peak_bytes / 1048576.0);
     } else {
       ++rep.failed;
-      if (opt.verbose) std::fprintf(stderr, "        FAILED: %s\n", e.error.c_str());
     }
     rep.plans.push_back(std::move(e));
   }
@@ -193,6 +214,7 @@ json ToJson(const ExecuteReport& r) {
               {"stage_predicted_bytes", e.stage_predicted_bytes}};
     if (e.ok) {
       j["measured_step_s"] = e.measured_step_s;
+      j["round_step_s"] = e.round_step_s;
       j["measured_peak_bytes"] = e.measured_peak_bytes;
       j["stage_measured_bytes"] = e.stage_measured_bytes;
       j["time_error"] = e.time_error;

@@ -22,6 +22,11 @@ struct ExecuteOptions {
   std::string mpirun = "mpirun";
   std::string work_dir;         // plan and metrics files go here
   int steps = 6;                // steps per run; the first is excluded from the median
+  // Runs per plan, made in rounds (every plan once, then every plan again):
+  // a plan's time is the median of its runs' medians, so a machine whose
+  // speed drifts over minutes (shared VMs) slows every plan alike instead
+  // of the ones that happened to run late.
+  int rounds = 1;
   int top = 8;                  // how many of the ranked plans to run (0: all fitting)
   double timeout_s = 300;
   bool verbose = true;          // progress on stderr
@@ -32,7 +37,8 @@ struct ExecutedPlan {
   Prediction predicted;
   bool ok = false;
   std::string error;            // why the run failed
-  double measured_step_s = 0;   // median over steps 2..S of the max over ranks
+  double measured_step_s = 0;   // median over rounds of the median over steps 2..S of the max over ranks
+  std::vector<double> round_step_s;  // each round's median
   double measured_peak_bytes = 0;   // max over ranks
   double predicted_peak_bytes = 0;  // max over stages, without the reserved baseline
   double time_error = 0, memory_error = 0;  // (pred - meas) / meas

@@ -86,8 +86,28 @@ expect 0 "wrote" -- "$DTPLAN" --model "$M/gpt-tiny.json" --device cpu --nodes 1 
 expect 0 "profile +measure this machine" -- "$DTPLAN" --help
 # validate --execute --top N runs exactly N plans (a dtrun that fails at once: only the count matters here).
 out=$("$DTPLAN" validate --execute --model "$M/gpt-tiny.json" --nodes 1 --gpus 2 --device cpu --top 3 --steps 2 --dtrun /bin/false --work-dir "$T/ex" 2>&1)
-echo "$out" | grep -q "^running 3 of " && [ "$(echo "$out" | grep -c '^\[[0-9]/3\] running')" -eq 3 ] \
+echo "$out" | grep -q "^running 3 of " && [ "$(echo "$out" | grep -c '^\[[0-9]/3[],]')" -eq 3 ] \
   && echo "ok: validate --execute --top 3 runs 3 plans" || { echo "FAIL: validate --execute --top 3"; echo "$out" | head -3; fails=$((fails+1)); }
+# --rounds: every plan runs once per round, rounds in turn; its time is the median of its runs.
+# A stand-in dtrun writes each run's metrics with a step time that depends on the round
+# (10, 30, 20 ms): the median, 20 ms, is what is scored.
+cat > "$T/fake_dtrun.sh" <<'FAKE'
+#!/usr/bin/env bash
+metrics=""; plan=""
+while [ $# -gt 0 ]; do case "$1" in --metrics) metrics="$2"; shift;; --plan) plan="$2"; shift;; esac; shift; done
+rank="${OMPI_COMM_WORLD_RANK:-0}"
+case "$metrics" in *.round2.jsonl) t=0.030;; *.round3.jsonl) t=0.020;; *) t=0.010;; esac
+for step in 1 2 3; do echo "{\"step\":$step,\"rank\":$rank,\"step_time_s\":$t,\"peak_bytes\":1000}" >> "$metrics"; done
+FAKE
+chmod +x "$T/fake_dtrun.sh"
+out=$("$DTPLAN" validate --execute --model "$M/gpt-tiny.json" --nodes 1 --gpus 2 --device cpu --top 2 --steps 3 --rounds 3 \
+        --dtrun "$T/fake_dtrun.sh" --work-dir "$T/rounds" --json 2>"$T/rounds.err")
+if echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); ps=d["plans"]; assert len(ps)==2, ps; assert all(p["round_step_s"]==[0.01,0.03,0.02] and abs(p["measured_step_s"]-0.02)<1e-12 for p in ps), ps' \
+   && [ "$(grep -c 'round 3/3' "$T/rounds.err")" -eq 2 ]; then
+  echo "ok: validate --execute --rounds 3 scores the median of the rounds"
+else
+  echo "FAIL: validate --execute --rounds"; echo "$out" | head -5; head -5 "$T/rounds.err"; fails=$((fails+1))
+fi
 
 # Frameworks: export what the plan is in Megatron-LM / torchtitan / DeepSpeed, with launch lines.
 expect 0 "--tensor-model-parallel-size 8" -- "$DTPLAN" export --plan "$T/p3.json" --to megatron
