@@ -123,7 +123,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   OpListCost lf = Price(layer.forward, p, c, hw, &pc.outside_profile);
   OpListCost lb = Price(layer.backward, p, c, hw, &pc.outside_profile);
   OpListCost lr = Price(layer.recompute, p, c, hw, &pc.outside_profile);
-  if (m.moe() && p.ep > 1) pc.ep_overlap = EpOverlapOfLayer(layer, p, c, hw, &pc.outside_profile);
+  if (m.moe() && p.ep > 1 && p.moe_a2a_overlap) pc.ep_overlap = EpOverlapOfLayer(layer, p, c, hw, &pc.outside_profile);
   // MoE models with dense leading layers (DeepSeek's first_k_dense_replace):
   // those layers priced as the dense model of the same attention.
   const ModelSpec dense_model = DenseLayerModel(m);

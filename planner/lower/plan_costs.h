@@ -26,8 +26,11 @@ struct ChunkCost {
   double param_sync = 0;                 // ZeRO 1/2: all-gather of updated parameters (ZeRO-2: per unit)
   double zero3_gather = 0;               // ZeRO-3: the per-unit all-gathers of one fwd, or of one bwd (blocking)
   int num_unit_uses = 0;                 // ZeRO-2/3: unit uses per fwd / bwd (collectives in the above)
-  int moe_layers = 0;                    // layers with an expert-parallel MoE block (not the MTP modules')
-  double ep_fwd = 0, ep_bwd = 0;         // their EP all-to-alls, inside fwd_comm / bwd_comm
+  // moe_a2a_overlap plans only (0 otherwise): the layers with an
+  // expert-parallel MoE block (not the MTP modules') and their EP
+  // all-to-alls, which are inside fwd_comm / bwd_comm.
+  int moe_layers = 0;
+  double ep_fwd = 0, ep_bwd = 0;
 };
 
 // Combined 1F1B (PlanSpec::moe_a2a_overlap), per MoE layer: the EP
@@ -48,7 +51,7 @@ struct PlanCosts {
   std::vector<double> optimizer;       // optimizer step per pipeline stage
   int num_buckets_last = 1;            // DP buckets per chunk (overlap granularity)
   bool outside_profile = false;        // some point lay outside a measured profile's range
-  EpOverlapCost ep_overlap;            // filled for every MoE plan with ep > 1
+  EpOverlapCost ep_overlap;            // filled for MoE plans with ep > 1 and moe_a2a_overlap
 };
 
 // Exposed EP all-to-all time of the forward of chunk `fwd_chunk` paired with
