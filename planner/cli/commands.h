@@ -31,7 +31,7 @@ struct DimensionOptions {
   std::string moe_dispatcher;  // "" (alltoall), alltoall or deduplicated
   std::optional<bool> sp;
   bool sp_on = false, sp_off = false;  // the --sp / --no-sp flags as parsed
-  bool fp8_param_gather_on = false, fp8_param_gather_off = false;  // --fp8-param-gather / --no-fp8-param-gather
+  bool fp8_param_gather = false;  // --fp8-param-gather
   bool moe_a2a_overlap = false;  // --moe-a2a-overlap
 };
 // Copies the fixed dimensions into k; InvalidArgument for a bad

@@ -81,6 +81,7 @@ int RunFromMegatron(const PlanOptions& o) {
   k.precision = mine.precision;  // --fp8-format: the best plan is searched in FP8 too
   k.moe_dispatcher = mine.moe_dispatcher;  // --moe-enable-deepep: the best plan uses DeepEP too
   k.moe_a2a_overlap = mine.moe_a2a_overlap;  // and combined 1F1B when the job has it
+  k.fp8_param_gather = mine.fp8_param_gather;  // and FP8 parameters
   k.framework = *framework;
   k.grad_bytes = FrameworkGradBytes(*framework, job->bf16);
   if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());

@@ -52,12 +52,10 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
                 "MoE with ep > 1: overlap the EP all-to-alls of one microbatch with another's compute "
                 "(Megatron-LM's --overlap-moe-expert-parallel-comm, combined 1F1B; one more warmup forward; "
                 "no full recompute; pp 1 or interleaved)");
-  auto* pg_flag = app->add_flag("--fp8-param-gather", d->fp8_param_gather_on,
-                                "FP8 plans: keep the linear weights in FP8 and all-gather them in FP8 (Megatron-LM's "
-                                "--fp8-param-gather; needs --zero 1). Default: on in every FP8 plan with the "
-                                "distributed optimizer");
-  app->add_flag("--no-fp8-param-gather", d->fp8_param_gather_off, "FP8 plans: bf16 weights with FP8 copies")
-      ->excludes(pg_flag);
+  app->add_flag("--fp8-param-gather", d->fp8_param_gather,
+                "FP8 plans: keep the linear weights in FP8 and all-gather them in FP8 (Megatron-LM's "
+                "--fp8-param-gather; plans with the distributed optimizer, zero 1, only; default off, as in "
+                "Megatron-LM)");
   auto* sp_flag = app->add_flag("--sp", d->sp_on, "fix sequence parallelism on");
   app->add_flag("--no-sp", d->sp_off, "fix sequence parallelism off")->excludes(sp_flag);
 }

@@ -32,8 +32,7 @@ Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
     k->moe_dispatcher = *m;
   }
   k->moe_a2a_overlap = d.moe_a2a_overlap;
-  if (d.fp8_param_gather_on) k->fp8_param_gather = true;
-  if (d.fp8_param_gather_off) k->fp8_param_gather = false;
+  k->fp8_param_gather = d.fp8_param_gather;
   if (d.sp_on) k->sequence_parallel = true;
   if (d.sp_off) k->sequence_parallel = false;
   if (!d.schedule.empty()) {

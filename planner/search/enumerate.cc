@@ -68,9 +68,9 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
     return InvalidArgument("--moe-a2a-overlap overlaps expert-parallel all-to-alls: the model has no experts; drop it");
   if (k.moe_a2a_overlap && k.recompute && *k.recompute == Recompute::kFull)
     return InvalidArgument("--moe-a2a-overlap with --recompute full: Megatron-LM refuses the pair; use none or selective");
-  if (k.fp8_param_gather.value_or(false) && k.precision != Precision::kFp8)
+  if (k.fp8_param_gather && k.precision != Precision::kFp8)
     return InvalidArgument("--fp8-param-gather keeps the weights in FP8: it needs --precision fp8");
-  if (k.fp8_param_gather.value_or(false) && k.zero_stage && *k.zero_stage != 1)
+  if (k.fp8_param_gather && k.zero_stage && *k.zero_stage != 1)
     return InvalidArgument("--fp8-param-gather needs the distributed optimizer: use --zero 1 (or drop --zero)");
   if (k.etp && k.tp && *k.tp % *k.etp != 0)
     return InvalidArgument("--etp " + Num(*k.etp) + " does not divide --tp " + Num(*k.tp) + "; use a divisor of tp");
@@ -217,7 +217,7 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                     }
                   }
                   p.fp8_param_gather = Fp8ParamGatherFor(k, z);
-                  if (k.fp8_param_gather.value_or(false) && !p.fp8_param_gather) {
+                  if (k.fp8_param_gather && !p.fp8_param_gather) {
                     ++e.plan_rejects["--fp8-param-gather needs the distributed optimizer (zero 1)"];
                     continue;
                   }

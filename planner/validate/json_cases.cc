@@ -81,9 +81,8 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   // Combined 1F1B (MoE cases whose recipe overlaps the EP all-to-alls).
   k.moe_a2a_overlap = p.BoolOr("moe_a2a_overlap", false);
   if (k.moe_a2a_overlap && !v.model.moe()) p.Fail("'moe_a2a_overlap' is set but the model has no experts");
-  // --fp8-param-gather (FP8 cases): absent or null, as the search decides
-  // (on with the distributed optimizer; SearchConstraints::fp8_param_gather).
-  if (p.Has("fp8_param_gather")) k.fp8_param_gather = p.BoolOr("fp8_param_gather", false);
+  // --fp8-param-gather (FP8 cases): absent or null = off, Megatron-LM's default.
+  k.fp8_param_gather = p.BoolOr("fp8_param_gather", false);
   // Fused attention unless the case says otherwise; the SC21 measurements
   // predate FlashAttention (2022), so their Megatron ran the unfused core.
   const std::string source = top.StrOr("source", "");
