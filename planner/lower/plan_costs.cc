@@ -50,6 +50,12 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
   return r;
 }
 
+// The SMs an MoE all-to-all's kernels occupy while they run: 20 of an
+// H800's 132 in DeepSeek-V3's training (DeepSeek-V3 technical report,
+// Sec. 3.2.2) and DeepEP's default (deep_ep/buffer.py, Buffer.num_sms = 20);
+// NCCL's all-to-all is taken at the same share (an estimate).
+constexpr double kAllToAllSmShare = 20.0 / 132.0;
+
 // Combined 1F1B costs of one MoE layer (see EpOverlapCost): its forward
 // and backward op lists split at their two EP all-to-alls, each part priced
 // as the compute stream runs it.
@@ -87,10 +93,13 @@ EpOverlapCost EpOverlapOfLayer(const LayerOps& layer, const PlanSpec& p, const C
   r.fwd_layer = f.ep[0] + f.ep[1];
   r.bwd_layer = b.ep[0] + b.ep[1];
   // Forward: attention | dispatch | experts | combine | rest. Backward (in
-  // reverse): rest | combine | experts | dispatch | attention.
-  const double paired = std::max(f.stream[0], b.ep[0]) + std::max(f.ep[0], b.stream[1]) +
-                        std::max(f.stream[1], b.ep[1]) + std::max(f.ep[1], b.stream[2]) + f.stream[2] +
-                        b.stream[0];
+  // reverse): rest | combine | experts | dispatch | attention. While an
+  // all-to-all runs, its kernels hold kAllToAllSmShare of the SMs, so the
+  // compute beside it runs that much slower: compute w beside an
+  // all-to-all of c takes max(c, w + share * c).
+  auto slot = [](double w, double c) { return std::max(c, w + kAllToAllSmShare * c); };
+  const double paired = slot(f.stream[0], b.ep[0]) + slot(b.stream[1], f.ep[0]) + slot(f.stream[1], b.ep[1]) +
+                        slot(b.stream[2], f.ep[1]) + f.stream[2] + b.stream[0];
   double streams = 0;
   for (double x : f.stream) streams += x;
   for (double x : b.stream) streams += x;
