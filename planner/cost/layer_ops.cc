@@ -455,12 +455,17 @@ LayerOps EmbeddingOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_eleme
 }
 
 LayerOps MtpOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
+  if (m.mtp_layers <= 0) return LayerOps{};
+  return MtpOps(m, p, bytes_per_element, EmbeddingOps(m, p, bytes_per_element),
+                TransformerLayerOps(m, p, bytes_per_element), HeadOps(m, p, bytes_per_element));
+}
+
+LayerOps MtpOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, const LayerOps& emb,
+                const LayerOps& layer, const LayerOps& head) {
   LayerOps ops;
   if (m.mtp_layers <= 0) return ops;
   const Dims d = MakeDims(m, p, bytes_per_element);
   const double e = d.e;
-  const LayerOps emb = EmbeddingOps(m, p, bytes_per_element), layer = TransformerLayerOps(m, p, bytes_per_element),
-                 head = HeadOps(m, p, bytes_per_element);
   auto append = [](std::vector<Op>* to, const std::vector<Op>& from) { to->insert(to->end(), from.begin(), from.end()); };
   // eh_proj: [enorm(embedding), hnorm(hidden)] (T x 2h) -> T x h/tp, whose
   // columns are all-gathered for the layer (Megatron-LM's MTP layer).

@@ -91,6 +91,10 @@ LayerOps HeadOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
 // layer, final norm + the shared LM head + cross-entropy. `recompute` holds
 // the modules' layer recompute under the plan's recompute mode.
 LayerOps MtpOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
+// The same from the embedding, layer and head op lists the caller already
+// built for (m, p, bytes_per_element) (ComputePlanCosts, on the search path).
+LayerOps MtpOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, const LayerOps& embedding,
+                const LayerOps& layer, const LayerOps& head);
 
 double SumFlops(const std::vector<Op>& ops);
 

@@ -77,13 +77,16 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
     // all-to-alls cost PairedEpExposed instead of both in full.
     const ActionList& list = schedule[s];
     std::vector<int> pair_fwd_chunk(list.size(), -1);  // at a paired backward: its forward's chunk
+    std::vector<bool> fwd_paired(list.size(), false);  // at a paired forward
     if (p.moe_a2a_overlap) {
       for (size_t i = 0; i < list.size(); ++i) {
         if (list[i].kind != ActionKind::kForward) continue;
         size_t j = i + 1;
         while (j < list.size() && list[j].kind != ActionKind::kForward && list[j].kind != ActionKind::kBackward) ++j;
-        if (j < list.size() && list[j].kind == ActionKind::kBackward && list[j].microbatch != list[i].microbatch)
+        if (j < list.size() && list[j].kind == ActionKind::kBackward && list[j].microbatch != list[i].microbatch) {
           pair_fwd_chunk[j] = list[i].chunk;
+          fwd_paired[i] = true;
+        }
       }
     }
     for (size_t ai = 0; ai < list.size(); ++ai) {
@@ -99,12 +102,7 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
           sim::TaskId t = e->AddTask(cs, k.fwd_compute, kCatCompute, nm("F", mb, ch));
           fwd_first.at(mb, ch) = first >= 0 ? first : t;
           // A paired forward's all-to-alls are priced with its backward.
-          size_t next = ai + 1;
-          while (next < list.size() && list[next].kind != ActionKind::kForward &&
-                 list[next].kind != ActionKind::kBackward)
-            ++next;
-          const bool fwd_paired = next < list.size() && pair_fwd_chunk[next] == ch;
-          const double comm = fwd_paired ? k.fwd_comm - k.ep_fwd : k.fwd_comm;
+          const double comm = fwd_paired[ai] ? k.fwd_comm - k.ep_fwd : k.fwd_comm;
           if (comm > 0) t = e->AddTask(cs, comm, kCatTpComm, nm("tpF", mb, ch));
           fwd_last.at(mb, ch) = t;
           break;

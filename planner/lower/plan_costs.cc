@@ -132,7 +132,8 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   OpListCost lf = Price(layer.forward, p, c, hw, &pc.outside_profile);
   OpListCost lb = Price(layer.backward, p, c, hw, &pc.outside_profile);
   OpListCost lr = Price(layer.recompute, p, c, hw, &pc.outside_profile);
-  if (m.moe() && p.ep > 1 && p.moe_a2a_overlap) pc.ep_overlap = EpOverlapOfLayer(layer, p, c, hw, &pc.outside_profile);
+  if (m.moe() && p.ep > 1 && p.moe_a2a_overlap)
+    pc.ep_overlap = EpOverlapOfLayer(layer, p, c, hw, &pc.outside_profile);
   // MoE models with dense leading layers (DeepSeek's first_k_dense_replace):
   // those layers priced as the dense model of the same attention.
   const ModelSpec dense_model = DenseLayerModel(m);
@@ -150,7 +151,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
              hb = Price(head.backward, p, c, hw, &pc.outside_profile);
   // Multi-token prediction modules (empty op lists without them): after the
   // head on the last chunk; their layer's recompute runs in its backward.
-  LayerOps mtp = MtpOps(m, p, e);
+  const LayerOps mtp = MtpOps(m, p, e, emb, layer, head);
   OpListCost mf = Price(mtp.forward, p, c, hw, &pc.outside_profile),
              mb = Price(mtp.backward, p, c, hw, &pc.outside_profile),
              mr = Price(mtp.recompute, p, c, hw, &pc.outside_profile);
@@ -162,8 +163,11 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   const int64_t dense_layer_params = m.first_dense_layers > 0 ? LayerParamsPerRank(dense_model, p) : 0;
   // --fp8-param-gather: the linear weights (not the experts', counted apart)
   // are all-gathered in FP8, 1 byte each instead of weight_bytes.
-  const double gather_linear = p.fp8_param_gather ? static_cast<double>(LinearWeightParamsPerRank(m, p) - ExpertLayerParamsPerRank(m, p)) : 0.0;
-  const double gather_dense_linear = p.fp8_param_gather && m.first_dense_layers > 0 ? static_cast<double>(LinearWeightParamsPerRank(dense_model, p)) : 0.0;
+  const double gather_linear =
+      p.fp8_param_gather ? static_cast<double>(LinearWeightParamsPerRank(m, p) - ExpertLayerParamsPerRank(m, p)) : 0.0;
+  const double gather_dense_linear = p.fp8_param_gather && m.first_dense_layers > 0
+                                         ? static_cast<double>(LinearWeightParamsPerRank(dense_model, p))
+                                         : 0.0;
   const double expert_gather_bytes = p.fp8_param_gather ? 1.0 : mp.weight_bytes;
   auto stage_layer_params = [&](int s) {
     const int dense = DenseLayersOnStage(m, p, s);

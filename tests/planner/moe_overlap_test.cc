@@ -104,9 +104,11 @@ TEST(MoeA2aOverlap, RunsOneMoreWarmupForward) {
       EXPECT_EQ(PeakInFlight((*s)[r], on, r).total_peak, InFlightMicrobatches(on, r));
       EXPECT_EQ(InFlightMicrobatches(on, r), InFlightMicrobatches(off, r) + 1);
       const ActionList& list = (*s)[r];
-      for (size_t i = 0; i + 1 < list.size(); ++i)
-        if (list[i].kind == ActionKind::kForward && list[i + 1].kind == ActionKind::kBackward)
+      for (size_t i = 0; i + 1 < list.size(); ++i) {
+        if (list[i].kind == ActionKind::kForward && list[i + 1].kind == ActionKind::kBackward) {
           EXPECT_NE(list[i].microbatch, list[i + 1].microbatch) << ToString(list[i]);
+        }
+      }
     }
   }
   // pp 1: one more microbatch of activations; pp 2: one more head stash on
