@@ -76,10 +76,6 @@ int RunPlan(const PlanOptions& o) {
     return Fail("--seq-length " + std::to_string(k.seq_length) + " exceeds the model's " +
                 std::to_string(model.max_position) + " learned positions; use --seq-length <= " +
                 std::to_string(model.max_position));
-  if (model.sliding_window > 0 && k.seq_length > model.sliding_window)
-    return Fail("--seq-length " + std::to_string(k.seq_length) + " exceeds the model's sliding_window " +
-                std::to_string(model.sliding_window) + ": windowed attention is not modeled; use --seq-length <= " +
-                std::to_string(model.sliding_window));
   ModelSpec m = model;
   m.seq_length = k.seq_length;
 

@@ -12,13 +12,15 @@ constexpr int kBytes = 2;
 }  // namespace
 
 double StepFlops(const ModelSpec& m, const PlanSpec& p, bool with_recompute) {
-  auto layer_flops = [&](const ModelSpec& model) {
-    const LayerOps layer = TransformerLayerOps(model, p, kBytes);
+  auto layer_flops = [&](const ModelSpec& model, bool windowed = false) {
+    const LayerOps layer = TransformerLayerOps(model, p, kBytes, windowed);
     double f = SumFlops(layer.forward) + SumFlops(layer.backward);
     if (with_recompute) f += SumFlops(layer.recompute);
     return f;
   };
   const double per_layer = layer_flops(m);
+  // Sliding-window layers: the attention core over the keys it visits.
+  const double windowed_delta = m.WindowApplies(p.seq_length) ? layer_flops(m, true) - per_layer : 0.0;
   // MoE models with dense leading layers (DeepSeek): those layers' own count.
   const double per_dense_layer = m.first_dense_layers > 0 ? layer_flops(DenseLayerModel(m)) : 0.0;
   const LayerOps emb = EmbeddingOps(m, p, kBytes);
@@ -35,6 +37,8 @@ double StepFlops(const ModelSpec& m, const PlanSpec& p, bool with_recompute) {
     for (int c = stage; c < p.num_chunks(); c += p.pp)
       dense += std::max(0, std::min(p.layers_per_chunk[c], m.first_dense_layers - p.ChunkFirstLayer(c)));
     per_rank_microbatch += (p.StageLayers(stage) - dense) * per_layer + dense * per_dense_layer;
+    for (int c = stage; c < p.num_chunks(); c += p.pp)
+      per_rank_microbatch += m.WindowedLayers(p.ChunkFirstLayer(c), p.layers_per_chunk[c]) * windowed_delta;
     if (stage == 0) per_rank_microbatch += SumFlops(emb.forward) + SumFlops(emb.backward);
     if (stage == p.pp - 1) per_rank_microbatch += SumFlops(head.forward) + SumFlops(head.backward) + mtp_flops;
   }

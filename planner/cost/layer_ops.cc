@@ -1,6 +1,7 @@
 #include "planner/cost/layer_ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "base/check.h"
@@ -98,6 +99,9 @@ struct Dims {
   // transpose (e + 2); with --fp8-param-gather the weight is already FP8
   // and only its transpose is written (1 + 1).
   double fp8_weight_cast_bytes;
+  // Share of the causal attention core's tiles a fused kernel visits (1, or
+  // less on a sliding-window layer: WindowTileFraction).
+  double key_fraction = 1.0;
 };
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -185,15 +189,17 @@ void Fp8Cast(const Dims& d, const char* name, double elements, std::vector<Op>* 
 // Bytes: Q, K, V read, O written, plus the score-matrix traffic of the
 // unfused core (scores written, softmax r/w, dropout r/w + 1-byte mask for
 // GPT, probabilities read by AV) that Korthikanti et al. analyse.
+// Sliding-window layers (flash attention only: an unfused core builds the
+// whole masked score matrix) scale the keys by Dims::key_fraction.
 Op AttentionCore(const Dims& d, const char* name, double scale) {
   Op op;
   op.kind = OpKind::kAttention;
   op.name = name;
   op.m = d.s_local;
-  op.n = d.s_full;
+  op.n = std::max<int64_t>(1, std::llround(d.key_fraction * d.s_full));
   op.k = d.d;
   op.batch = d.b * d.a_local;
-  const double score = static_cast<double>(d.b) * d.a_local * d.s_local * d.s_full;
+  const double score = static_cast<double>(d.b) * d.a_local * d.s_local * d.s_full * d.key_fraction;
   op.flops = scale * 2.0 * score * (d.dqk + d.dv);  // QK^T and AV
   const double io = d.e * d.b * d.s_local * (d.a_local + d.kv_local) * (d.dqk + d.dv);  // Q, O and K, V
   const double score_bytes = d.flash ? 0.0 : d.dropout ? score * (6 * d.e + 1) : score * (4 * d.e);
@@ -416,8 +422,23 @@ std::vector<Op> LayerBackward(const Dims& d) {
 
 }  // namespace
 
-LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
-  const Dims d = MakeDims(m, p, bytes_per_element);
+double WindowTileFraction(int64_t seq, int64_t window) {
+  if (window <= 0 || seq <= window) return 1.0;
+  const int64_t tiles = (seq + kAttentionTile - 1) / kAttentionTile;
+  double causal = 0, windowed = 0;
+  for (int64_t i = 0; i < tiles; ++i) {
+    // Query rows [i*B, (i+1)*B) need keys from i*B - window + 1 up to the diagonal.
+    const int64_t first_key_tile = std::max<int64_t>(0, i * kAttentionTile - window + 1) / kAttentionTile;
+    causal += static_cast<double>(i + 1);
+    windowed += static_cast<double>(i - first_key_tile + 1);
+  }
+  return windowed / causal;
+}
+
+LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, bool windowed) {
+  Dims d = MakeDims(m, p, bytes_per_element);
+  if (windowed && p.flash_attention && m.WindowApplies(p.seq_length))
+    d.key_fraction = WindowTileFraction(p.seq_length, m.sliding_window);
   LayerOps ops;
   ops.forward = LayerForward(d);
   ops.backward = LayerBackward(d);

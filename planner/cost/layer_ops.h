@@ -78,8 +78,21 @@ Op MemoryOp(const char* name, double bytes, double imbalance = 1.0);
 Op CollectiveOp(const char* name, CollKind c, GroupKind g, int size, double bytes);
 
 // Ops of one transformer layer for one microbatch (an MoE layer's MLP block
-// is planner/cost/moe_ops.h's).
-LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
+// is planner/cost/moe_ops.h's). `windowed`: a sliding-window layer of a
+// model with one (ModelSpec::WindowedLayer); it changes only the fused
+// attention core's work (WindowTileFraction), so a plan's chunk costs add
+// the difference per windowed layer.
+LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, bool windowed = false);
+
+// Sliding-window attention as fused kernels run it (FlashAttention-2/3,
+// cuDNN): query tiles of kAttentionTile rows visit only the key tiles
+// their window meets, where a causal kernel visits every tile up to the
+// diagonal. The fraction of the causal kernel's tiles a window of `window`
+// keys visits at `seq` tokens (1 when seq <= window). The tile is 128 rows
+// and 128 keys (FlashAttention-2's forward blocks for head dims up to 128;
+// an assumption for other kernels). Seq 4096, window 128: 63 of 528 tiles.
+constexpr int64_t kAttentionTile = 128;
+double WindowTileFraction(int64_t seq, int64_t window);
 // Ops of the embedding lookup (first chunk) and of final norm + LM head +
 // cross-entropy (last chunk), vocabulary-parallel over TP.
 LayerOps EmbeddingOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);

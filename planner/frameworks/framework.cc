@@ -38,6 +38,7 @@ void LayoutReasons(const ModelSpec& m, std::vector<std::string>* out) {
                    (m.source_type.empty() ? m.name : m.source_type) + " layout)");
   if (m.position_offset != 0) out->push_back("no extra learned position rows (OPT's offset)");
   if (m.sliding_window > 0) out->push_back("no sliding-window attention in the exported flags");
+  if (m.attention_sinks) out->push_back("no attention sinks (learnable softmax offsets) in the exported flags");
 }
 
 // Megatron-LM core_v0.14.0 (megatron/training/arguments.py,

@@ -132,8 +132,32 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   OpListCost lf = Price(layer.forward, p, c, hw, &pc.outside_profile);
   OpListCost lb = Price(layer.backward, p, c, hw, &pc.outside_profile);
   OpListCost lr = Price(layer.recompute, p, c, hw, &pc.outside_profile);
-  if (m.moe() && p.ep > 1 && p.moe_a2a_overlap)
+  // Sliding-window layers (ModelSpec::WindowedLayer) differ only in the
+  // attention core: what one costs more (less) than a full layer.
+  const bool windows = m.WindowApplies(p.seq_length);
+  OpListCost wf, wb, wr;
+  if (windows) {
+    const LayerOps wl = TransformerLayerOps(m, p, e, /*windowed=*/true);
+    auto diff = [](OpListCost a, const OpListCost& b) {
+      a.compute -= b.compute;
+      a.comm -= b.comm;
+      return a;
+    };
+    wf = diff(Price(wl.forward, p, c, hw, &pc.outside_profile), lf);
+    wb = diff(Price(wl.backward, p, c, hw, &pc.outside_profile), lb);
+    wr = diff(Price(wl.recompute, p, c, hw, &pc.outside_profile), lr);
+  }
+  if (m.moe() && p.ep > 1 && p.moe_a2a_overlap) {
     pc.ep_overlap = EpOverlapOfLayer(layer, p, c, hw, &pc.outside_profile);
+    if (windows) {
+      // Windowed MoE layers hide less behind their shorter attention: the
+      // per-layer exposure is the mean over the model's layers (a chunk
+      // with an uneven share of windowed layers is off by that difference).
+      const EpOverlapCost w = EpOverlapOfLayer(TransformerLayerOps(m, p, e, true), p, c, hw, &pc.outside_profile);
+      const double share = static_cast<double>(m.WindowedLayers(0, m.num_layers)) / m.num_layers;
+      pc.ep_overlap.pair_exposed_layer += share * (w.pair_exposed_layer - pc.ep_overlap.pair_exposed_layer);
+    }
+  }
   // MoE models with dense leading layers (DeepSeek's first_k_dense_replace):
   // those layers priced as the dense model of the same attention.
   const ModelSpec dense_model = DenseLayerModel(m);
@@ -189,6 +213,14 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     k.bwd_compute = L * (lb.compute + lr.compute) + D * (db.compute + dr.compute);
     k.bwd_comm = L * (lb.comm + lr.comm) + D * (db.comm + dr.comm);
     k.recompute = L * lr.compute + D * dr.compute;
+    if (windows) {
+      const double W = m.WindowedLayers(p.ChunkFirstLayer(ch), k.layers);
+      k.fwd_compute += W * wf.compute;
+      k.fwd_comm += W * wf.comm;
+      k.bwd_compute += W * (wb.compute + wr.compute);
+      k.bwd_comm += W * (wb.comm + wr.comm);
+      k.recompute += W * wr.compute;
+    }
     k.moe_layers = pc.ep_overlap.fwd_layer > 0 ? static_cast<int>(L) : 0;
     k.ep_fwd = k.moe_layers * pc.ep_overlap.fwd_layer;
     k.ep_bwd = k.moe_layers * pc.ep_overlap.bwd_layer;

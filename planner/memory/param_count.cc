@@ -54,11 +54,17 @@ int64_t LayerParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
     params += mats * h * f;                        // fc1 (+ gate) column, fc2 row
   }
   if (m.linear_bias()) {
-    params += n_qkv + (m.gated_mlp() ? 2 : 1) * f;  // column-parallel biases: split
-    params += h + h;                               // proj and fc2 biases: replicated
+    params += n_qkv + h;                           // QKV (split), proj (replicated)
+    if (!m.moe()) {
+      params += (m.gated_mlp() ? 2 : 1) * f + h;   // fc1 (split), fc2 (replicated)
+    } else {                                       // the experts' own are in ExpertLayerParamsPerRank
+      params += m.num_experts;                     // router bias (GPT-OSS): replicated
+      if (m.shared_ffn_hidden > 0) params += 2 * CeilDiv(m.shared_ffn_hidden, t) + h;
+    }
   } else if (m.qkv_bias) {
     params += n_qkv;                               // Q/K/V biases only (Qwen2)
   }
+  if (m.attention_sinks) params += a;              // one learned sink logit per local head
   params += static_cast<int64_t>(m.norms_per_layer) * (m.layer_norm() ? 2 : 1) * h;  // norms: replicated
   if (m.qk_norm) params += 2 * d;  // q / k norms over head_dim: replicated
   return params;
@@ -86,7 +92,10 @@ int64_t MtpParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
 int64_t ExpertLayerParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
   if (!m.moe()) return 0;
   const int64_t mats = m.gated_mlp() ? 3 : 2;
-  return static_cast<int64_t>(m.num_experts / p.ep) * mats * m.hidden * CeilDiv(m.moe_ffn_hidden, p.expert_tp());
+  const int64_t f = CeilDiv(m.moe_ffn_hidden, p.expert_tp());
+  // Biases (GPT-OSS): fc1's gate and up split over etp, fc2's replicated.
+  const int64_t biases = m.linear_bias() ? 2 * f + m.hidden : 0;
+  return static_cast<int64_t>(m.num_experts / p.ep) * (mats * m.hidden * f + biases);
 }
 
 int64_t StageExpertParamsPerRank(const ModelSpec& m, const PlanSpec& p, int pipeline_rank) {

@@ -88,7 +88,7 @@ class Keys {
   std::set<std::string> used_;
 };
 
-void LlamaLike(Keys& k, ModelSpec* m, bool tied_default) {
+void LlamaLike(Keys& k, ModelSpec* m, bool tied_default, bool linear_biases = false) {
   m->family = ModelFamily::kLlama;
   m->num_layers = k.Int("num_hidden_layers");
   m->hidden = k.Int("hidden_size");
@@ -103,8 +103,11 @@ void LlamaLike(Keys& k, ModelSpec* m, bool tied_default) {
   m->rope_theta = k.NumOr("rope_theta", m->rope_theta);
   m->rms_norm_eps = k.NumOr("rms_norm_eps", m->rms_norm_eps);
   m->rope_scaled = k.NonNull("rope_scaling");
-  if (k.BoolOr("attention_bias", false))
+  if (linear_biases) {
+    m->linear_bias_set = true;
+  } else if (k.BoolOr("attention_bias", false)) {
     k.Fail("'attention_bias': true (biases on q, k, v and o) is not modeled; remove it or use a model without");
+  }
   if (k.BoolOr("mlp_bias", false)) k.Fail("'mlp_bias': true is not modeled; remove it or use a model without");
 }
 
@@ -163,6 +166,83 @@ void DeepSeek(Keys& k, ModelSpec* m, const json& j) {
   (void)j;
 }
 
+// Qwen2-family sliding windows: HF applies the window to layers
+// max_window_layers .. L-1 when use_sliding_window is set.
+void QwenWindow(Keys& k, ModelSpec* m) {
+  const bool sw = k.BoolOr("use_sliding_window", false);
+  const int window = k.IntOr("sliding_window", 0);
+  const int from = k.IntOr("max_window_layers", m->num_layers);
+  if (!sw || from >= m->num_layers) return;  // no layer is windowed
+  if (from > 0)
+    k.Fail("'max_window_layers' = " + std::to_string(from) + " with 'use_sliding_window': only some layers windowed "
+           "(full attention below that layer, windowed above) is not modeled; set max_window_layers to 0 (every "
+           "layer windowed) or use_sliding_window to false");
+  m->sliding_window = window;
+}
+
+// GPT-OSS (openai/gpt-oss-120b and -20b config.json; Megatron-Bridge's
+// gpt_oss bridge maps the same model): grouped-query attention of
+// num_attention_heads heads of head_dim (q width heads*head_dim, not
+// hidden_size), biases on every linear (q, k, v, o, router, experts), one
+// learned sink logit per head, sliding-window attention on the layers that
+// layer_types names "sliding_attention" (every other one, window
+// sliding_window) and full causal attention on the others, and
+// num_local_experts SwiGLU experts of intermediate_size, top
+// num_experts_per_tok, with an untied LM head. swiglu_limit clamps the
+// activation and initial_context_length parameterises YaRN: neither changes
+// a size or a cost.
+void GptOss(Keys& k, ModelSpec* m, const json& j) {
+  if (!k.BoolOr("attention_bias", true))
+    k.Fail("'attention_bias': false on gpt_oss (biases on the experts and router only) is not modeled");
+  LlamaLike(k, m, false, /*linear_biases=*/true);
+  m->attention_sinks = true;
+  m->num_experts = k.Int("num_local_experts");
+  m->moe_top_k = k.Int("num_experts_per_tok");
+  if (k.Has("experts_per_token") && k.Int("experts_per_token") != m->moe_top_k)
+    k.Fail("'experts_per_token' differs from 'num_experts_per_tok'; give one value");
+  m->moe_ffn_hidden = m->ffn_hidden;
+  m->sliding_window = k.IntOr("sliding_window", 0);
+  k.Use("layer_types");
+  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+    const json& types = j["layer_types"];
+    std::vector<bool> windowed;
+    if (types.is_array())
+      for (const json& t : types) {
+        const std::string name = t.is_string() ? t.get<std::string>() : "";
+        if (name != "sliding_attention" && name != "full_attention") {
+          windowed.clear();
+          break;
+        }
+        windowed.push_back(name == "sliding_attention");
+      }
+    if (static_cast<int>(windowed.size()) != m->num_layers) {
+      k.Fail("'layer_types' must list \"sliding_attention\" or \"full_attention\" for each of the " +
+             std::to_string(m->num_layers) + " layers");
+    } else {
+      // The repeating patterns dtplan models: every layer windowed (0), or
+      // every P-th layer full (index % P == P - 1, P >= 2).
+      int full = 0, first_full = -1;
+      for (int i = 0; i < m->num_layers; ++i)
+        if (!windowed[i]) {
+          ++full;
+          if (first_full < 0) first_full = i;
+        }
+      if (full == m->num_layers) m->sliding_window = 0;  // no layer windowed
+      m->sliding_window_pattern = full == 0 || full == m->num_layers ? 0 : first_full + 1;
+      bool regular = m->sliding_window_pattern != 1;
+      for (int i = 0; i < m->num_layers && regular && m->sliding_window > 0; ++i)
+        regular = windowed[i] == m->WindowedLayer(i);
+      if (!regular)
+        k.Fail("'layer_types' does not repeat one pattern (every layer windowed, or every P-th layer full "
+               "attention, P >= 2); other layouts are not modeled");
+    }
+  } else {
+    m->sliding_window_pattern = 2;  // the released models' layout: windowed, full, windowed, ...
+  }
+  for (const char* key : {"swiglu_limit", "initial_context_length"}) k.Use(key);
+  UseMoeNeutralKeys(k);
+}
+
 Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
   if (t == "llama" || t == "mistral" || t == "phi3") {
     LlamaLike(k, m, false);
@@ -170,9 +250,7 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
   } else if (t == "qwen2") {
     LlamaLike(k, m, false);
     m->qkv_bias = true;  // Qwen2 attention: biases on q, k, v (not o)
-    const bool sw = k.BoolOr("use_sliding_window", false);
-    const int window = k.IntOr("sliding_window", 0);
-    if (sw) m->sliding_window = window;
+    QwenWindow(k, m);
   } else if (t == "mixtral") {
     // Mixtral (mistralai/Mixtral-8x7B-v0.1 config.json): every layer's MLP is
     // num_local_experts SwiGLU experts of intermediate_size, top-k routed.
@@ -191,9 +269,7 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
     LlamaLike(k, m, false);
     if (t == "qwen2_moe") m->qkv_bias = true;
     else m->qk_norm = true;
-    const bool sw = k.BoolOr("use_sliding_window", false);
-    const int window = k.IntOr("sliding_window", 0);
-    if (sw) m->sliding_window = window;
+    QwenWindow(k, m);
     m->num_experts = k.Int("num_experts");
     m->moe_top_k = k.Int("num_experts_per_tok");
     m->moe_ffn_hidden = k.Int("moe_intermediate_size");
@@ -201,13 +277,16 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
     m->shared_expert_gate = m->shared_ffn_hidden > 0;
     QwenMoeLayers(j, k);
     UseMoeNeutralKeys(k);
+  } else if (t == "gpt_oss") {
+    GptOss(k, m, j);
   } else if (t == "deepseek_v2" || t == "deepseek_v3") {
     DeepSeek(k, m, j);
   } else if (t == "gemma" || t == "gemma2") {
     LlamaLike(k, m, true);  // GeGLU MLP: gated like SwiGLU; tied embeddings
     if (t == "gemma2") {
       m->norms_per_layer = 4;  // input, post-attention, pre- and post-feedforward RMSNorms
-      m->sliding_window = k.IntOr("sliding_window", 4096);  // every other layer is windowed
+      m->sliding_window = k.IntOr("sliding_window", 4096);
+      m->sliding_window_pattern = 2;  // HF Gemma-2: even layers windowed, odd layers full
     }
   } else if (t == "gpt2") {
     m->family = ModelFamily::kGpt;
@@ -267,7 +346,7 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
 const std::vector<std::string>& SupportedHfTypes() {
   static const std::vector<std::string> t = {"llama",   "mistral",   "qwen2",     "phi3",        "gemma",
                                              "gemma2",  "gpt2",      "opt",       "falcon",      "mixtral",
-                                             "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3"};
+                                             "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss"};
   return t;
 }
 
@@ -292,17 +371,14 @@ StatusOr<ModelSpec> ModelFromHfConfig(const json& j, const std::string& where) {
   m.name = k.StrOr("_name_or_path", k.StrOr("name", ""));  // LoadModel falls back to the file name
   DT_RETURN_IF_ERROR(MapType(t, k, &m, j));
   // HF configs carry no training length; long-context models would default
-  // to 128k tokens, so cap the default at 8192 (override with --seq-length),
-  // and at the attention window where one applies.
-  int seq = std::min(m.max_position, 8192);
-  if (m.sliding_window > 0) seq = std::min(seq, m.sliding_window);
-  m.seq_length = k.IntOr("seq_length", seq);
+  // to 128k tokens, so cap the default at 8192 (override with --seq-length).
+  m.seq_length = k.IntOr("seq_length", std::min(m.max_position, 8192));
   if (!k.ok()) return k.status();
   for (const std::string& key : ExpertKeys())
     if (!m.moe() && j.contains(key) && !j[key].is_null())
       return InvalidArgument(where + ": key '" + key + "' (mixture-of-experts / latent attention) on model_type '" +
                              t + "' is not modeled by dtplan; it changes the model's size and cost, so the config "
-                             "is refused (MoE is mapped for mixtral, qwen2_moe, qwen3_moe, deepseek_v2 and deepseek_v3 only)");
+                             "is refused (MoE is mapped for mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3 and gpt_oss only)");
   if (j.contains("quantization_config"))
     return InvalidArgument(where + ": key 'quantization_config' (quantized weights) is not modeled; dtplan plans "
                            "bf16/fp32 training - remove it for a full-precision plan");

@@ -12,7 +12,19 @@ const char* ToString(ModelFamily f) { return f == ModelFamily::kGpt ? "gpt" : "l
 bool ModelSpec::FamilyLayout() const {
   return (head_dim_set == 0 || head_dim_set * heads == hidden) && !learned_pos_set && !linear_bias_set &&
          !dropout_set && !qkv_bias && norms_per_layer == 2 && position_offset == 0 && sliding_window == 0 &&
-         !qk_norm;
+         !qk_norm && !attention_sinks;
+}
+
+bool ModelSpec::WindowedLayer(int layer) const {
+  if (sliding_window <= 0) return false;
+  const int p = sliding_window_pattern;
+  return p < 2 || layer % p != p - 1;
+}
+
+int ModelSpec::WindowedLayers(int first, int count) const {
+  int n = 0;
+  for (int i = first; i < first + count; ++i) n += WindowedLayer(i) ? 1 : 0;
+  return n;
 }
 
 namespace {
@@ -32,9 +44,15 @@ int64_t LayerParamsWith(const ModelSpec& m, int64_t experts_used) {
   int64_t norms = static_cast<int64_t>(m.norms_per_layer) * (m.layer_norm() ? 2 : 1) * h;
   if (m.qk_norm) norms += 2LL * m.head_dim();
   int64_t biases = 0;
-  if (m.linear_bias()) biases = (q + 2 * kv) + h + (m.gated_mlp() ? 2 : 1) * f + h;  // QKV, proj, fc1 (+gate), fc2
-  else if (m.qkv_bias) biases = q + 2 * kv;
-  return attn + mlp + norms + biases;
+  if (m.linear_bias()) {
+    biases = (q + 2 * kv) + h;  // QKV, proj
+    if (!m.moe()) biases += (m.gated_mlp() ? 2 : 1) * f + h;  // fc1 (+gate), fc2
+    else biases += m.num_experts + (m.shared_ffn_hidden > 0 ? 2 * m.shared_ffn_hidden + h : 0);  // router, shared
+  } else if (m.qkv_bias) {
+    biases = q + 2 * kv;
+  }
+  const int64_t sinks = m.attention_sinks ? m.heads : 0;
+  return attn + mlp + norms + biases + sinks;
 }
 }  // namespace
 
@@ -60,7 +78,11 @@ ModelSpec DenseLayerModel(const ModelSpec& m) {
 int64_t ModelSpec::DenseLayerParams() const { return DenseLayerModel(*this).LayerParams(); }
 
 int64_t ModelSpec::ExpertParams() const {
-  return moe() ? (gated_mlp() ? 3 : 2) * static_cast<int64_t>(hidden) * moe_ffn_hidden : 0;
+  if (!moe()) return 0;
+  const int64_t weights = (gated_mlp() ? 3 : 2) * static_cast<int64_t>(hidden) * moe_ffn_hidden;
+  // Biases (GPT-OSS): fc1's gate and up, and fc2's.
+  const int64_t biases = linear_bias() ? 2LL * moe_ffn_hidden + hidden : 0;
+  return weights + biases;
 }
 
 int64_t ModelSpec::LayerParams() const { return LayerParamsWith(*this, num_experts); }
@@ -113,10 +135,12 @@ Status Validate(const ModelSpec& m, const std::string& where) {
   if (m.seq_length < 1) return bad("'seq_length' must be >= 1");
   if (m.head_dim_set < 0) return bad("'head_dim' must be >= 1");
   if (m.norms_per_layer < 1 || m.norms_per_layer > 4) return bad("'norms_per_layer' must be 1..4");
-  if (m.sliding_window > 0 && m.seq_length > m.sliding_window)
-    return bad("'seq_length' (" + std::to_string(m.seq_length) + ") exceeds 'sliding_window' (" +
-               std::to_string(m.sliding_window) + "): windowed attention is not modeled; use --seq-length <= " +
-               std::to_string(m.sliding_window));
+  if (m.sliding_window < 0) return bad("'sliding_window' must be >= 0 (0: no window)");
+  if (m.sliding_window_pattern < 0 || m.sliding_window_pattern == 1)
+    return bad("'sliding_window_pattern' (" + std::to_string(m.sliding_window_pattern) +
+               ") must be 0 (every layer windowed) or >= 2 (every P-th layer attends to the whole prefix)");
+  if (m.sliding_window_pattern > 0 && m.sliding_window == 0)
+    return bad("'sliding_window_pattern' needs 'sliding_window' > 0");
   if (m.num_experts < 0 || m.moe_top_k < 0 || m.moe_ffn_hidden < 0 || m.shared_ffn_hidden < 0)
     return bad("MoE fields must be >= 0");
   if (m.moe()) {
@@ -124,8 +148,9 @@ Status Validate(const ModelSpec& m, const std::string& where) {
       return bad("'moe_top_k' (" + std::to_string(m.moe_top_k) + ") must be 1 .. 'num_experts' (" +
                  std::to_string(m.num_experts) + ")");
     if (m.moe_ffn_hidden < 1) return bad("'moe_ffn_hidden_size' must be >= 1 when 'num_experts' > 0");
-    if (m.linear_bias())
-      return bad("biases in expert MLPs are not modeled; MoE models need family \"llama\" or \"linear_bias\": false");
+    if (m.linear_bias() && !m.gated_mlp())
+      return bad("biases in GeLU (GPT-family) expert MLPs are not modeled; use family \"llama\" or "
+                 "\"linear_bias\": false");
   } else if (m.moe_top_k != 0 || m.moe_ffn_hidden != 0 || m.shared_ffn_hidden != 0 || m.shared_expert_gate) {
     return bad("'moe_top_k', 'moe_ffn_hidden_size', 'shared_expert_ffn_hidden_size' and 'shared_expert_gate' "
                "need 'num_experts' > 0");
@@ -203,6 +228,8 @@ StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where) {
     m.norms_per_layer = Int32Or(r, "norms_per_layer", 2);
     m.position_offset = Int32Or(r, "position_offset", 0);
     m.sliding_window = Int32Or(r, "sliding_window", 0);
+    m.sliding_window_pattern = Int32Or(r, "sliding_window_pattern", 0);
+    m.attention_sinks = r.BoolOr("attention_sinks", false);
     m.source_type = r.StrOr("source_type", "");
     m.qk_norm = r.BoolOr("qk_norm", false);
     m.num_experts = Int32Or(r, "num_experts", 0);
@@ -271,6 +298,8 @@ json ToJson(const ModelSpec& m) {
   if (m.norms_per_layer != 2) j["norms_per_layer"] = m.norms_per_layer;
   if (m.position_offset != 0) j["position_offset"] = m.position_offset;
   if (m.sliding_window != 0) j["sliding_window"] = m.sliding_window;
+  if (m.sliding_window_pattern != 0) j["sliding_window_pattern"] = m.sliding_window_pattern;
+  if (m.attention_sinks) j["attention_sinks"] = true;
   if (!m.source_type.empty()) j["source_type"] = m.source_type;
   if (m.qk_norm) j["qk_norm"] = true;
   if (m.moe()) {

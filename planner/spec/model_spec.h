@@ -49,7 +49,19 @@ struct ModelSpec {
   bool qkv_bias = false;                 // biases on Q, K, V only (Qwen2)
   int norms_per_layer = 2;               // 1: Falcon's parallel block; 4: Gemma-2 pre+post norms
   int position_offset = 0;               // extra learned position rows (OPT: 2)
-  int sliding_window = 0;                // > 0: attention window; longer sequences are refused
+  // Sliding-window attention (Mistral, Gemma-2, GPT-OSS): a query attends to
+  // the sliding_window keys ending at itself (0: no window). Which layers:
+  // sliding_window_pattern 0 = every layer; P >= 2 = every layer except
+  // those with index % P == P - 1, which attend to the whole causal prefix
+  // (Gemma-2 and GPT-OSS alternate, P = 2; HF's `sliding_window_pattern`,
+  // Megatron-LM's --window-attn-skip-freq). Priced in layer_ops.h.
+  int sliding_window = 0;
+  int sliding_window_pattern = 0;
+  // A learned per-head logit added to every softmax denominator (GPT-OSS's
+  // attention sinks, Megatron-LM's softmax_type "learnable"): heads
+  // parameters per layer; the fused attention kernel applies it at no
+  // measurable cost.
+  bool attention_sinks = false;
   std::string source_type;               // HF model_type it was read from ("" for our schema)
   bool qk_norm = false;                  // RMSNorm over each head's q and k (Qwen3): 2 head_dim weights
 
@@ -104,6 +116,13 @@ struct ModelSpec {
   bool mla() const { return kv_lora_rank > 0; }
   int v_dim() const { return mla() ? v_head_dim : head_dim(); }  // per-head width of V (AV, output projection)
   int moe_layers() const { return moe() ? num_layers - first_dense_layers : 0; }
+  // True when the window is shorter than `seq` tokens (else it changes nothing).
+  bool WindowApplies(int seq) const { return sliding_window > 0 && seq > sliding_window; }
+  // True when layer `layer` (0-based) attends through the window (a model
+  // with one; see sliding_window_pattern).
+  bool WindowedLayer(int layer) const;
+  // Windowed layers among layers [first, first + count).
+  int WindowedLayers(int first, int count) const;
   int position_rows() const { return std::max(max_position, seq_length) + position_offset; }
   // True when every layout detail is the family's own (what the bundled
   // runtime's GPT and Llama implement).

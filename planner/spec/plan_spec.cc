@@ -145,9 +145,10 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
   if (p.micro_batch < 1) return bad("'micro_batch' must be >= 1");
   if (p.num_microbatches < 1) return bad("'num_microbatches' must be >= 1");
   if (p.seq_length < 1) return bad("'seq_length' must be >= 1");
-  if (m.sliding_window > 0 && p.seq_length > m.sliding_window)
-    return bad("'seq_length' " + num(p.seq_length) + " exceeds the model's sliding_window " + num(m.sliding_window) +
-               " (windowed attention is not modeled); use seq_length <= " + num(m.sliding_window));
+  if (m.WindowApplies(p.seq_length) && p.cp > 1)
+    return bad("cp=" + num(p.cp) + " with sliding-window attention (window " + num(m.sliding_window) +
+               " < seq_length " + num(p.seq_length) + ") is not modeled (context parallelism is priced as a ring "
+               "over the whole causal prefix); use cp 1");
   if (p.zero_stage < 0 || p.zero_stage > 3) return bad("'zero_stage' must be 0, 1, 2 or 3");
   if (m.heads % p.tp != 0)
     return bad("tp=" + num(p.tp) + " does not divide the model's " + num(m.heads) +

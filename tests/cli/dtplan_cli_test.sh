@@ -39,7 +39,8 @@ expect 0 "rank" -- "$DTPLAN" --model "$M/gpt3-175b.json" --nodes 8 --gpus 8 --tp
 # Bad input: one line naming the field and the fix, exit 2.
 # HuggingFace configs: MLA keys on another type refused, shared experts refused for CPU ranks (dtrun runs Mixtral-style MoE only), --ep needs
 # experts, unknown type lists the supported ones,
-# a window shorter than the sequence is refused, GPT-2's own names load.
+# context parallelism with a window shorter than the sequence is refused, GPT-OSS's published config is refused for
+# its quantized weights, GPT-2's own names load.
 H=$SRC/tests/planner/hf_configs
 expect 2 "does not execute shared experts" -- "$DTPLAN" --model "$H/qwen1.5-moe-a2.7b.json" --nodes 1 --gpus 2 --device cpu --out "$T/x.json"
 expect 0 "deepseek-v3 \\(HF deepseek_v3: .*671.03B params" -- "$DTPLAN" --model "$H/deepseek-v3.json" --nodes 128 --gpus 8 --top 1 --out "$T/ds.json"
@@ -53,7 +54,9 @@ python3 -c "import json; p=json.load(open('$T/fp8.json')); assert p['plan']['pre
 expect 2 "--ep 2: the model has no experts" -- "$DTPLAN" --model "$H/gpt2.json" --nodes 1 --gpus 2 --ep 2 --out "$T/x.json"
 expect 2 "--ep 3 does not divide the model's 8 experts" -- "$DTPLAN" --model "$H/mixtral-8x7b.json" --nodes 1 --gpus 8 --ep 3 --out "$T/x.json"
 expect 2 "model_type 'mamba' is not supported; supported model_types: llama, mistral" -- "$DTPLAN" --model <(sed 's/"mistral"/"mamba"/' "$H/mistral-7b.json") --out "$T/x.json"
-expect 2 "sliding_window 4096" -- "$DTPLAN" --model "$H/mistral-7b.json" --seq-length 8192 --out "$T/x.json"
+expect 2 "cp=2 with sliding-window attention" -- "$DTPLAN" --model "$H/mistral-7b.json" --seq-length 8192 --cp 2 --out "$T/x.json"
+expect 2 "key 'quantization_config'" -- "$DTPLAN" --model "$H/gpt-oss-120b.json" --nodes 8 --gpus 8 --out "$T/x.json"
+expect 0 "HF gpt_oss: llama layout variant, 116.83B params" -- "$DTPLAN" --model <(python3 -c "import json,sys; j=json.load(open('$H/gpt-oss-120b.json')); j.pop('quantization_config'); print(json.dumps(j))") --nodes 8 --gpus 8 --profile h100 --top 1 --out "$T/oss.json"
 expect 0 "gpt2 \\(HF gpt2: gpt layout, 0.12B params" -- "$DTPLAN" --model "$H/gpt2.json" --nodes 1 --gpus 2 --out "$T/ok.json"
 # The bundled MoE example for CPU ranks: exact counts (tiny models print whole numbers), an ep=2 plan.
 expect 0 "mixtral-tiny \\(HF mixtral: llama layout, 205632 params" -- "$DTPLAN" --model "$M/mixtral-tiny.json" --nodes 1 --gpus 2 --device cpu --ep 2 --out "$T/moe.json"

@@ -76,7 +76,8 @@ TEST(HfConfig, FieldByFieldMapping) {
   EXPECT_TRUE(gemma->tied_embeddings);
   auto mistral = LoadModel(Fixture("mistral-7b.json"));
   ASSERT_TRUE(mistral.ok());
-  EXPECT_EQ(mistral->seq_length, 4096);  // default capped at the sliding window
+  EXPECT_EQ(mistral->seq_length, 8192);  // default capped at 8192; its 4096-key window is modeled
+  EXPECT_EQ(mistral->sliding_window, 4096);
   auto qwen = LoadModel(Fixture("qwen2-7b.json"));
   ASSERT_TRUE(qwen.ok());
   EXPECT_TRUE(qwen->qkv_bias);
