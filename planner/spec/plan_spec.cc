@@ -152,6 +152,50 @@ std::vector<int> EvenSplit(int layers, int chunks) {
   return v;
 }
 
+Status CheckRecomputeModules(const PlanSpec& p, const ModelSpec& m) {
+  if (p.recompute_modules == kDefaultRecomputeModules) return Status::Ok();
+  auto bad = [](const std::string& s) { return InvalidArgument(s); };
+  const std::string list = "recompute_modules [" + RecomputeModulesString(p.recompute_modules, ", ") + "]";
+  if (p.recompute != Recompute::kSelective)
+    return bad(list + " with recompute \"" + ToString(p.recompute) +
+               "\": modules are chosen for selective recompute only (Megatron-LM's --recompute-modules with "
+               "--recompute-granularity selective); set recompute \"selective\" or omit recompute_modules");
+  if (p.recompute_modules == 0)
+    return bad("recompute_modules is empty: selective recompute of no module recomputes nothing; use recompute "
+               "\"none\", or list modules (default [core_attn])");
+  auto lacks = [&](const char* module, const std::string& what, const std::string& fix) {
+    return bad("recompute_modules has '" + std::string(module) + "' but the model has no " + what + "; " + fix);
+  };
+  if (!m.moe() && (p.recompute_modules & kRecomputeMoeAct))
+    return lacks("moe_act", "experts", "remove it (the dense MLP's recompute is 'mlp')");
+  if (!m.moe() && (p.recompute_modules & kRecomputeMoe))
+    return lacks("moe", "experts", "remove it (the dense MLP's recompute is 'mlp')");
+  if ((!m.moe() || m.shared_ffn_hidden <= 0) && (p.recompute_modules & kRecomputeSharedExperts))
+    return lacks("shared_experts", "shared experts", "remove it");
+  if (!m.mla() && (p.recompute_modules & kRecomputeMlaUpProj))
+    return lacks("mla_up_proj", "multi-head latent attention (kv_lora_rank)", "remove it");
+  // Megatron-LM's Transformer Engine layer fuses attention's input norm into
+  // the QKV linear layer and a dense layer's MLP norm into fc1
+  // (LayerNormLinear, which keeps the normalized input); its layernorm
+  // recompute skips those (IdentityOp) norms, so it frees nothing here.
+  if (!m.moe() && !m.mla() && (p.recompute_modules & kRecomputeLayernorm))
+    return lacks("layernorm", "norm of its own to recompute (Megatron-LM's Transformer Engine layer fuses both "
+                 "norms into the QKV and fc1 linear layers, which keep the normalized input: layernorm recompute "
+                 "frees nothing; it acts on MLA's input norm and an MoE layer's pre-MLP norm)", "remove it");
+  if (m.moe() && m.first_dense_layers <= 0 && (p.recompute_modules & kRecomputeMlp))
+    return lacks("mlp", "dense MLP (every layer's MLP is a mixture of experts)",
+                 "use 'moe' (the whole MoE block) or 'moe_act' instead");
+  // Megatron-LM (TransformerConfig.__post_init__): moe_act and layernorm
+  // recompute do not work with FP8 delayed scaling, the recipe dtplan prices.
+  if (p.precision == Precision::kFp8 && (p.recompute_modules & (kRecomputeMoeAct | kRecomputeLayernorm)))
+    return bad(list + " with precision fp8: Megatron-LM refuses moe_act and layernorm recompute with FP8 "
+               "delayed scaling (the FP8 recipe dtplan prices); remove them or use precision bf16");
+  if (p.moe_a2a_overlap && (p.recompute_modules & kRecomputeMoe))
+    return bad("recompute_modules has 'moe' with moe_a2a_overlap: Megatron-LM refuses the pair "
+               "(--overlap-moe-expert-parallel-comm); remove 'moe' or moe_a2a_overlap");
+  return Status::Ok();
+}
+
 Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where) {
   auto bad = [&](const std::string& s) { return InvalidArgument(where + ": " + s); };
   auto num = [](int64_t v) { return std::to_string(v); };
@@ -208,38 +252,7 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
       return bad("moe_a2a_overlap with pp > 1 needs the interleaved schedule (Megatron-LM's combined 1F1B runs "
                  "with pp 1 or virtual pipeline stages)");
   }
-  if (p.recompute_modules != kDefaultRecomputeModules) {
-    const std::string list = "recompute_modules [" + RecomputeModulesString(p.recompute_modules, ", ") + "]";
-    if (p.recompute != Recompute::kSelective)
-      return bad(list + " with recompute \"" + ToString(p.recompute) +
-                 "\": modules are chosen for selective recompute only (Megatron-LM's --recompute-modules with "
-                 "--recompute-granularity selective); set recompute \"selective\" or omit recompute_modules");
-    if (p.recompute_modules == 0)
-      return bad("recompute_modules is empty: selective recompute of no module recomputes nothing; use recompute "
-                 "\"none\", or list modules (default [core_attn])");
-    auto lacks = [&](const char* module, const std::string& what, const std::string& fix) {
-      return bad("recompute_modules has '" + std::string(module) + "' but the model has no " + what + "; " + fix);
-    };
-    if (!m.moe() && (p.recompute_modules & kRecomputeMoeAct))
-      return lacks("moe_act", "experts", "remove it (the dense MLP's recompute is 'mlp')");
-    if (!m.moe() && (p.recompute_modules & kRecomputeMoe))
-      return lacks("moe", "experts", "remove it (the dense MLP's recompute is 'mlp')");
-    if ((!m.moe() || m.shared_ffn_hidden <= 0) && (p.recompute_modules & kRecomputeSharedExperts))
-      return lacks("shared_experts", "shared experts", "remove it");
-    if (!m.mla() && (p.recompute_modules & kRecomputeMlaUpProj))
-      return lacks("mla_up_proj", "multi-head latent attention (kv_lora_rank)", "remove it");
-    if (m.moe() && m.first_dense_layers <= 0 && (p.recompute_modules & kRecomputeMlp))
-      return lacks("mlp", "dense MLP (every layer's MLP is a mixture of experts)",
-                   "use 'moe' (the whole MoE block) or 'moe_act' instead");
-    // Megatron-LM (TransformerConfig.__post_init__): moe_act and layernorm
-    // recompute do not work with FP8 delayed scaling, the recipe dtplan prices.
-    if (p.precision == Precision::kFp8 && (p.recompute_modules & (kRecomputeMoeAct | kRecomputeLayernorm)))
-      return bad(list + " with precision fp8: Megatron-LM refuses moe_act and layernorm recompute with FP8 "
-                 "delayed scaling (the FP8 recipe dtplan prices); remove them or use precision bf16");
-    if (p.moe_a2a_overlap && (p.recompute_modules & kRecomputeMoe))
-      return bad("recompute_modules has 'moe' with moe_a2a_overlap: Megatron-LM refuses the pair "
-                 "(--overlap-moe-expert-parallel-comm); remove 'moe' or moe_a2a_overlap");
-  }
+  if (Status s = CheckRecomputeModules(p, m); !s.ok()) return bad(s.message());
   if (p.micro_batch < 1) return bad("'micro_batch' must be >= 1");
   if (p.num_microbatches < 1) return bad("'num_microbatches' must be >= 1");
   if (p.seq_length < 1) return bad("'seq_length' must be >= 1");

@@ -185,6 +185,10 @@ std::vector<int> EvenSplit(int layers, int chunks);
 // Checks internal consistency and against the model (heads % tp, layer sum).
 Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where);
 
+// The recompute_modules part of Validate (no `where` prefix): Ok for the
+// default; else needs recompute selective and modules the model has.
+Status CheckRecomputeModules(const PlanSpec& p, const ModelSpec& m);
+
 json ToJson(const PlanSpec& p);
 StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::string& where);
 json ToJson(const ClusterSpec& c);
