@@ -82,6 +82,9 @@ int RunFromMegatron(const PlanOptions& o) {
   k.moe_dispatcher = mine.moe_dispatcher;  // --moe-enable-deepep: the best plan uses DeepEP too
   k.moe_a2a_overlap = mine.moe_a2a_overlap;  // and combined 1F1B when the job has it
   k.fp8_param_gather = mine.fp8_param_gather;  // and FP8 parameters
+  // --recompute-modules: the best plan's selective recompute uses the job's
+  // modules too (searched plans without recompute, or with full, ignore them).
+  if (mine.recompute == Recompute::kSelective) k.recompute_modules = mine.recompute_modules;
   k.framework = *framework;
   k.grad_bytes = FrameworkGradBytes(*framework, job->bf16);
   if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());

@@ -40,6 +40,10 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
   app->add_option("--mbs", d->mbs, "fix the microbatch size");
   app->add_option("--schedule", d->schedule, "fix the schedule: gpipe, 1f1b or interleaved");
   app->add_option("--recompute", d->recompute, "fix recompute: none, selective or full");
+  app->add_option("--recompute-modules", d->recompute_modules,
+                  "with --recompute selective: the modules to recompute, comma-separated Megatron-LM names "
+                  "(core_attn, layernorm, moe_act, mlp, moe, shared_experts, mla_up_proj; Megatron-LM's "
+                  "--recompute-modules; default core_attn); not searched");
   app->add_option("--zero", d->zero, "fix the ZeRO stage (0-3; 1 = distributed optimizer)");
   app->add_option("--precision", d->precision,
                   "training precision: fp32, bf16 (mixed: bf16 weights, activations, gradients; fp32 master "

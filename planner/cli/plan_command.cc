@@ -45,6 +45,14 @@ Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
     if (!r.ok()) return InvalidArgument("--recompute: " + r.status().message());
     k->recompute = *r;
   }
+  if (!d.recompute_modules.empty()) {
+    auto mods = ParseRecomputeModuleList(d.recompute_modules);
+    if (!mods.ok()) return InvalidArgument("--recompute-modules: " + mods.status().message());
+    if (!k->recompute || *k->recompute != Recompute::kSelective)
+      return InvalidArgument("--recompute-modules chooses the modules of selective recompute: add --recompute "
+                             "selective");
+    k->recompute_modules = *mods;
+  }
   return Status::Ok();
 }
 

@@ -284,6 +284,29 @@ void MlaBackward(const Dims& d, std::vector<Op>* g) {
   }
 }
 
+// Norm 2 of a layer (none in a parallel block, which reads norm 1's output).
+void Norm2Forward(const Dims& d, std::vector<Op>* f) {
+  if (d.norms >= 2) f->push_back(MemoryOp(d.ln ? "ln2" : "rmsnorm2", 2 * d.e * d.T_r * d.h));
+}
+
+// The dense MLP after norm 2: SP all-gather, fc1, activation, fc2, exit.
+void DenseMlpForward(const Dims& d, std::vector<Op>* f) {
+  const double e = d.e;
+  TpEnterForward(d, "sp_allgather_mlp", f);
+  Fp8Cast(d, "fp8_cast_fc1_input", static_cast<double>(d.T) * d.h, f);
+  if (!d.gated) {
+    f->push_back(Linear(d, "fc1", d.T, d.f_local, d.h));
+    f->push_back(MemoryOp("bias_gelu", 2 * e * d.T * d.f_local));
+  } else {
+    f->push_back(Linear(d, "fc1_gate", d.T, d.f_local, d.h));
+    f->push_back(Linear(d, "fc1_up", d.T, d.f_local, d.h));
+    f->push_back(MemoryOp("swiglu", 3 * e * d.T * d.f_local));
+  }
+  Fp8Cast(d, "fp8_cast_fc2_input", static_cast<double>(d.T) * d.f_local, f);
+  f->push_back(Linear(d, "fc2", d.T, d.h, d.f_local));
+  TpExitForward(d, d.sp ? "sp_reducescatter_mlp" : "tp_allreduce_mlp", f);
+}
+
 std::vector<Op> LayerForward(const Dims& d) {
   std::vector<Op> f;
   const double e = d.e;
@@ -318,24 +341,12 @@ std::vector<Op> LayerForward(const Dims& d) {
   else
     f.push_back(MemoryOp("residual_add_attn", 3 * e * d.T_r * d.h));
   // MLP block (a parallel block, norms == 1, reads norm 1's output).
-  if (d.norms >= 2) f.push_back(MemoryOp(d.ln ? "ln2" : "rmsnorm2", 2 * e * d.T_r * d.h));
+  Norm2Forward(d, &f);
   if (d.moe) {
     const std::vector<Op> moe = MoeMlpForward(*d.model, *d.plan, static_cast<int>(d.e));
     f.insert(f.end(), moe.begin(), moe.end());
   } else {
-    TpEnterForward(d, "sp_allgather_mlp", &f);
-    Fp8Cast(d, "fp8_cast_fc1_input", static_cast<double>(d.T) * d.h, &f);
-    if (!d.gated) {
-      f.push_back(Linear(d, "fc1", d.T, d.f_local, d.h));
-      f.push_back(MemoryOp("bias_gelu", 2 * e * d.T * d.f_local));
-    } else {
-      f.push_back(Linear(d, "fc1_gate", d.T, d.f_local, d.h));
-      f.push_back(Linear(d, "fc1_up", d.T, d.f_local, d.h));
-      f.push_back(MemoryOp("swiglu", 3 * e * d.T * d.f_local));
-    }
-    Fp8Cast(d, "fp8_cast_fc2_input", static_cast<double>(d.T) * d.f_local, &f);
-    f.push_back(Linear(d, "fc2", d.T, d.h, d.f_local));
-    TpExitForward(d, d.sp ? "sp_reducescatter_mlp" : "tp_allreduce_mlp", &f);
+    DenseMlpForward(d, &f);
   }
   if (d.norms == 4) f.push_back(MemoryOp("post_mlp_rmsnorm", 2 * e * d.T_r * d.h));
   if (d.bias)
@@ -420,6 +431,47 @@ std::vector<Op> LayerBackward(const Dims& d) {
   return g;
 }
 
+// What selective recompute re-runs in a layer's backward, module by module
+// (PlanSpec::recompute_modules, Megatron-LM's names; docs/memory.md).
+std::vector<Op> SelectiveRecompute(const Dims& d) {
+  const PlanSpec& p = *d.plan;
+  std::vector<Op> r;
+  if (p.Recomputes(kRecomputeCoreAttn)) {
+    // Korthikanti et al. 2022: recompute only the attention core (QK^T,
+    // softmax, dropout, AV). Under CP there is no extra ring: each block's
+    // probabilities are rebuilt from Q K^T and the stored log-sum-exp inside
+    // the backward ring, whose K/V transfers are already in the backward.
+    r.push_back(AttentionCore(d, "attn_core", 1.0));
+  }
+  if (p.Recomputes(kRecomputeLayernorm)) {
+    // The norms that are modules of their own in Megatron's TE layer (the
+    // others are fused into the next linear layer): MLA's input norm, an
+    // MoE layer's pre-MLP norm.
+    if (d.mla) r.push_back(MemoryOp(d.ln ? "ln1" : "rmsnorm1", 2 * d.e * d.T_r * d.h));
+    if (d.moe) Norm2Forward(d, &r);
+  }
+  if (p.Recomputes(kRecomputeMlaUpProj) && d.mla) {
+    // The up projections and RoPE from the stored latents (no collective:
+    // the latents are already gathered over TP).
+    std::vector<Op> mla;
+    MlaForward(d, &mla);
+    for (const Op& op : mla)
+      for (const char* name : {"mla_q_up", "mla_q", "mla_kv_up", "rope", "mla_k_assemble"})
+        if (std::strcmp(op.name, name) == 0) r.push_back(op);
+  }
+  if (p.Recomputes(kRecomputeMlp) && !d.moe) {
+    // The dense MLP block again from its input, its TE-fused norm, SP
+    // all-gather and exit collective included (a checkpoint re-runs all).
+    Norm2Forward(d, &r);
+    DenseMlpForward(d, &r);
+  }
+  if (d.moe) {
+    const std::vector<Op> moe = MoeMlpRecompute(*d.model, p, static_cast<int>(d.e));
+    r.insert(r.end(), moe.begin(), moe.end());
+  }
+  return r;
+}
+
 }  // namespace
 
 double WindowTileFraction(int64_t seq, int64_t window) {
@@ -447,11 +499,7 @@ LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_pe
     for (const Op& op : ops.forward)
       if (std::strcmp(op.name, "fp8_cast_weights") != 0) ops.recompute.push_back(op);
   } else if (p.recompute == Recompute::kSelective) {
-    // Korthikanti et al. 2022: recompute only the attention core (QK^T,
-    // softmax, dropout, AV). Under CP there is no extra ring: each block's
-    // probabilities are rebuilt from Q K^T and the stored log-sum-exp inside
-    // the backward ring, whose K/V transfers are already in the backward.
-    ops.recompute.push_back(AttentionCore(d, "attn_core", 1.0));
+    ops.recompute = SelectiveRecompute(d);
   }
   return ops;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "base/check.h"
 
@@ -200,6 +201,28 @@ std::vector<Op> MoeMlpForward(const ModelSpec& m, const PlanSpec& p, int bytes_p
   f.push_back(MemoryOp("moe_unpermute_weighted_sum", (d.k + 1) * d.e * d.T_r * d.h));
   SharedForward(d, &f);
   return f;
+}
+
+std::vector<Op> MoeMlpRecompute(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
+  std::vector<Op> r;
+  if (!m.moe()) return r;
+  if (p.Recomputes(kRecomputeMoe) || p.Recomputes(kRecomputeMoeAct)) {
+    for (const Op& op : MoeMlpForward(m, p, bytes_per_element)) {
+      if (std::strcmp(op.name, "fp8_cast_weights") == 0) continue;
+      const bool act = std::strcmp(op.name, "expert_swiglu") == 0 || std::strcmp(op.name, "expert_gelu") == 0;
+      if (p.Recomputes(kRecomputeMoe)) r.push_back(op);
+      if (act && p.Recomputes(kRecomputeMoeAct)) r.push_back(op);
+    }
+  }
+  if (p.Recomputes(kRecomputeSharedExperts)) {
+    // The shared experts' module (gate and scaling included); adding its
+    // output to the routed experts' is the MoE block's, not re-run.
+    std::vector<Op> shared;
+    SharedForward(MakeMoeDims(m, p, bytes_per_element), &shared);
+    for (const Op& op : shared)
+      if (std::strcmp(op.name, "shared_add") != 0) r.push_back(op);
+  }
+  return r;
 }
 
 std::vector<Op> MoeMlpBackward(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {

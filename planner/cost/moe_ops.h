@@ -60,6 +60,15 @@ inline double ExpertLoadImbalance(const PlanSpec& p) {
 std::vector<Op> MoeMlpForward(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
 std::vector<Op> MoeMlpBackward(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
 
+// The MoE block's part of selective recompute (PlanSpec::recompute_modules;
+// empty unless the plan recomputes selectively): "moe" the whole block's
+// forward again, dispatch and combine collectives included (the FP8 weight
+// copies stay cached); "moe_act" the experts' activation pass; and
+// "shared_experts" the shared experts' forward, collectives included. Inside
+// a recomputed "moe" block the other two checkpoint again, so they re-run
+// once more.
+std::vector<Op> MoeMlpRecompute(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
+
 // Rows of expert GEMMs on one rank per microbatch, balanced: T_r * top_k *
 // etp (T_r = micro_batch * seq / (cp * tp) tokens routed per rank, gathered
 // over the etp ranks of the expert-TP group; T * top_k when etp == tp).

@@ -23,7 +23,7 @@ StatusOr<FrameworkExport> ExportMegatron(const PlanFile& f) {
   for (const CliFlag& c : flags) {
     out.config += "    " + c.name;
     if (!c.value.empty()) {
-      const bool quote = c.value.find_first_of("|*() ") != std::string::npos;
+      const bool quote = !c.words && c.value.find_first_of("|*() ") != std::string::npos;
       out.config += " " + (quote ? "\"" + c.value + "\"" : c.value);
     }
     out.config += "\n";
@@ -105,6 +105,11 @@ StatusOr<FrameworkExport> ExportTorchtitan(const PlanFile& f) {
     out.notes.push_back("selective recompute maps to torchtitan's per-op selective checkpointing (\"op\"), "
                         "which saves matmul outputs and recomputes the rest: close to, not the same as, the "
                         "attention-core recompute dtplan priced");
+    if (p.recompute_modules != kDefaultRecomputeModules)
+      out.notes.push_back("recompute_modules [" + RecomputeModulesString(p.recompute_modules, ", ") +
+                          "] (Megatron-LM's per-module selective recompute) has no torchtitan counterpart: its "
+                          "per-op policy chooses by operator, not by module; the step time and memory of this "
+                          "export are not the ones dtplan priced");
   }
   if (p.zero_stage == 2)
     out.notes.push_back("ZeRO-2 maps to FSDP with fsdp_reshard_after_forward = \"never\" (parameters stay gathered "
@@ -138,9 +143,13 @@ StatusOr<FrameworkExport> ExportDeepSpeed(const PlanFile& f) {
   } else if (p.recompute == Recompute::kFull) {
     out.notes.push_back("full recompute: wrap each transformer layer in deepspeed.checkpointing.checkpoint");
   }
-  if (p.recompute == Recompute::kSelective)
+  if (p.recompute == Recompute::kSelective && p.recompute_modules == kDefaultRecomputeModules)
     out.notes.push_back("selective recompute (attention core only) is model code in DeepSpeed: checkpoint the "
                         "softmax(QK^T)V block, not the whole layer");
+  else if (p.recompute == Recompute::kSelective)
+    out.notes.push_back("selective recompute of [" + RecomputeModulesString(p.recompute_modules, ", ") +
+                        "] is model code in DeepSpeed: wrap each of those blocks of every layer in "
+                        "deepspeed.checkpointing.checkpoint (no config key)");
   if (p.tp > 1) out.notes.push_back("tensor parallelism is DeepSpeed AutoTP training (tensor_parallel.autotp_size, DeepSpeed >= 0.16.4)");
   out.notes.push_back("train_batch_size = micro batch x gradient accumulation x data-parallel size (" +
                       Str(p.micro_batch) + " x " + Str(p.num_microbatches) + " x " + Str(p.dp) + ")");

@@ -128,7 +128,13 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
   add("--global-batch-size", Str(p.global_batch()));
   switch (p.recompute) {
     case Recompute::kNone: break;
-    case Recompute::kSelective: add("--recompute-granularity", "selective"); break;
+    case Recompute::kSelective:
+      add("--recompute-granularity", "selective");
+      if (p.recompute_modules != kDefaultRecomputeModules) {  // absent: Megatron's default, core_attn
+        f.push_back({"--recompute-modules", RecomputeModulesString(p.recompute_modules, " "), /*words=*/true});
+        // Megatron-LM refuses moe_act without the grouped GEMM (added above for MoE models).
+      }
+      break;
     case Recompute::kFull:
       add("--recompute-granularity", "full");
       add("--recompute-method", "uniform");
@@ -159,7 +165,7 @@ std::string FormatFlags(const std::vector<CliFlag>& flags) {
   for (size_t i = 0; i < flags.size(); ++i) {
     s += "    " + flags[i].name;
     if (!flags[i].value.empty()) {
-      const bool quote = flags[i].value.find_first_of("|*() ") != std::string::npos;
+      const bool quote = !flags[i].words && flags[i].value.find_first_of("|*() ") != std::string::npos;
       s += " " + (quote ? "\"" + flags[i].value + "\"" : flags[i].value);
     }
     s += i + 1 < flags.size() ? " \\\n" : "\n";

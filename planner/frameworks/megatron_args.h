@@ -30,6 +30,9 @@ namespace dt {
 struct CliFlag {
   std::string name;   // "--tensor-model-parallel-size"
   std::string value;  // "" for a store_true flag
+  // value holds several words of a nargs='*' flag ("layernorm moe_act"),
+  // written unquoted so that the shell passes them as separate arguments.
+  bool words = false;
 };
 
 // bf16: the plan trains in mixed precision (GPU profiles); false: fp32 (CPU).

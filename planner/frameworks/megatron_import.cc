@@ -27,7 +27,7 @@ const std::set<std::string> kStringFlags = {
     "--attention-backend", "--data-parallel-sharding-strategy", "--pipeline-model-parallel-layout",
     "--tokenizer-type", "--attention-dropout", "--hidden-dropout", "--rotary-base", "--norm-epsilon",
     "--rotary-seq-len-interpolation-factor", "--moe-token-dispatcher-type", "--moe-layer-freq", "--fp8-format",
-    "--fp8-recipe"};
+    "--fp8-recipe", "--recompute-modules"};
 const std::set<std::string> kBoolFlags = {
     "--group-query-attention", "--swiglu", "--disable-bias-linear", "--add-qkv-bias",
     "--untie-embeddings-and-output-weights", "--sequence-parallel", "--use-distributed-optimizer",
@@ -35,7 +35,7 @@ const std::set<std::string> kBoolFlags = {
     "--overlap-grad-reduce", "--overlap-param-gather", "--use-rotary-position-embeddings", "--use-rope-scaling",
     "--moe-grouped-gemm", "--multi-latent-attention", "--moe-enable-deepep",
     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--fp8-param-gather",
-    "--overlap-moe-expert-parallel-comm"};
+    "--overlap-moe-expert-parallel-comm", "--moe-layer-recompute"};
 // Flags that change neither the memory nor the step time dtplan predicts:
 // data, tokenizer files, checkpoints, logging, learning-rate schedule,
 // optimizer hyper-parameters, initialization, kernel fusion switches.
@@ -274,6 +274,71 @@ StatusOr<int> DenseLeadingLayers(const std::string& v, int num_layers) {
 }
 
 }  // namespace
+
+// --recompute-modules (nargs='*', Megatron-LM's TransformerConfig
+// .recompute_modules) and the deprecated --moe-layer-recompute (= the "moe"
+// module) into PlanSpec::recompute_modules. Megatron reads the modules only
+// with --recompute-granularity selective; an empty list recomputes nothing.
+static Status ReadRecomputeModules(const std::map<std::string, std::string>& v, const std::string& granularity,
+                            const ModelSpec& m, PlanSpec* p, std::vector<std::string>* notes) {
+  if (v.count("--moe-layer-recompute")) {
+    if (granularity == "full")
+      return InvalidArgument("--moe-layer-recompute with --recompute-granularity full: Megatron-LM refuses it; "
+                             "drop one of them");
+    p->recompute = Recompute::kSelective;  // Megatron switches to selective and appends "moe"
+  }
+  const bool listed = v.count("--recompute-modules") > 0;
+  if (!listed && !v.count("--moe-layer-recompute")) return Status::Ok();
+  if (listed && p->recompute != Recompute::kSelective) {
+    notes->push_back("--recompute-modules has no effect without --recompute-granularity selective (as in "
+                     "Megatron-LM); ignored");
+    return Status::Ok();
+  }
+  std::vector<std::string> names;
+  if (listed) {
+    const std::string& words = v.at("--recompute-modules");
+    for (size_t start = 0; start < words.size();) {
+      const size_t space = std::min(words.find(' ', start), words.size());
+      if (space > start) names.push_back(words.substr(start, space - start));
+      start = space + 1;
+    }
+  } else {
+    names.push_back("core_attn");  // Megatron's default list, to which --moe-layer-recompute appends
+  }
+  if (v.count("--moe-layer-recompute")) names.push_back("moe");
+  if (names.empty()) {
+    notes->push_back("--recompute-granularity selective with an empty --recompute-modules recomputes nothing; "
+                     "priced as no recompute");
+    p->recompute = Recompute::kNone;
+    return Status::Ok();
+  }
+  auto bits = ParseRecomputeModules(names);
+  if (!bits.ok()) return InvalidArgument("--recompute-modules: " + bits.status().message());
+  uint32_t modules = *bits;
+  if ((modules & kRecomputeMoeAct) && m.moe() && !v.count("--moe-grouped-gemm"))
+    return InvalidArgument("--recompute-modules moe_act needs --moe-grouped-gemm (Megatron-LM refuses it "
+                           "otherwise); add --moe-grouped-gemm or remove moe_act");
+  // Megatron runs these without effect on such a model (PlanSpec refuses
+  // them): priced without them, said in a note.
+  if ((modules & kRecomputeLayernorm) && !m.moe() && !m.mla()) {
+    modules &= ~static_cast<uint32_t>(kRecomputeLayernorm);
+    notes->push_back("--recompute-modules layernorm frees nothing on this model (Megatron-LM's Transformer Engine "
+                     "layer fuses both norms into the QKV and fc1 linear layers, which keep the normalized "
+                     "input); priced without it");
+  }
+  if ((modules & kRecomputeMlp) && m.moe() && m.first_dense_layers <= 0) {
+    modules &= ~static_cast<uint32_t>(kRecomputeMlp);
+    notes->push_back("--recompute-modules mlp acts on dense MLPs only (Megatron-LM skips it in MoE layers) and "
+                     "every layer of this model is MoE; priced without it");
+  }
+  if (modules == 0) {
+    notes->push_back("no recompute module is left to price; priced as no recompute");
+    p->recompute = Recompute::kNone;
+    modules = kDefaultRecomputeModules;
+  }
+  p->recompute_modules = modules;
+  return Status::Ok();
+}
 
 StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int world, const std::string& name) {
   MegatronJob job;
@@ -528,6 +593,7 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
   } else if (!granularity.empty()) {
     return InvalidArgument("--recompute-granularity '" + granularity + "': use full or selective");
   }
+  DT_RETURN_IF_ERROR(ReadRecomputeModules(v, granularity, m, &p, &job.notes));
   if (has("--use-torch-fsdp2")) {
     p.zero_stage = 3;
   } else if (has("--use-megatron-fsdp")) {

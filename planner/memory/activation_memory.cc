@@ -43,7 +43,88 @@ double ScoreBytes(const Local& l) {
   return l.dropout ? scores * (2 * l.e + 1) : scores * l.e;
 }
 
+// Bytes one selective-recompute module drops from a layer's stored tensors
+// (PlanSpec::recompute_modules; docs/memory.md "Selective recompute of
+// chosen modules"), in the terms of ActivationBytesPerLayerFor below. A
+// checkpointed block keeps its input and drops what it stores inside;
+// Megatron-LM's output-discarding checkpoints (layernorm, moe_act,
+// mla_up_proj) drop their output, which the next operation had stored.
+double ModuleBytes(const Local& l, const ModelSpec& m, const PlanSpec& p, RecomputeModule mod) {
+  const double e = l.e;
+  const bool fp8 = p.precision == Precision::kFp8;
+  const double in = fp8 ? 1.0 : e;  // a linear input (FP8: its 1-byte transpose)
+  const double inner = l.gated ? 3 : 2;
+  switch (mod) {
+    case kRecomputeCoreAttn:
+      return p.flash_attention ? 0.0 : ScoreBytes(l);
+    case kRecomputeLayernorm:
+      // The norms that are modules of their own in Megatron's Transformer
+      // Engine layer: MLA's input_layernorm (its output feeds the down
+      // projections) and an MoE layer's pre_mlp_layernorm (router, dispatch
+      // and shared experts read it). Attention's input norm and a dense
+      // layer's MLP norm are fused into the next linear layer (TE
+      // LayerNormLinear, an IdentityOp norm that Megatron skips), which keeps
+      // its normalized input: nothing to drop.
+      return e * l.T_r * l.h * ((m.mla() ? 1 : 0) + (m.moe() && l.norms >= 2 ? 1 : 0));
+    case kRecomputeMlaUpProj:
+      // Q, K and V of every local head (the up projections' and RoPE's
+      // outputs); the latent inputs stay (the checkpoint's inputs).
+      return m.mla() ? e * l.T * l.a * (2.0 * m.head_dim() + m.v_head_dim) : 0.0;
+    case kRecomputeMlp: {
+      // The dense MLP (TE: with its fused norm) keeps its input, the
+      // residual stream (norm 2's input); drops the fc1 input (norm 2's
+      // output; a parallel block's MLP reads norm 1's output, kept for QKV)
+      // and the MLP's own tensors.
+      if (m.moe()) return 0.0;
+      const double fc1_in = l.norms >= 2 ? in * l.T_r * l.h : 0.0;
+      return fc1_in + inner * e * l.T * l.f - (fp8 ? (e - 1) * l.T * l.f : 0.0);
+    }
+    case kRecomputeMoe:
+    case kRecomputeMoeAct:
+    case kRecomputeSharedExperts: {
+      if (!m.moe()) return 0.0;
+      const double rows = ExpertLoadImbalance(p) * ExpertRowsPerRank(m, p);
+      const double f_exp = (m.moe_ffn_hidden + p.expert_tp() - 1) / p.expert_tp();
+      const double f_sh = (m.shared_ffn_hidden + p.tp - 1) / p.tp;
+      const double shared = inner * e * l.T * f_sh - (fp8 ? (e - 1) * l.T * f_sh : 0.0);
+      // moe_act: the activation's output, the expert fc2 input.
+      if (mod == kRecomputeMoeAct) return in * rows * f_exp;
+      if (mod == kRecomputeSharedExperts) return shared;
+      // moe: everything the MoE block stores (its input, the pre-MLP norm's
+      // output, stays): router probabilities, expert input, inner tensors
+      // and outputs, shared experts.
+      return 4.0 * l.T_r * m.num_experts + in * rows * l.h + inner * e * rows * f_exp -
+             (fp8 ? (e - 1) * rows * f_exp : 0.0) + e * rows / p.expert_tp() * l.h + shared;
+    }
+  }
+  return 0.0;
+}
+
+// Everything but the attention core that the plan's modules drop: "moe"
+// contains "moe_act" and "shared_experts".
+double OtherModulesBytes(const Local& l, const ModelSpec& m, const PlanSpec& p) {
+  double bytes = 0;
+  for (RecomputeModule mod : {kRecomputeLayernorm, kRecomputeMlaUpProj, kRecomputeMlp, kRecomputeMoe,
+                              kRecomputeMoeAct, kRecomputeSharedExperts}) {
+    if (!(p.recompute_modules & mod)) continue;
+    if ((mod == kRecomputeMoeAct || mod == kRecomputeSharedExperts) && (p.recompute_modules & kRecomputeMoe))
+      continue;
+    bytes += ModuleBytes(l, m, p, mod);
+  }
+  return bytes;
+}
+
 }  // namespace
+
+double RecomputeModuleBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,
+                                    RecomputeModule module) {
+  return ModuleBytes(MakeLocal(m, p, bytes_per_element), m, p, module);
+}
+
+double RecomputedModuleBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
+  if (p.recompute != Recompute::kSelective) return 0.0;
+  return OtherModulesBytes(MakeLocal(m, p, bytes_per_element), m, p);
+}
 
 double AttentionScoreBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   return ScoreBytes(MakeLocal(m, p, bytes_per_element));
@@ -110,8 +191,12 @@ double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int byt
     const double f_sh = (m.shared_ffn_hidden + p.tp - 1) / p.tp;
     bytes -= (e - 1) * (l.T_r * l.h + l.T * l.a * l.d + rows * l.h + rows * f_exp + l.T * f_sh);
   }
+  // Selective recompute: the attention core when the plan's modules have it
+  // (by default they do), and what the other chosen modules drop.
+  const bool core_attn = mode == Recompute::kSelective && (p.recompute_modules & kRecomputeCoreAttn);
+  if (mode == Recompute::kSelective) bytes -= OtherModulesBytes(l, m, p);
   if (!p.flash_attention) {
-    if (mode == Recompute::kNone) bytes += ScoreBytes(l);
+    if (!core_attn) bytes += ScoreBytes(l);
     // Ring attention (cp > 1, runtime/ops/ring_attention.h) also keeps the
     // fp32 log-sum-exp per query row and head: selective recompute rebuilds
     // each K/V block's probabilities from it inside the backward ring.

@@ -12,11 +12,20 @@
 
 namespace dt {
 
-// Bytes stored per layer per microbatch under the plan's recompute mode.
+// Bytes stored per layer per microbatch under the plan's recompute mode
+// (selective: minus what PlanSpec::recompute_modules drop).
 double ActivationBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
 // Same, for an explicit recompute mode (the plan's own mode is ignored).
 double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,
                                   Recompute mode);
+// Bytes selective-recompute module `module` alone drops from one layer's
+// stored tensors (core_attn: the score term; 0 for a module the model lacks).
+double RecomputeModuleBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,
+                                    RecomputeModule module);
+// What the plan's selective-recompute modules other than the attention core
+// drop, and rebuild in one layer's backward (the sum over them; "moe"
+// contains "moe_act" and "shared_experts"): 0 unless recompute is selective.
+double RecomputedModuleBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
 // The attention-score part (softmax output, dropout mask and output): what
 // selective recompute drops and what its backward rebuilds for one layer.
 double AttentionScoreBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);

@@ -20,6 +20,10 @@ struct SearchConstraints {
   std::optional<int> etp;
   std::optional<Schedule> schedule;
   std::optional<Recompute> recompute;
+  // Selective recompute's modules (PlanSpec::recompute_modules): copied into
+  // every plan with recompute selective, not searched (a user choice, like
+  // the dispatcher). Checked against the model by the enumeration.
+  uint32_t recompute_modules = kDefaultRecomputeModules;
   std::optional<bool> sequence_parallel;
   bool flash_attention = true;  // a software choice, not searched
   Precision precision = Precision::kProfile;  // copied into every plan, not searched

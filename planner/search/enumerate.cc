@@ -68,6 +68,17 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
     return InvalidArgument("--moe-a2a-overlap overlaps expert-parallel all-to-alls: the model has no experts; drop it");
   if (k.moe_a2a_overlap && k.recompute && *k.recompute == Recompute::kFull)
     return InvalidArgument("--moe-a2a-overlap with --recompute full: Megatron-LM refuses the pair; use none or selective");
+  // Modules apply to the selective plans (all of them when --recompute is
+  // fixed to selective, as the CLI requires; --from-megatron carries a job's
+  // modules into a search over every recompute mode).
+  if (k.recompute_modules != kDefaultRecomputeModules && (!k.recompute || *k.recompute == Recompute::kSelective)) {
+    PlanSpec probe;  // the modules against the model and the other fixed choices
+    probe.recompute = Recompute::kSelective;
+    probe.recompute_modules = k.recompute_modules;
+    probe.precision = k.precision;
+    probe.moe_a2a_overlap = k.moe_a2a_overlap;
+    if (Status s = CheckRecomputeModules(probe, m); !s.ok()) return InvalidArgument("--recompute-modules: " + s.message());
+  }
   if (k.fp8_param_gather && k.precision != Precision::kFp8)
     return InvalidArgument("--fp8-param-gather keeps the weights in FP8: it needs --precision fp8");
   if (k.fp8_param_gather && k.zero_stage && *k.zero_stage != 1)
@@ -94,6 +105,10 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
     PlanSpec probe;
     probe.flash_attention = k.flash_attention;
     probe.dropout = k.dropout;
+    if (k.recompute && *k.recompute == Recompute::kSelective) {  // the modules are a fixed choice too
+      probe.recompute = Recompute::kSelective;
+      probe.recompute_modules = k.recompute_modules;
+    }
     if (Status s = CheckExecutable(m, probe, RuntimeDevice::kCpu); !s.ok())
       return InvalidArgument("--device cpu plans for the bundled runtime: " + s.message());
   }
@@ -198,6 +213,7 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   p.dp = dp; p.tp = tp; p.pp = pp; p.cp = cp; p.vpp = vpp; p.ep = ep; p.etp = etp;
                   p.micro_batch = mbs; p.num_microbatches = nmb; p.seq_length = k.seq_length;
                   p.schedule = sched; p.recompute = rc; p.sequence_parallel = sp; p.zero_stage = z;
+                  if (rc == Recompute::kSelective) p.recompute_modules = k.recompute_modules;
                   p.flash_attention = k.flash_attention;
                   p.force_balanced_routing = k.force_balanced_routing;
                   p.moe_dispatcher = k.moe_dispatcher;

@@ -47,6 +47,12 @@ const std::vector<Capability>& CapabilityTable() {
       {Feature::kMoeA2aOverlap, "MoE all-to-alls overlapped with another microbatch (combined 1F1B)", false, false,
        "replan without --moe-a2a-overlap (dtrun runs the all-to-alls in line), or run the plan in Megatron-LM "
        "(--overlap-moe-expert-parallel-comm)"},
+      // dtrun's selective recompute rebuilds the attention probabilities only
+      // (runtime/model/gpt_layer.cc, llama_layer.cc): Megatron-LM's default.
+      {Feature::kRecomputeModules,
+       "selective recompute of chosen modules (recompute_modules other than [core_attn])", false, false,
+       "omit recompute_modules (dtrun recomputes the attention core, Megatron-LM's default), or run the plan in "
+       "Megatron-LM (dtplan export --to megatron writes --recompute-modules)"},
       {Feature::kFp8ParamGather, "FP8 parameters all-gathered in FP8 (--fp8-param-gather)", false, false,
        "plan it with --precision bf16 for dtrun, or run it in Megatron-LM (dtplan export --framework megatron "
        "writes --fp8-param-gather)"},
@@ -121,6 +127,9 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kFp8ParamGather: u = p.fp8_param_gather; break;
       case Feature::kMultiTokenPrediction: u = m.mtp_layers > 0; break;
       case Feature::kMoeA2aOverlap: u = p.moe_a2a_overlap; break;
+      case Feature::kRecomputeModules:
+        u = p.recompute == Recompute::kSelective && p.recompute_modules != kDefaultRecomputeModules;
+        break;
       case Feature::kBf16: u = p.precision == Precision::kBf16; break;
       case Feature::kBf16ZeroSharded: u = p.precision == Precision::kBf16 && p.zero_stage >= 2; break;
       case Feature::kBf16Fp32Grads: u = p.precision == Precision::kBf16 && p.grad_bytes == 4; break;
@@ -152,6 +161,8 @@ std::string Where(const ModelSpec& m, const PlanSpec& p, Feature f) {
     case Feature::kBf16: return "plan has precision=bf16";
     case Feature::kBf16ZeroSharded: return "plan has precision=bf16 and zero_stage=" + std::to_string(p.zero_stage);
     case Feature::kBf16Fp32Grads: return "plan has precision=bf16 and grad_bytes=4";
+    case Feature::kRecomputeModules:
+      return "plan has recompute_modules [" + RecomputeModulesString(p.recompute_modules, ", ") + "]";
     case Feature::kTrainingStep: return "plan";
     default: return "model '" + m.name + "'";
   }

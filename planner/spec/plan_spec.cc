@@ -1,5 +1,6 @@
 #include "planner/spec/plan_spec.h"
 
+#include <algorithm>
 #include <limits>
 
 #include <numeric>
@@ -68,6 +69,71 @@ StatusOr<Recompute> ParseRecompute(const std::string& s) {
   return InvalidArgument("recompute '" + s + "' is unknown; use none, selective or full");
 }
 
+namespace {
+struct ModuleName {
+  RecomputeModule bit;
+  const char* name;
+};
+constexpr ModuleName kModuleNames[] = {
+    {kRecomputeCoreAttn, "core_attn"}, {kRecomputeLayernorm, "layernorm"},
+    {kRecomputeMoeAct, "moe_act"},     {kRecomputeMlp, "mlp"},
+    {kRecomputeMoe, "moe"},            {kRecomputeSharedExperts, "shared_experts"},
+    {kRecomputeMlaUpProj, "mla_up_proj"},
+};
+}  // namespace
+
+std::vector<std::string> RecomputeModuleNames(uint32_t modules) {
+  std::vector<std::string> names;
+  for (const ModuleName& n : kModuleNames)
+    if (modules & n.bit) names.push_back(n.name);
+  return names;
+}
+
+std::string RecomputeModulesString(uint32_t modules, const char* separator) {
+  std::string s;
+  for (const std::string& n : RecomputeModuleNames(modules)) s += (s.empty() ? "" : separator) + n;
+  return s;
+}
+
+StatusOr<uint32_t> ParseRecomputeModules(const std::vector<std::string>& names) {
+  uint32_t bits = 0;
+  for (const std::string& name : names) {
+    bool found = false;
+    for (const ModuleName& n : kModuleNames) {
+      if (name == n.name) {
+        bits |= n.bit;
+        found = true;
+      }
+    }
+    if (found) continue;
+    // Megatron-LM's other choices recompute parts of layers dtplan does not
+    // model (Gated DeltaNet / DeltaProduct attention, hyper-connections).
+    if (name == "gdn_norm_out" || name == "gdp_in_proj" || name == "gdp_qkv" || name == "mhc")
+      return InvalidArgument("recompute module '" + name + "' recomputes part of " +
+                             (name == "mhc" ? std::string("hyper-connections") : std::string("Gated Delta attention")) +
+                             ", which dtplan does not model; remove it from recompute_modules");
+    return InvalidArgument("recompute module '" + name + "' is unknown; use core_attn, layernorm, moe_act, mlp, moe, "
+                           "shared_experts or mla_up_proj (Megatron-LM's --recompute-modules names)");
+  }
+  return bits;
+}
+
+StatusOr<uint32_t> ParseRecomputeModuleList(const std::string& comma_separated) {
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (start <= comma_separated.size()) {
+    const size_t comma = std::min(comma_separated.find(',', start), comma_separated.size());
+    std::string name = comma_separated.substr(start, comma - start);
+    if (name.empty())
+      return InvalidArgument("recompute modules '" + comma_separated +
+                             "' has an empty name; separate Megatron-LM module names by single commas, e.g. "
+                             "layernorm,moe_act");
+    names.push_back(name);
+    start = comma + 1;
+  }
+  return ParseRecomputeModules(names);
+}
+
 int PlanSpec::StageLayers(int stage) const {
   int n = 0;
   for (int c = stage; c < static_cast<int>(layers_per_chunk.size()); c += pp) n += layers_per_chunk[c];
@@ -84,6 +150,50 @@ std::vector<int> EvenSplit(int layers, int chunks) {
   std::vector<int> v(chunks, layers / chunks);
   for (int i = 0; i < layers % chunks; ++i) v[i] += 1;
   return v;
+}
+
+Status CheckRecomputeModules(const PlanSpec& p, const ModelSpec& m) {
+  if (p.recompute_modules == kDefaultRecomputeModules) return Status::Ok();
+  auto bad = [](const std::string& s) { return InvalidArgument(s); };
+  const std::string list = "recompute_modules [" + RecomputeModulesString(p.recompute_modules, ", ") + "]";
+  if (p.recompute != Recompute::kSelective)
+    return bad(list + " with recompute \"" + ToString(p.recompute) +
+               "\": modules are chosen for selective recompute only (Megatron-LM's --recompute-modules with "
+               "--recompute-granularity selective); set recompute \"selective\" or omit recompute_modules");
+  if (p.recompute_modules == 0)
+    return bad("recompute_modules is empty: selective recompute of no module recomputes nothing; use recompute "
+               "\"none\", or list modules (default [core_attn])");
+  auto lacks = [&](const char* module, const std::string& what, const std::string& fix) {
+    return bad("recompute_modules has '" + std::string(module) + "' but the model has no " + what + "; " + fix);
+  };
+  if (!m.moe() && (p.recompute_modules & kRecomputeMoeAct))
+    return lacks("moe_act", "experts", "remove it (the dense MLP's recompute is 'mlp')");
+  if (!m.moe() && (p.recompute_modules & kRecomputeMoe))
+    return lacks("moe", "experts", "remove it (the dense MLP's recompute is 'mlp')");
+  if ((!m.moe() || m.shared_ffn_hidden <= 0) && (p.recompute_modules & kRecomputeSharedExperts))
+    return lacks("shared_experts", "shared experts", "remove it");
+  if (!m.mla() && (p.recompute_modules & kRecomputeMlaUpProj))
+    return lacks("mla_up_proj", "multi-head latent attention (kv_lora_rank)", "remove it");
+  // Megatron-LM's Transformer Engine layer fuses attention's input norm into
+  // the QKV linear layer and a dense layer's MLP norm into fc1
+  // (LayerNormLinear, which keeps the normalized input); its layernorm
+  // recompute skips those (IdentityOp) norms, so it frees nothing here.
+  if (!m.moe() && !m.mla() && (p.recompute_modules & kRecomputeLayernorm))
+    return lacks("layernorm", "norm of its own to recompute (Megatron-LM's Transformer Engine layer fuses both "
+                 "norms into the QKV and fc1 linear layers, which keep the normalized input: layernorm recompute "
+                 "frees nothing; it acts on MLA's input norm and an MoE layer's pre-MLP norm)", "remove it");
+  if (m.moe() && m.first_dense_layers <= 0 && (p.recompute_modules & kRecomputeMlp))
+    return lacks("mlp", "dense MLP (every layer's MLP is a mixture of experts)",
+                 "use 'moe' (the whole MoE block) or 'moe_act' instead");
+  // Megatron-LM (TransformerConfig.__post_init__): moe_act and layernorm
+  // recompute do not work with FP8 delayed scaling, the recipe dtplan prices.
+  if (p.precision == Precision::kFp8 && (p.recompute_modules & (kRecomputeMoeAct | kRecomputeLayernorm)))
+    return bad(list + " with precision fp8: Megatron-LM refuses moe_act and layernorm recompute with FP8 "
+               "delayed scaling (the FP8 recipe dtplan prices); remove them or use precision bf16");
+  if (p.moe_a2a_overlap && (p.recompute_modules & kRecomputeMoe))
+    return bad("recompute_modules has 'moe' with moe_a2a_overlap: Megatron-LM refuses the pair "
+               "(--overlap-moe-expert-parallel-comm); remove 'moe' or moe_a2a_overlap");
+  return Status::Ok();
 }
 
 Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where) {
@@ -142,6 +252,7 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
       return bad("moe_a2a_overlap with pp > 1 needs the interleaved schedule (Megatron-LM's combined 1F1B runs "
                  "with pp 1 or virtual pipeline stages)");
   }
+  if (Status s = CheckRecomputeModules(p, m); !s.ok()) return bad(s.message());
   if (p.micro_batch < 1) return bad("'micro_batch' must be >= 1");
   if (p.num_microbatches < 1) return bad("'num_microbatches' must be >= 1");
   if (p.seq_length < 1) return bad("'seq_length' must be >= 1");
@@ -220,6 +331,8 @@ json ToJson(const PlanSpec& p) {
   if (p.moe_dispatcher != MoeDispatcher::kAllToAll) j["moe_dispatcher"] = ToString(p.moe_dispatcher);  // absent: alltoall
   if (p.fp8_param_gather) j["fp8_param_gather"] = true;                             // absent: false
   if (p.moe_a2a_overlap) j["moe_a2a_overlap"] = true;                               // absent: false
+  if (p.recompute_modules != kDefaultRecomputeModules)                              // absent: [core_attn]
+    j["recompute_modules"] = RecomputeModuleNames(p.recompute_modules);
   return j;
 }
 
@@ -262,6 +375,23 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   auto rc = ParseRecompute(r.StrOr("recompute", "none"));
   if (!rc.ok()) r.Fail(rc.status().message());
   else p.recompute = *rc;
+  if (r.Has("recompute_modules")) {
+    const json& v = j.at("recompute_modules");
+    std::vector<std::string> names;
+    bool strings = v.is_array();
+    if (strings)
+      for (const auto& n : v) {
+        if (!n.is_string()) { strings = false; break; }
+        names.push_back(n.get<std::string>());
+      }
+    if (!strings) {
+      r.Fail("'recompute_modules' must be an array of Megatron-LM module names, e.g. [\"layernorm\", \"moe_act\"]");
+    } else {
+      auto bits = ParseRecomputeModules(names);
+      if (!bits.ok()) r.Fail("'recompute_modules': " + bits.status().message());
+      else p.recompute_modules = *bits;
+    }
+  }
   p.sequence_parallel = r.BoolOr("sequence_parallel", false);
   p.flash_attention = r.BoolOr("flash_attention", true);
   p.dropout = r.BoolOr("dropout", true);
@@ -369,7 +499,9 @@ std::string Describe(const PlanSpec& p) {
   if (p.expert_folded()) os << " etp=" << p.expert_tp();
   if (p.vpp > 1) os << " vpp=" << p.vpp;
   os << " mbs=" << p.micro_batch << " m=" << p.num_microbatches << " " << ToString(p.schedule)
-     << " rc=" << ToString(p.recompute) << (p.sequence_parallel ? " sp" : "")
+     << " rc=" << ToString(p.recompute);
+  if (p.recompute_modules != kDefaultRecomputeModules) os << "(" << RecomputeModulesString(p.recompute_modules) << ")";
+  os << (p.sequence_parallel ? " sp" : "")
      << (p.flash_attention ? "" : " unfused") << " zero"
      << p.zero_stage;
   if (p.precision != Precision::kProfile) os << " " << ToString(p.precision);  // absent: the profile's dtype

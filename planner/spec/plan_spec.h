@@ -13,6 +13,7 @@
 // Pure data; Validate() returns an InvalidArgument naming the field and fix.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,40 @@ StatusOr<MoeDispatcher> ParseMoeDispatcher(const std::string& s);  // alltoall |
 StatusOr<Schedule> ParseSchedule(const std::string& s);    // gpipe | 1f1b | interleaved
 StatusOr<Recompute> ParseRecompute(const std::string& s);  // none | selective | full
 
+// Megatron-LM's recompute_modules (--recompute-granularity selective
+// --recompute-modules ...): which submodules of every layer selective
+// recompute checkpoints. A bit set in PlanSpec::recompute_modules; only
+// meaningful with Recompute::kSelective. What each drops and re-runs:
+// docs/memory.md "Selective recompute of chosen modules".
+//  kCoreAttn: the attention core (Megatron's default; Korthikanti et al.).
+//  kLayernorm: the outputs of the norms that are modules of their own in
+//    Megatron's Transformer Engine layer (MLA's input_layernorm, an MoE
+//    layer's pre_mlp_layernorm; the other norms are fused into the next
+//    linear layer and unaffected), discarded after use.
+//  kMoeAct: the routed experts' activation output (the expert fc2 input).
+//  kMlp: the dense MLP block (dense layers, incl. DeepSeek's leading ones).
+//  kMoe: the whole MoE block, dispatch and combine included.
+//  kSharedExperts: the shared experts of an MoE block.
+//  kMlaUpProj: MLA's up projections and RoPE (the attention's Q, K, V).
+enum RecomputeModule : uint32_t {
+  kRecomputeCoreAttn = 1u << 0,
+  kRecomputeLayernorm = 1u << 1,
+  kRecomputeMoeAct = 1u << 2,
+  kRecomputeMlp = 1u << 3,
+  kRecomputeMoe = 1u << 4,
+  kRecomputeSharedExperts = 1u << 5,
+  kRecomputeMlaUpProj = 1u << 6,
+};
+constexpr uint32_t kDefaultRecomputeModules = kRecomputeCoreAttn;  // Megatron-LM's default
+// Megatron's names, in the order above: "core_attn,layernorm,...".
+std::string RecomputeModulesString(uint32_t modules, const char* separator = ",");
+std::vector<std::string> RecomputeModuleNames(uint32_t modules);
+// Megatron's module names (any order, duplicates allowed) -> bits;
+// InvalidArgument naming an unknown or unmodeled module and the choices.
+StatusOr<uint32_t> ParseRecomputeModules(const std::vector<std::string>& names);
+// "a,b,c" (the dtplan flag's spelling) -> bits.
+StatusOr<uint32_t> ParseRecomputeModuleList(const std::string& comma_separated);
+
 struct ClusterSpec {
   int nodes = 1;
   int gpus_per_node = 8;
@@ -76,6 +111,11 @@ struct PlanSpec {
   int seq_length = 0;          // tokens per sequence
   Schedule schedule = Schedule::k1F1B;
   Recompute recompute = Recompute::kNone;
+  // Selective recompute only: the RecomputeModule bits checkpointed
+  // (Megatron-LM's --recompute-modules; never searched, a user choice like
+  // the dispatcher). The default, the attention core, is selective recompute
+  // as it was before modules existed; other values need recompute kSelective.
+  uint32_t recompute_modules = kDefaultRecomputeModules;
   bool sequence_parallel = false;
   // Fused (FlashAttention-style) attention core: no s x s score matrix is
   // stored or streamed. false = the unfused softmax(QK^T)V of Megatron-LM
@@ -126,6 +166,10 @@ struct PlanSpec {
   // tp*dp*cp / (ep*etp) (dp*cp/ep when etp == tp).
   int expert_dp() const { return tp * dp * cp / (ep * expert_tp()); }
   int num_chunks() const { return pp * vpp; }
+  // True when selective recompute checkpoints module `mod` in this plan.
+  bool Recomputes(RecomputeModule mod) const {
+    return recompute == Recompute::kSelective && (recompute_modules & mod) != 0;
+  }
   int64_t global_batch() const { return static_cast<int64_t>(dp) * micro_batch * num_microbatches; }
   int64_t tokens_per_step() const { return global_batch() * seq_length; }
   // Layers held by pipeline rank `stage` (sum over its vpp chunks).
@@ -140,6 +184,10 @@ std::vector<int> EvenSplit(int layers, int chunks);
 
 // Checks internal consistency and against the model (heads % tp, layer sum).
 Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where);
+
+// The recompute_modules part of Validate (no `where` prefix): Ok for the
+// default; else needs recompute selective and modules the model has.
+Status CheckRecomputeModules(const PlanSpec& p, const ModelSpec& m);
 
 json ToJson(const PlanSpec& p);
 StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::string& where);

@@ -50,6 +50,7 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     p.num_microbatches = static_cast<int>(k.global_batch / (static_cast<int64_t>(p.dp) * p.micro_batch));
     p.seq_length = k.seq_length;
     p.schedule = *k.schedule; p.recompute = *k.recompute;
+    if (p.recompute == Recompute::kSelective) p.recompute_modules = k.recompute_modules;
     p.sequence_parallel = *k.sequence_parallel; p.zero_stage = *k.zero_stage;
     p.flash_attention = k.flash_attention;
     p.precision = k.precision;

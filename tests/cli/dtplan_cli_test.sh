@@ -43,6 +43,14 @@ expect 0 "rank" -- "$DTPLAN" --model "$M/gpt3-175b.json" --nodes 8 --gpus 8 --tp
 # its quantized weights, GPT-2's own names load.
 H=$SRC/tests/planner/hf_configs
 expect 2 "does not execute shared experts" -- "$DTPLAN" --model "$H/qwen1.5-moe-a2.7b.json" --nodes 1 --gpus 2 --device cpu --out "$T/x.json"
+# --recompute-modules (Megatron-LM's names): needs --recompute selective,
+# modules the model has, and dtrun (CPU plans) refuses other than the default.
+expect 2 "add --recompute selective" -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --recompute-modules mlp --out "$T/x.json"
+expect 2 "'moe_act' but the model has no experts" -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --recompute selective --recompute-modules moe_act --out "$T/x.json"
+expect 2 "'attn' is unknown" -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --recompute selective --recompute-modules attn --out "$T/x.json"
+expect 0 "rc=selective\\(core_attn,mlp\\)" -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --recompute selective --recompute-modules core_attn,mlp --top 1 --out "$T/rm.json"
+expect 0 "--recompute-modules core_attn mlp" -- "$DTPLAN" export --plan "$T/rm.json" --to megatron
+expect 2 "selective recompute of chosen modules" -- "$DTPLAN" --model "$M/mixtral-tiny.json" --nodes 1 --gpus 2 --device cpu --recompute selective --recompute-modules moe_act --out "$T/x.json"
 expect 0 "deepseek-v3 \\(HF deepseek_v3: .*671.03B params" -- "$DTPLAN" --model "$H/deepseek-v3.json" --nodes 128 --gpus 8 --top 1 --out "$T/ds.json"
 expect 2 "key 'index_topk'" -- "$DTPLAN" --model <(sed 's/"kv_lora_rank"/"index_topk": 2048, "kv_lora_rank"/' "$H/deepseek-v3.json") --out "$T/x.json"
 expect 2 "precision fp8: profile 'A100-SXM4-80GB' has no FP8 GEMM data" -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --profile a100 --precision fp8 --out "$T/x.json"
