@@ -108,8 +108,6 @@ Status CheckPrecision(Precision precision, const ModelSpec& m, const HardwarePro
     return InvalidArgument("precision fp8: profile '" + p.name +
                            "' has no FP8 GEMM data (compute.fp8); FP8 is modeled on H100-SXM5-80GB "
                            "(--profile h100), or use --precision bf16");
-  if (m.mla())
-    return InvalidArgument("precision fp8 with multi-head latent attention is not modeled; use --precision bf16");
   return Status::Ok();
 }
 

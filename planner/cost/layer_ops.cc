@@ -253,34 +253,48 @@ void GemmBackward(const Op& fwd, const char* dgrad, const char* wgrad, std::vect
 // K = [K_nope, k_rope] assembled per head.
 void MlaForward(const Dims& d, std::vector<Op>* f) {
   const double e = d.e;
+  // FP8 plans: every projection is a Transformer Engine linear, each
+  // quantizing its own input (the down projections each cast x).
   if (d.q_lora > 0) {
-    f->push_back(Gemm("mla_q_down", d.T, d.q_lora, d.h));
+    Fp8Cast(d, "fp8_cast_mla_q_down_input", static_cast<double>(d.T) * d.h, f);
+    f->push_back(Linear(d, "mla_q_down", d.T, d.q_lora, d.h));
     f->push_back(MemoryOp("mla_q_norm", 2 * e * d.T * d.q_lora));
-    f->push_back(Gemm("mla_q_up", d.T, d.a_local * d.dqk, d.q_lora));
+    Fp8Cast(d, "fp8_cast_mla_q_up_input", static_cast<double>(d.T) * d.q_lora, f);
+    f->push_back(Linear(d, "mla_q_up", d.T, d.a_local * d.dqk, d.q_lora));
   } else {
-    f->push_back(Gemm("mla_q", d.T, d.a_local * d.dqk, d.h));
+    Fp8Cast(d, "fp8_cast_mla_q_input", static_cast<double>(d.T) * d.h, f);
+    f->push_back(Linear(d, "mla_q", d.T, d.a_local * d.dqk, d.h));
   }
-  f->push_back(Gemm("mla_kv_down", d.T, d.kv_lora + d.rope_dim, d.h));
+  Fp8Cast(d, "fp8_cast_mla_kv_down_input", static_cast<double>(d.T) * d.h, f);
+  f->push_back(Linear(d, "mla_kv_down", d.T, d.kv_lora + d.rope_dim, d.h));
   f->push_back(MemoryOp("mla_kv_norm", 2 * e * d.T * d.kv_lora));
-  f->push_back(Gemm("mla_kv_up", d.T, d.a_local * (d.nope_dim + d.dv), d.kv_lora));
+  Fp8Cast(d, "fp8_cast_mla_kv_up_input", static_cast<double>(d.T) * d.kv_lora, f);
+  f->push_back(Linear(d, "mla_kv_up", d.T, d.a_local * (d.nope_dim + d.dv), d.kv_lora));
   f->push_back(MemoryOp("rope", 2 * e * d.T * (d.a_local + 1) * d.rope_dim));
   f->push_back(MemoryOp("mla_k_assemble", 2 * e * d.T * d.a_local * d.dqk));
 }
 
+// FP8: each projection's output gradient is cast before its two GEMMs.
 void MlaBackward(const Dims& d, std::vector<Op>* g) {
   const double e = d.e;
   g->push_back(MemoryOp("mla_k_assemble_bwd", 2 * e * d.T * d.a_local * d.dqk));
   g->push_back(MemoryOp("rope_bwd", 2 * e * d.T * (d.a_local + 1) * d.rope_dim));
-  GemmBackward(Gemm("mla_kv_up", d.T, d.a_local * (d.nope_dim + d.dv), d.kv_lora), "mla_kv_up_dgrad",
+  Fp8Cast(d, "fp8_cast_mla_kv_up_grad", static_cast<double>(d.T) * d.a_local * (d.nope_dim + d.dv), g);
+  GemmBackward(Linear(d, "mla_kv_up", d.T, d.a_local * (d.nope_dim + d.dv), d.kv_lora), "mla_kv_up_dgrad",
                "mla_kv_up_wgrad", g);
   g->push_back(MemoryOp("mla_kv_norm_bwd", 3 * e * d.T * d.kv_lora));
-  GemmBackward(Gemm("mla_kv_down", d.T, d.kv_lora + d.rope_dim, d.h), "mla_kv_down_dgrad", "mla_kv_down_wgrad", g);
+  Fp8Cast(d, "fp8_cast_mla_kv_down_grad", static_cast<double>(d.T) * (d.kv_lora + d.rope_dim), g);
+  GemmBackward(Linear(d, "mla_kv_down", d.T, d.kv_lora + d.rope_dim, d.h), "mla_kv_down_dgrad",
+               "mla_kv_down_wgrad", g);
   if (d.q_lora > 0) {
-    GemmBackward(Gemm("mla_q_up", d.T, d.a_local * d.dqk, d.q_lora), "mla_q_up_dgrad", "mla_q_up_wgrad", g);
+    Fp8Cast(d, "fp8_cast_mla_q_up_grad", static_cast<double>(d.T) * d.a_local * d.dqk, g);
+    GemmBackward(Linear(d, "mla_q_up", d.T, d.a_local * d.dqk, d.q_lora), "mla_q_up_dgrad", "mla_q_up_wgrad", g);
     g->push_back(MemoryOp("mla_q_norm_bwd", 3 * e * d.T * d.q_lora));
-    GemmBackward(Gemm("mla_q_down", d.T, d.q_lora, d.h), "mla_q_down_dgrad", "mla_q_down_wgrad", g);
+    Fp8Cast(d, "fp8_cast_mla_q_down_grad", static_cast<double>(d.T) * d.q_lora, g);
+    GemmBackward(Linear(d, "mla_q_down", d.T, d.q_lora, d.h), "mla_q_down_dgrad", "mla_q_down_wgrad", g);
   } else {
-    GemmBackward(Gemm("mla_q", d.T, d.a_local * d.dqk, d.h), "mla_q_dgrad", "mla_q_wgrad", g);
+    Fp8Cast(d, "fp8_cast_mla_q_grad", static_cast<double>(d.T) * d.a_local * d.dqk, g);
+    GemmBackward(Linear(d, "mla_q", d.T, d.a_local * d.dqk, d.h), "mla_q_dgrad", "mla_q_wgrad", g);
   }
 }
 
@@ -315,8 +329,15 @@ std::vector<Op> LayerForward(const Dims& d) {
   if (d.fp8) {
     // The FP8 copies of the layer's weights and their transposes, cast once
     // per step (first microbatch) and cached: spread over the microbatches.
-    const double weights = static_cast<double>(d.h) * n_qkv + static_cast<double>(d.a_local) * d.d * d.h +
-                           (d.moe ? 0.0 : (d.gated ? 3.0 : 2.0) * d.h * d.f_local);
+    // MLA: W_dq (or W_q), W_uq, W_dkv, W_ukv and W_o of the local heads.
+    const double attention =
+        d.mla ? (d.q_lora > 0 ? static_cast<double>(d.h) * d.q_lora + static_cast<double>(d.q_lora) * d.a_local * d.dqk
+                              : static_cast<double>(d.h) * d.a_local * d.dqk) +
+                    static_cast<double>(d.h) * (d.kv_lora + d.rope_dim) +
+                    static_cast<double>(d.kv_lora) * d.a_local * (d.nope_dim + d.dv) +
+                    static_cast<double>(d.a_local) * d.dv * d.h
+              : static_cast<double>(d.h) * n_qkv + static_cast<double>(d.a_local) * d.d * d.h;
+    const double weights = attention + (d.moe ? 0.0 : (d.gated ? 3.0 : 2.0) * d.h * d.f_local);
     f.push_back(MemoryOp("fp8_cast_weights", d.fp8_weight_cast_bytes * weights / d.num_microbatches));
   }
   f.push_back(MemoryOp(d.ln ? "ln1" : "rmsnorm1", 2 * e * d.T_r * d.h));

@@ -183,13 +183,18 @@ double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int byt
   // shared input in a parallel block), the projection input and the fc2
   // input. MoE: the attention's two, and per routed row (at the busiest
   // rank's share) the expert fc1 and fc2 inputs, and the shared experts'.
+  // MLA: the down projections read the normed input (as QKV does), the
+  // projection input is v_head_dim wide, and the two up projections keep
+  // their latent inputs (q_lora_rank, kv_lora_rank) in FP8 too.
+  const double proj_in = l.T * l.a * m.v_dim();
+  const double mla_up_in = m.mla() ? l.T * (m.q_lora_rank + m.kv_lora_rank) : 0.0;
   if (p.precision == Precision::kFp8 && !m.moe())
-    bytes -= (e - 1) * ((l.norms == 1 ? 1 : 2) * l.T_r * l.h + l.T * l.a * l.d + l.T * l.f);
+    bytes -= (e - 1) * ((l.norms == 1 ? 1 : 2) * l.T_r * l.h + proj_in + l.T * l.f + mla_up_in);
   if (p.precision == Precision::kFp8 && m.moe()) {
     const double rows = ExpertLoadImbalance(p) * ExpertRowsPerRank(m, p);
     const double f_exp = (m.moe_ffn_hidden + p.expert_tp() - 1) / p.expert_tp();
     const double f_sh = (m.shared_ffn_hidden + p.tp - 1) / p.tp;
-    bytes -= (e - 1) * (l.T_r * l.h + l.T * l.a * l.d + rows * l.h + rows * f_exp + l.T * f_sh);
+    bytes -= (e - 1) * (l.T_r * l.h + proj_in + rows * l.h + rows * f_exp + l.T * f_sh + mla_up_in);
   }
   // Selective recompute: the attention core when the plan's modules have it
   // (by default they do), and what the other chosen modules drop.

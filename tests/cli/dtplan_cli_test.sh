@@ -54,7 +54,7 @@ expect 2 "selective recompute of chosen modules" -- "$DTPLAN" --model "$M/mixtra
 expect 0 "deepseek-v3 \\(HF deepseek_v3: .*671.03B params" -- "$DTPLAN" --model "$H/deepseek-v3.json" --nodes 128 --gpus 8 --top 1 --out "$T/ds.json"
 expect 2 "key 'index_topk'" -- "$DTPLAN" --model <(sed 's/"kv_lora_rank"/"index_topk": 2048, "kv_lora_rank"/' "$H/deepseek-v3.json") --out "$T/x.json"
 expect 2 "precision fp8: profile 'A100-SXM4-80GB' has no FP8 GEMM data" -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --profile a100 --precision fp8 --out "$T/x.json"
-expect 2 "precision fp8 with multi-head latent attention is not modeled" -- "$DTPLAN" --model "$H/deepseek-v3.json" --nodes 128 --gpus 8 --profile h100 --precision fp8 --out "$T/x.json"
+expect 0 "fp8" -- "$DTPLAN" --model "$H/deepseek-v3.json" --nodes 128 --gpus 8 --profile h100 --precision fp8 --top 1 --out "$T/ds-fp8.json"
 expect 0 "fp8" -- "$DTPLAN" --model "$H/mixtral-8x7b.json" --nodes 4 --gpus 8 --profile h100 --precision fp8 --top 1 --out "$T/moe-fp8.json"
 expect 2 "precision 'fp4' is unknown" -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --precision fp4 --out "$T/x.json"
 expect 0 "fp8" -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --profile h100 --precision fp8 --out "$T/fp8.json"

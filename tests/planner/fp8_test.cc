@@ -10,6 +10,7 @@
 #include "planner/cost/layer_ops.h"
 #include "planner/lower/plan_costs.h"
 #include "planner/lower/simulate.h"
+#include "planner/memory/activation_memory.h"
 #include "planner/memory/param_count.h"
 #include "planner/memory/stage_memory.h"
 #include "planner/search/enumerate.h"
@@ -335,6 +336,58 @@ TEST(Fp8, SearchUsesParamGatherWhenAsked) {
   auto bf16 = EnumeratePlans(m, c, k);
   ASSERT_FALSE(bf16.ok());
   EXPECT_NE(bf16.status().message().find("--precision fp8"), std::string::npos) << bf16.status().message();
+}
+
+
+// Multi-head latent attention under FP8 (DeepSeek-V3's own training, and
+// Megatron-LM's MLA built of Transformer Engine linears): every projection
+// GEMM is FP8 with its input and output-gradient casts; the latent inputs
+// of the up projections are kept as 1-byte transposes.
+TEST(Fp8, MlaProjectionsAreFp8) {
+  auto loaded = LoadModel(std::string(DT_SOURCE_DIR) + "/tests/planner/hf_configs/deepseek-v3.json");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  ModelSpec m = *loaded;
+  m.seq_length = 4096;
+  PlanSpec p = Plan(m, Precision::kFp8, 2);
+  p.ep = 8;
+  p.dp = 8;
+  p.etp = 1;
+  ASSERT_TRUE(CheckPrecision(p.precision, m, H100()).ok());
+  const LayerOps layer = TransformerLayerOps(m, p, 2);
+  int mla_gemms = 0;
+  for (const auto* list : {&layer.forward, &layer.backward})
+    for (const Op& op : *list)
+      if (op.kind == OpKind::kGemm && std::string(op.name).rfind("mla_", 0) == 0) {
+        ++mla_gemms;
+        EXPECT_TRUE(op.fp8) << op.name;
+      }
+  EXPECT_EQ(mla_gemms, 12);  // q_down, q_up, kv_down, kv_up: forward, dgrad, wgrad
+  for (const char* name : {"fp8_cast_mla_q_down_input", "fp8_cast_mla_q_up_input", "fp8_cast_mla_kv_down_input",
+                           "fp8_cast_mla_kv_up_input", "fp8_cast_proj_input"})
+    EXPECT_TRUE(HasOp(layer.forward, name)) << name;
+  for (const char* name : {"fp8_cast_mla_q_down_grad", "fp8_cast_mla_q_up_grad", "fp8_cast_mla_kv_down_grad",
+                           "fp8_cast_mla_kv_up_grad"})
+    EXPECT_TRUE(HasOp(layer.backward, name)) << name;
+  // The cached weight casts cover the attention's own matrices (the
+  // experts' are cast in the MoE block): the per-rank attention parameters
+  // without the two latent norms, read bf16 and written FP8 + transpose.
+  double cast = -1;  // the attention block's (the first; the MoE block has its own)
+  for (const Op& op : layer.forward)
+    if (cast < 0 && std::string(op.name) == "fp8_cast_weights") cast = op.bytes;
+  const double attention = static_cast<double>(AttentionParamsPerRank(m, p) - m.q_lora_rank - m.kv_lora_rank);
+  EXPECT_DOUBLE_EQ(cast, 4.0 * attention / p.num_microbatches);
+  // Same FLOPs as bf16.
+  const PlanSpec b = [&] { PlanSpec q = p; q.precision = Precision::kBf16; return q; }();
+  EXPECT_DOUBLE_EQ(SumFlops(TransformerLayerOps(m, b, 2).forward), SumFlops(layer.forward));
+  // Memory: what FP8 saves grows by one byte per token and latent column.
+  auto saved = [&](const ModelSpec& model) {
+    return ActivationBytesPerLayer(model, b, 2) - ActivationBytesPerLayer(model, p, 2);
+  };
+  ModelSpec wider = m;
+  wider.q_lora_rank += 512;
+  const double tokens = static_cast<double>(p.micro_batch) * p.seq_length;
+  EXPECT_DOUBLE_EQ(saved(wider) - saved(m), tokens * 512);
+  EXPECT_GT(saved(m), 0);
 }
 
 }  // namespace
