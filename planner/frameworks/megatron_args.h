@@ -62,6 +62,14 @@ struct MegatronJob {
 // unterminated quote.
 StatusOr<std::vector<std::string>> SplitCommandLine(const std::string& text);
 
+// A Megatron-LM pipeline layout (--pipeline-model-parallel-layout, e.g.
+// "Et|(tt|)*30mL"): stages split by '|', E the embedding (first stage), t
+// (or t*N) decoder layers, m multi-token-prediction layers (last stage
+// only), L the loss (last stage), (...)*N a repeated group. Returns the
+// layers of each model chunk and sets *mtp to the m count; an error names
+// what dtplan does not read.
+StatusOr<std::vector<int>> ParseMegatronLayout(const std::string& layout, int* mtp);
+
 // world: total ranks (0: take it from the launcher prefix; an error when
 // neither gives it). name: the model's name in the result.
 StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int world, const std::string& name);

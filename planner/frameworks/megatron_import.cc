@@ -217,10 +217,40 @@ void ReadLauncher(const std::vector<std::string>& words, int* nodes, int* per_no
   }
 }
 
-// --pipeline-model-parallel-layout: stages split by '|', letters E, t, m, L
-// and "t*N"; chunk c gets the count of its t's; `mtp` the count of m's
-// (multi-token prediction layers), which dtplan places in the last stage.
-StatusOr<std::vector<int>> ParseLayout(const std::string& s, int* mtp) {
+}  // namespace
+
+// Megatron-LM's grouped repetitions "(...)*N" written out (nested groups
+// too); at most kMaxLayoutChars characters, so a hostile count cannot
+// exhaust memory.
+constexpr size_t kMaxLayoutChars = 1 << 16;
+StatusOr<std::string> ExpandLayoutGroups(const std::string& s) {
+  const size_t open = s.rfind('(');  // innermost: no '(' after it
+  if (open == std::string::npos) {
+    if (s.find(')') != std::string::npos) return InvalidArgument("pipeline layout: ')' without '('");
+    return s;
+  }
+  const size_t close = s.find(')', open);
+  if (close == std::string::npos) return InvalidArgument("pipeline layout: '(' without ')'");
+  size_t j = close + 1;
+  if (j >= s.size() || s[j] != '*') return InvalidArgument("pipeline layout: a group '(...)' needs '*N' after it");
+  size_t k = j + 1;
+  while (k < s.size() && k < j + 8 && std::isdigit(static_cast<unsigned char>(s[k]))) ++k;
+  if (k == j + 1) return InvalidArgument("pipeline layout: '(...)*' needs a count");
+  const long n = std::stol(s.substr(j + 1, k - j - 1));
+  const std::string body = s.substr(open + 1, close - open - 1);
+  if (s.size() + static_cast<size_t>(n) * body.size() > kMaxLayoutChars)
+    return InvalidArgument("pipeline layout: expands to more than " + std::to_string(kMaxLayoutChars) + " characters");
+  std::string rep;
+  for (long i = 0; i < n; ++i) rep += body;
+  return ExpandLayoutGroups(s.substr(0, open) + rep + s.substr(k));
+}
+
+// --pipeline-model-parallel-layout: stages split by '|', letters E, t, m, L,
+// "t*N" and grouped repetitions "(...)*N"; chunk c gets the count of its
+// t's; `mtp` the count of m's (multi-token prediction layers), which dtplan
+// places in the last stage.
+StatusOr<std::vector<int>> ParseMegatronLayout(const std::string& layout, int* mtp) {
+  DT_ASSIGN_OR_RETURN(const std::string s, ExpandLayoutGroups(layout));
   std::vector<int> chunks(1, 0);
   bool saw_e = false, saw_l = false;
   *mtp = 0;
@@ -249,13 +279,14 @@ StatusOr<std::vector<int>> ParseLayout(const std::string& s, int* mtp) {
       continue;
     }
     return InvalidArgument(std::string("--pipeline-model-parallel-layout: '") + c +
-                           "' is not read by dtplan (it reads E, t, t*N, m, L and |; grouped repetitions are not "
-                           "modeled)");
+                           "' is not read by dtplan (it reads E, t, t*N, m, L, | and (...)*N)");
   }
   if (!saw_e || !saw_l || s.find('L') < s.rfind('|'))
     return InvalidArgument("--pipeline-model-parallel-layout: dtplan needs E in the first stage and L in the last");
   return chunks;
 }
+
+namespace {
 
 // --moe-layer-freq: 1 (every layer MoE) or the pattern "([0]*K+[1]*N)"
 // (K dense leading layers, Megatron's spelling of DeepSeek's layout); the
@@ -506,7 +537,7 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
   // Layer split (arguments.py validate_args; pipeline_parallel_layer_layout.py).
   if (has("--pipeline-model-parallel-layout")) {
     int layout_mtp = 0;
-    DT_ASSIGN_OR_RETURN(p.layers_per_chunk, ParseLayout(v.at("--pipeline-model-parallel-layout"), &layout_mtp));
+    DT_ASSIGN_OR_RETURN(p.layers_per_chunk, ParseMegatronLayout(v.at("--pipeline-model-parallel-layout"), &layout_mtp));
     if (layout_mtp != m.mtp_layers)
       return InvalidArgument("--pipeline-model-parallel-layout places " + std::to_string(layout_mtp) +
                              " MTP layer(s) ('m') but --mtp-num-layers is " + std::to_string(m.mtp_layers) +

@@ -284,8 +284,12 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
     return bad("'layers_per_chunk' must have pp*vpp = " + num(p.pp * p.vpp) + " entries, has " +
                num(p.layers_per_chunk.size()));
   int sum = 0;
-  for (int l : p.layers_per_chunk) {
-    if (l < 1) return bad("every chunk needs at least one layer; lower pp or vpp");
+  for (size_t c = 0; c < p.layers_per_chunk.size(); ++c) {
+    const int l = p.layers_per_chunk[c];
+    // Megatron-LM's layouts may give the multi-token-prediction modules
+    // and the loss a last chunk of their own ("...|mL"): it holds work.
+    const bool mtp_chunk = l == 0 && m.mtp_layers > 0 && c + 1 == p.layers_per_chunk.size();
+    if (l < 1 && !mtp_chunk) return bad("every chunk needs at least one layer (the last may hold only the MTP modules); lower pp or vpp");
     sum += l;
   }
   if (sum != m.num_layers)

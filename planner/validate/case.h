@@ -51,6 +51,9 @@ struct ValidationCase {
   ClusterSpec cluster;
   SearchConstraints constraints;  // fixed fields; the rest searched
   int64_t dp_bucket_bytes = 0;    // 0: plan default
+  // plan.pipeline_layout (a Megatron-LM layout string): the layers of each
+  // model chunk; empty: the even split. Needs the plan fully fixed.
+  std::vector<int> layers_per_chunk;
   HardwareOverride hardware;
   double measured_s = 0;  // iteration time (kIterationTime; tokens/s already converted)
   MeasuredKind measured_kind = MeasuredKind::kIterationTime;

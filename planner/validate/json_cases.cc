@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <map>
 
+#include "planner/frameworks/megatron_args.h"
 #include "planner/validate/case.h"
 
 namespace dt {
@@ -98,6 +99,17 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
     if (!d.ok()) p.Fail("'moe_dispatcher': " + d.status().message());
     else if (!v.model.moe()) p.Fail("'moe_dispatcher' is set but the model has no experts");
     else k.moe_dispatcher = *d;
+  }
+  // Uneven stages: Megatron-LM's --pipeline-model-parallel-layout, as the
+  // recipe wrote it (e.g. DeepSeek-V3's "Et|(tt|)*30mL").
+  if (p.Has("pipeline_layout")) {
+    int mtp = 0;
+    auto layout = ParseMegatronLayout(p.Str("pipeline_layout"), &mtp);
+    if (!layout.ok()) p.Fail("'pipeline_layout': " + layout.status().message());
+    else if (mtp != v.model.mtp_layers)
+      p.Fail("'pipeline_layout' places " + std::to_string(mtp) + " MTP layers ('m') but the model has " +
+             std::to_string(v.model.mtp_layers));
+    else v.layers_per_chunk = *layout;
   }
   // Combined 1F1B (MoE cases whose recipe overlaps the EP all-to-alls).
   k.moe_a2a_overlap = p.BoolOr("moe_a2a_overlap", false);

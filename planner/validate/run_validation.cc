@@ -61,13 +61,17 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     p.fp8_param_gather = Fp8ParamGatherFor(k, p.zero_stage);
     p.moe_a2a_overlap = k.moe_a2a_overlap;
     if (c.dp_bucket_bytes > 0) p.dp_bucket_bytes = c.dp_bucket_bytes;
-    p.layers_per_chunk = EvenSplit(m.num_layers, p.pp * p.vpp);
+    p.layers_per_chunk = c.layers_per_chunk.empty() ? EvenSplit(m.num_layers, p.pp * p.vpp) : c.layers_per_chunk;
     DT_RETURN_IF_ERROR(Validate(p, m, "case '" + c.id + "'"));
     DT_ASSIGN_OR_RETURN(Prediction pred, SimulatePlan(m, c.cluster, p, hw));
     r.plan = p;
     r.predicted_s = pred.step_time_s;
     r.breakdown = pred.time;
     r.fits = pred.fits;
+  } else if (!c.layers_per_chunk.empty()) {
+    return InvalidArgument("case '" + c.id + "': plan.pipeline_layout needs the plan fully fixed (tp, pp, dp, "
+                           "microbatch_size, schedule, recompute, zero_stage or distributed_optimizer, "
+                           "sequence_parallel, and virtual_stages for the interleaved schedule)");
   } else {
     SearchOptions so;
     so.top = 1;
