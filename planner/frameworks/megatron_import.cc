@@ -35,7 +35,7 @@ const std::set<std::string> kBoolFlags = {
     "--overlap-grad-reduce", "--overlap-param-gather", "--use-rotary-position-embeddings", "--use-rope-scaling",
     "--moe-grouped-gemm", "--multi-latent-attention", "--moe-enable-deepep",
     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--fp8-param-gather",
-    "--overlap-moe-expert-parallel-comm", "--moe-layer-recompute"};
+    "--overlap-moe-expert-parallel-comm", "--moe-layer-recompute", "--qk-layernorm"};
 // Flags that change neither the memory nor the step time dtplan predicts:
 // data, tokenizer files, checkpoints, logging, learning-rate schedule,
 // optimizer hyper-parameters, initialization, kernel fusion switches.
@@ -419,6 +419,7 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
   const bool bias = !has("--disable-bias-linear");
   if (m.linear_bias() != bias) m.linear_bias_set = bias;
   m.qkv_bias = has("--add-qkv-bias") && !bias;
+  m.qk_norm = has("--qk-layernorm");  // Qwen3: a norm over each head's q and k (what dtplan's export writes)
   m.tied_embeddings = !has("--untie-embeddings-and-output-weights");
   if (has("--kv-channels") && get("--kv-channels", 0) * m.heads != m.hidden) m.head_dim_set = static_cast<int>(get("--kv-channels", 0));
   // Megatron's default FFN width (arguments.py validate_args).

@@ -168,15 +168,16 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   }
   double layer_bwd = std::max(attn_bwd, 2 * w * tok.T_r * h + (sp ? 3 : 1) * w * tok.T * h + mlp_bwd);
   // Recompute rebuilds the layer's stored tensors before its backward
-  // (full: the whole layer beyond its stored input; selective: the scores,
-  // except under CP, where each block's are rebuilt inside the ring above,
-  // plus what the plan's other recompute modules dropped, all counted
-  // alive together).
+  // (full: the whole layer beyond its stored input; selective: the scores
+  // of an unfused core, except under CP, where each block's are rebuilt
+  // inside the ring above -- a fused core rebuilds them tile by tile inside
+  // its backward kernel, never whole -- plus what the plan's other
+  // recompute modules dropped, all counted alive together).
   if (p.recompute == Recompute::kFull) {
     layer_bwd += ActivationBytesPerLayerFor(m, p, static_cast<int>(w), Recompute::kNone) -
                  ActivationBytesPerLayerFor(m, p, static_cast<int>(w), Recompute::kFull);
   } else if (p.recompute == Recompute::kSelective) {
-    if (p.Recomputes(kRecomputeCoreAttn) && p.cp == 1)
+    if (p.Recomputes(kRecomputeCoreAttn) && p.cp == 1 && !p.flash_attention)
       layer_bwd += AttentionScoreBytesPerLayer(m, p, static_cast<int>(w));
     layer_bwd += RecomputedModuleBytesPerLayer(m, p, static_cast<int>(w));
   }

@@ -22,10 +22,10 @@ const std::vector<Capability>& CapabilityTable() {
       // the DP group with expert TP = tp (runtime/model/moe_mlp.h); the rows below
       // refuse what it does not execute.
       {Feature::kMixtureOfExperts, "mixture of experts (routed experts, expert parallelism)", true, false,
-       "plan it for GPUs and run the plan in Megatron-LM (dtplan export --framework megatron)"},
+       "plan it for GPUs and run the plan in Megatron-LM (dtplan export --to megatron)"},
       {Feature::kSharedExperts, "shared experts (Qwen2-MoE / DeepSeek style)", false, false,
        "use a Mixtral-style model (routed experts only, e.g. examples/models/mixtral-tiny.json), or run the plan "
-       "in Megatron-LM (dtplan export --framework megatron)"},
+       "in Megatron-LM (dtplan export --to megatron)"},
       {Feature::kUngatedExperts, "mixture of experts in the GPT family (GeLU experts)", false, false,
        "use a Llama-family (SwiGLU) MoE model such as examples/models/mixtral-tiny.json"},
       {Feature::kExpertParallelZero, "ZeRO-1 with expert parallelism (ep > 1)", false, false,
@@ -39,11 +39,11 @@ const std::vector<Capability>& CapabilityTable() {
        "replan with --etp equal to tp (dtrun splits each expert over the TP group and EP over DP), or run the "
        "plan in Megatron-LM (--expert-tensor-parallel-size)"},
       {Feature::kFp8, "FP8 GEMMs (Transformer Engine style)", false, false,
-       "plan it with --precision bf16 for dtrun, or run the FP8 plan in Megatron-LM (dtplan export --framework "
+       "plan it with --precision bf16 for dtrun, or run the FP8 plan in Megatron-LM (dtplan export --to "
        "megatron writes --fp8-format hybrid)"},
       {Feature::kMultiTokenPrediction, "multi-token prediction modules (DeepSeek-V3 MTP)", false, false,
        "set \"mtp_layers\": 0 in the model to train the main model only, or run it in Megatron-LM "
-       "(dtplan export --framework megatron writes --mtp-num-layers)"},
+       "(dtplan export --to megatron writes --mtp-num-layers)"},
       {Feature::kMoeA2aOverlap, "MoE all-to-alls overlapped with another microbatch (combined 1F1B)", false, false,
        "replan without --moe-a2a-overlap (dtrun runs the all-to-alls in line), or run the plan in Megatron-LM "
        "(--overlap-moe-expert-parallel-comm)"},
@@ -54,7 +54,7 @@ const std::vector<Capability>& CapabilityTable() {
        "omit recompute_modules (dtrun recomputes the attention core, Megatron-LM's default), or run the plan in "
        "Megatron-LM (dtplan export --to megatron writes --recompute-modules)"},
       {Feature::kFp8ParamGather, "FP8 parameters all-gathered in FP8 (--fp8-param-gather)", false, false,
-       "plan it with --precision bf16 for dtrun, or run it in Megatron-LM (dtplan export --framework megatron "
+       "plan it with --precision bf16 for dtrun, or run it in Megatron-LM (dtplan export --to megatron "
        "writes --fp8-param-gather)"},
       {Feature::kGptFamily, "the GPT family", true, false, "use a supported model family"},
       {Feature::kLlamaFamily, "the Llama family (RMSNorm, SwiGLU, rotary positions)", true, false,

@@ -187,12 +187,17 @@ TEST(RecomputeModules, StageMemoryStoresLessAndRebuildsOneLayer) {
   // 4 layers x 3 microbatches in flight store less; one layer's are rebuilt.
   EXPECT_DOUBLE_EQ(a.activations - b.activations, 4 * 3 * dropped);
   EXPECT_DOUBLE_EQ(b.temporary - a.temporary, dropped);
-  // Without core_attn the attention core's recompute working set goes: the
-  // stage model counts one layer's score bytes for it, b a_l s^2 e =
-  // 1 * 4 * 1024^2 * 2, even under flash attention (stage_memory.cc).
+  // A fused (flash) core rebuilds no score matrix, so core_attn adds no
+  // working set here and leaving it out changes nothing; an unfused core
+  // rebuilds one layer's scores, b a_l s^2 e = 1 * 4 * 1024^2 * 2.
   const StageMemory c = EstimateStageMemory(m, MoePlan(m, kRecomputeLayernorm | kRecomputeMoeAct), mp, 0, 3);
   EXPECT_DOUBLE_EQ(c.activations, b.activations);
-  EXPECT_DOUBLE_EQ(c.temporary - a.temporary, dropped - 8388608.0);
+  EXPECT_DOUBLE_EQ(c.temporary, b.temporary);
+  PlanSpec unfused = base, unfused_mods = MoePlan(m, kRecomputeLayernorm | kRecomputeMoeAct);
+  unfused.flash_attention = unfused_mods.flash_attention = false;
+  const StageMemory u = EstimateStageMemory(m, unfused, mp, 0, 3);
+  const StageMemory v = EstimateStageMemory(m, unfused_mods, mp, 0, 3);
+  EXPECT_DOUBLE_EQ(u.temporary - v.temporary, 8388608.0 - dropped);
 }
 
 TEST(RecomputeModules, RecomputeOpListsPerModule) {
