@@ -33,6 +33,7 @@ struct DimensionOptions {
   std::optional<bool> sp;
   bool sp_on = false, sp_off = false;  // the --sp / --no-sp flags as parsed
   bool fp8_param_gather = false;  // --fp8-param-gather
+  std::string adam_moments;       // --adam-moments fp32|bf16
   bool moe_a2a_overlap = false;  // --moe-a2a-overlap
 };
 // Copies the fixed dimensions into k; InvalidArgument for a bad

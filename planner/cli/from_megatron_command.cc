@@ -69,7 +69,9 @@ int RunFromMegatron(const PlanOptions& o) {
 
   ModelSpec m = job->model;
   PlanSpec mine = job->plan;
-  mine.grad_bytes = FrameworkGradBytes(Framework::kMegatron, job->bf16);
+  // Megatron-LM's fp32 main gradients, unless the job set them (--main-grads-dtype bf16).
+  const int job_grad_bytes = job->plan.grad_bytes;
+  mine.grad_bytes = job_grad_bytes > 0 ? job_grad_bytes : FrameworkGradBytes(Framework::kMegatron, job->bf16);
   auto mine_pred = SimulatePlan(m, cluster, mine, *hw);
   if (!mine_pred.ok()) return Fail("--from-megatron: " + mine_pred.status().message());
 
@@ -82,11 +84,13 @@ int RunFromMegatron(const PlanOptions& o) {
   k.moe_dispatcher = mine.moe_dispatcher;  // --moe-enable-deepep: the best plan uses DeepEP too
   k.moe_a2a_overlap = mine.moe_a2a_overlap;  // and combined 1F1B when the job has it
   k.fp8_param_gather = mine.fp8_param_gather;  // and FP8 parameters
+  k.adam_moment_bytes = mine.adam_moment_bytes;  // and the job's Adam moment dtype
   // --recompute-modules: the best plan's selective recompute uses the job's
   // modules too (searched plans without recompute, or with full, ignore them).
   if (mine.recompute == Recompute::kSelective) k.recompute_modules = mine.recompute_modules;
   k.framework = *framework;
-  k.grad_bytes = FrameworkGradBytes(*framework, job->bf16);
+  k.grad_bytes = job_grad_bytes > 0 && *framework == Framework::kMegatron ? job_grad_bytes
+                                                                          : FrameworkGradBytes(*framework, job->bf16);
   if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());
   SearchOptions so;
   so.top = o.top;

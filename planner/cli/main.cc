@@ -60,6 +60,10 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
                 "FP8 plans: keep the linear weights in FP8 and all-gather them in FP8 (Megatron-LM's "
                 "--fp8-param-gather; plans with the distributed optimizer, zero 1, only; default off, as in "
                 "Megatron-LM)");
+  app->add_option("--adam-moments", d->adam_moments,
+                  "Adam's m and v in fp32 (default) or bf16 (Megatron-LM's --use-precision-aware-optimizer "
+                  "--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16; the master weights stay fp32); not searched")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   auto* sp_flag = app->add_flag("--sp", d->sp_on, "fix sequence parallelism on");
   app->add_flag("--no-sp", d->sp_off, "fix sequence parallelism off")->excludes(sp_flag);
 }

@@ -33,6 +33,7 @@ Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
   }
   k->moe_a2a_overlap = d.moe_a2a_overlap;
   k->fp8_param_gather = d.fp8_param_gather;
+  if (!d.adam_moments.empty()) k->adam_moment_bytes = d.adam_moments == "bf16" ? 2 : 0;
   if (d.sp_on) k->sequence_parallel = true;
   if (d.sp_off) k->sequence_parallel = false;
   if (!d.schedule.empty()) {

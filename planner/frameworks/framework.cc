@@ -50,6 +50,8 @@ void MegatronReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::str
   if (m.shared_expert_gate)
     out->push_back("no sigmoid gate on the shared expert (Qwen2-MoE) among its v0.14 flags");
   if (m.moe() && !m.gated_mlp()) out->push_back("no mixture of experts without --swiglu in dtplan's export");
+  if (p.adam_moment_bytes == 2 && p.zero_stage != 1)
+    out->push_back("no bf16 Adam moments without the distributed optimizer (--use-precision-aware-optimizer needs it)");
 }
 
 // torchtitan v0.2.2 (torchtitan/config/job_config.py,
@@ -57,6 +59,7 @@ void MegatronReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::str
 void TorchtitanReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::string>* out) {
   if (p.precision == Precision::kFp8) out->push_back("no FP8 in dtplan's torchtitan export (float8 not mapped)");
   if (m.mtp_layers > 0) out->push_back("no multi-token prediction modules in dtplan's torchtitan export");
+  if (p.adam_moment_bytes == 2) out->push_back("no bf16 Adam moments in dtplan's torchtitan export (not mapped)");
   if (m.moe())
     out->push_back("no mixture of experts in dtplan's torchtitan export (its llama3 model is dense)");
   else if (m.family != ModelFamily::kLlama)
@@ -78,6 +81,7 @@ void TorchtitanReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::s
 void DeepSpeedReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::string>* out) {
   if (p.precision == Precision::kFp8) out->push_back("no FP8 in dtplan's DeepSpeed export (not mapped)");
   if (m.mtp_layers > 0) out->push_back("no multi-token prediction modules in dtplan's DeepSpeed export");
+  if (p.adam_moment_bytes == 2) out->push_back("no bf16 Adam moments in dtplan's DeepSpeed export (not mapped)");
   if (m.moe()) out->push_back("no mixture of experts in dtplan's DeepSpeed export (not mapped)");
   if (p.sequence_parallel) out->push_back("no Megatron-style sequence parallelism (AutoTP shards weights only)");
   if (p.cp > 1) out->push_back("no ring context parallelism (DeepSpeed-Ulysses shards heads instead)");

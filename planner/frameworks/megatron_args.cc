@@ -151,6 +151,11 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
       break;
   }
   if (p.dp * p.cp > 1) add("--overlap-grad-reduce");  // dtplan prices the bucketed overlap
+  if (p.adam_moment_bytes == 2) {  // bf16 Adam moments (TE FusedAdam; needs the distributed optimizer)
+    add("--use-precision-aware-optimizer");
+    add("--exp-avg-dtype", "bf16");
+    add("--exp-avg-sq-dtype", "bf16");
+  }
   if (bf16) add("--bf16");
   if (p.precision == Precision::kFp8) {  // Transformer Engine FP8 GEMMs, delayed scaling (docs/fp8.md)
     add("--fp8-format", "hybrid");

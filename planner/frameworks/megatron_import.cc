@@ -27,7 +27,8 @@ const std::set<std::string> kStringFlags = {
     "--attention-backend", "--data-parallel-sharding-strategy", "--pipeline-model-parallel-layout",
     "--tokenizer-type", "--attention-dropout", "--hidden-dropout", "--rotary-base", "--norm-epsilon",
     "--rotary-seq-len-interpolation-factor", "--moe-token-dispatcher-type", "--moe-layer-freq", "--fp8-format",
-    "--fp8-recipe", "--recompute-modules"};
+    "--fp8-recipe", "--recompute-modules", "--exp-avg-dtype", "--exp-avg-sq-dtype", "--main-params-dtype",
+    "--main-grads-dtype"};
 const std::set<std::string> kBoolFlags = {
     "--group-query-attention", "--swiglu", "--disable-bias-linear", "--add-qkv-bias",
     "--untie-embeddings-and-output-weights", "--sequence-parallel", "--use-distributed-optimizer",
@@ -35,7 +36,8 @@ const std::set<std::string> kBoolFlags = {
     "--overlap-grad-reduce", "--overlap-param-gather", "--use-rotary-position-embeddings", "--use-rope-scaling",
     "--moe-grouped-gemm", "--multi-latent-attention", "--moe-enable-deepep",
     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--fp8-param-gather",
-    "--overlap-moe-expert-parallel-comm", "--moe-layer-recompute", "--qk-layernorm"};
+    "--overlap-moe-expert-parallel-comm", "--moe-layer-recompute", "--qk-layernorm",
+    "--use-precision-aware-optimizer"};
 // Flags that change neither the memory nor the step time dtplan predicts:
 // data, tokenizer files, checkpoints, logging, learning-rate schedule,
 // optimizer hyper-parameters, initialization, kernel fusion switches.
@@ -664,6 +666,27 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
       return InvalidArgument("--fp8-param-gather is modeled with the distributed optimizer only; add "
                              "--use-distributed-optimizer (Megatron-FSDP / torch FSDP2 with FP8 parameters are not modeled)");
     p.fp8_param_gather = true;
+  }
+  // Precision-aware optimizer (Transformer Engine's FusedAdam): Adam's m and
+  // v in a narrower dtype, the master weights and main gradients as given.
+  if (has("--use-precision-aware-optimizer")) {
+    const std::string avg = str("--exp-avg-dtype", "fp32"), sq = str("--exp-avg-sq-dtype", "fp32");
+    if (avg != sq)
+      return InvalidArgument("--exp-avg-dtype " + avg + " with --exp-avg-sq-dtype " + sq +
+                             ": Adam moments of two different dtypes are not modeled; give both the same");
+    if (avg == "bf16" || avg == "fp16") p.adam_moment_bytes = 2;
+    else if (avg != "fp32")
+      return InvalidArgument("--exp-avg-dtype " + avg + " is not modeled (dtplan models fp32, bf16 and fp16 moments)");
+    if (str("--main-params-dtype", "fp32") != "fp32")
+      return InvalidArgument("--main-params-dtype " + str("--main-params-dtype", "") +
+                             " is not modeled (dtplan keeps fp32 master weights)");
+    const std::string grads = str("--main-grads-dtype", "fp32");
+    if (grads == "bf16") p.grad_bytes = 2;
+    else if (grads != "fp32") return InvalidArgument("--main-grads-dtype " + grads + " is not modeled");
+  } else if (has("--exp-avg-dtype") || has("--exp-avg-sq-dtype") || has("--main-params-dtype") ||
+             has("--main-grads-dtype")) {
+    job.notes.push_back("--exp-avg-dtype / --exp-avg-sq-dtype / --main-params-dtype / --main-grads-dtype have no effect "
+                        "without --use-precision-aware-optimizer (as in Megatron-LM)");
   }
   if (has("--fp16")) job.notes.push_back("--fp16 is priced as bf16 (same bytes and tensor-core rate)");
   if (p.dp * p.cp > 1 && !has("--overlap-grad-reduce"))

@@ -34,6 +34,10 @@ inline MemoryParams MemoryParamsFor(const HardwareProfile& hw, const PlanSpec& p
     mp.unit_working_bytes = 8;
   }
   if (p.grad_bytes > 0) mp.grad_bytes = p.grad_bytes;
+  // Adam moments narrower than fp32: m and v at adam_moment_bytes each,
+  // beside the fp32 master copy (mixed precision; an fp32 plan's weights
+  // are their own master).
+  if (p.adam_moment_bytes > 0) mp.optimizer_bytes = (mp.weight_bytes == 4 ? 0 : 4) + 2 * p.adam_moment_bytes;
   return mp;
 }
 

@@ -314,7 +314,10 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     Op op;
     op.kind = OpKind::kMemoryBound;
     op.name = "optimizer";
-    op.bytes = params * hw.compute.optimizer_bytes_per_param;
+    // The profile's bytes per parameter read and write fp32 moments; bf16
+    // ones (PlanSpec::adam_moment_bytes) move 2 x 2 bytes less each way.
+    const double narrower = p.adam_moment_bytes > 0 ? 4.0 * (4 - p.adam_moment_bytes) : 0.0;
+    op.bytes = params * std::max(0.0, hw.compute.optimizer_bytes_per_param - narrower);
     pc.optimizer[s] = OpTime(op, hw) + hw.compute.step_overhead_s;
   }
   return pc;

@@ -48,6 +48,7 @@ struct SearchConstraints {
   // the others are counted among the rejections with the reason.
   Framework framework = Framework::kAny;
   int grad_bytes = 0;  // copied into every plan (PlanSpec::grad_bytes)
+  int adam_moment_bytes = 0;  // copied into every plan (PlanSpec::adam_moment_bytes), not searched
 };
 
 // PlanSpec::fp8_param_gather for a plan of these constraints with the given

@@ -219,6 +219,7 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   p.moe_dispatcher = k.moe_dispatcher;
                   p.dropout = k.dropout;
                   p.grad_bytes = k.grad_bytes;
+                  p.adam_moment_bytes = k.adam_moment_bytes;
                   p.precision = k.precision;
                   p.moe_a2a_overlap = k.moe_a2a_overlap;
                   if (p.moe_a2a_overlap) {

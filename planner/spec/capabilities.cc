@@ -81,6 +81,9 @@ const std::vector<Capability>& CapabilityTable() {
        "replan with --zero 1 or --precision fp32"},
       {Feature::kBf16Fp32Grads, "fp32 main gradients under bf16 (grad_bytes 4)", false, false,
        "set grad_bytes to 0 (the runtime keeps bf16 gradients) or plan with --precision fp32"},
+      {Feature::kBf16AdamMoments, "bf16 Adam moments (a precision-aware optimizer)", false, false,
+       "replan without --adam-moments bf16 (dtrun keeps fp32 moments), or run the plan in Megatron-LM "
+       "(dtplan export --to megatron writes --use-precision-aware-optimizer)"},
   };
   return table;
 }
@@ -133,6 +136,7 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kBf16: u = p.precision == Precision::kBf16; break;
       case Feature::kBf16ZeroSharded: u = p.precision == Precision::kBf16 && p.zero_stage >= 2; break;
       case Feature::kBf16Fp32Grads: u = p.precision == Precision::kBf16 && p.grad_bytes == 4; break;
+      case Feature::kBf16AdamMoments: u = p.adam_moment_bytes == 2; break;
     }
     if (u) used.push_back(c.feature);
   }
@@ -161,6 +165,7 @@ std::string Where(const ModelSpec& m, const PlanSpec& p, Feature f) {
     case Feature::kBf16: return "plan has precision=bf16";
     case Feature::kBf16ZeroSharded: return "plan has precision=bf16 and zero_stage=" + std::to_string(p.zero_stage);
     case Feature::kBf16Fp32Grads: return "plan has precision=bf16 and grad_bytes=4";
+    case Feature::kBf16AdamMoments: return "plan has adam_moment_bytes=2";
     case Feature::kRecomputeModules:
       return "plan has recompute_modules [" + RecomputeModulesString(p.recompute_modules, ", ") + "]";
     case Feature::kTrainingStep: return "plan";

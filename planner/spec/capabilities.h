@@ -52,6 +52,7 @@ enum class Feature {
   kBf16,                   // precision bf16: bf16 storage, fp32 master weights and Adam
   kBf16ZeroSharded,        // precision bf16 with ZeRO-2/3
   kBf16Fp32Grads,          // precision bf16 with grad_bytes 4 (fp32 main gradients)
+  kBf16AdamMoments,        // PlanSpec::adam_moment_bytes 2 (bf16 Adam m and v)
 };
 
 struct Capability {

@@ -334,6 +334,7 @@ json ToJson(const PlanSpec& p) {
   if (p.force_balanced_routing) j["force_balanced_routing"] = true;                 // absent: false
   if (p.moe_dispatcher != MoeDispatcher::kAllToAll) j["moe_dispatcher"] = ToString(p.moe_dispatcher);  // absent: alltoall
   if (p.fp8_param_gather) j["fp8_param_gather"] = true;                             // absent: false
+  if (p.adam_moment_bytes != 0) j["adam_moment_bytes"] = p.adam_moment_bytes;        // absent: 0 (fp32 moments)
   if (p.moe_a2a_overlap) j["moe_a2a_overlap"] = true;                               // absent: false
   if (p.recompute_modules != kDefaultRecomputeModules)                              // absent: [core_attn]
     j["recompute_modules"] = RecomputeModuleNames(p.recompute_modules);
@@ -416,6 +417,9 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   p.grad_bytes = IntField(r, "grad_bytes", 0);
   if (r.ok() && p.grad_bytes != 0 && p.grad_bytes != 2 && p.grad_bytes != 4)
     r.Fail("'grad_bytes' must be 0 (the profile's), 2 or 4");
+  p.adam_moment_bytes = IntField(r, "adam_moment_bytes", 0);
+  if (r.ok() && p.adam_moment_bytes != 0 && p.adam_moment_bytes != 2 && p.adam_moment_bytes != 4)
+    r.Fail("'adam_moment_bytes' must be 0 (fp32, the default), 2 (bf16) or 4 (fp32)");
   p.dp_bucket_bytes = r.IntOr("dp_bucket_bytes", p.dp_bucket_bytes);
   p.order = r.StrOr("order", p.order);
   if (r.Has("layers_per_chunk")) {
@@ -510,6 +514,7 @@ std::string Describe(const PlanSpec& p) {
      << p.zero_stage;
   if (p.precision != Precision::kProfile) os << " " << ToString(p.precision);  // absent: the profile's dtype
   if (p.fp8_param_gather) os << " fp8-params";
+  if (p.adam_moment_bytes == 2) os << " bf16-moments";
   if (p.moe_a2a_overlap) os << " a2a-overlap";
   return os.str();
 }

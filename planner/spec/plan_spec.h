@@ -153,6 +153,13 @@ struct PlanSpec {
   // (2 for bf16, 4 for fp32). 4 on a bf16 profile: fp32 main gradients, as
   // Megatron-LM keeps them by default (planner/frameworks, docs/frameworks.md).
   int grad_bytes = 0;
+  // Bytes per Adam moment (m and v) element; 0: 4 (fp32, the default of
+  // Megatron-LM, DeepSpeed and torch). 2: bf16 moments, Megatron-LM's
+  // --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype
+  // bf16 (Transformer Engine's FusedAdam; the master weights stay fp32).
+  // A software choice, never searched; memory and the optimizer step's
+  // bytes (planner/lower/memory_params_for.h, plan_costs.cc).
+  int adam_moment_bytes = 0;
   int64_t dp_bucket_bytes = 40LL << 20;  // DP gradient bucket (Megatron default 40M elems ~)
   std::vector<int> layers_per_chunk;  // size pp*vpp; see header comment
   std::string order = "tp-cp-dp-pp";  // rank grid, innermost first

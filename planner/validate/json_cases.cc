@@ -116,6 +116,12 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   if (k.moe_a2a_overlap && !v.model.moe()) p.Fail("'moe_a2a_overlap' is set but the model has no experts");
   // --fp8-param-gather (FP8 cases): absent or null = off, Megatron-LM's default.
   k.fp8_param_gather = p.BoolOr("fp8_param_gather", false);
+  // Adam moments: "fp32" (absent) or "bf16" (a precision-aware optimizer).
+  if (p.Has("adam_moments")) {
+    const std::string am = p.Str("adam_moments");
+    if (am == "bf16") k.adam_moment_bytes = 2;
+    else if (am != "fp32") p.Fail("'adam_moments' must be \"fp32\" or \"bf16\", is \"" + am + "\"");
+  }
   // Fused attention unless the case says otherwise; the SC21 measurements
   // predate FlashAttention (2022), so their Megatron ran the unfused core.
   const std::string source = top.StrOr("source", "");
