@@ -39,7 +39,7 @@ struct Bounds {
 
 Bounds BoundsOf(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p, const HardwareProfile& hw) {
   Bounds b;
-  const MemoryParams mp = MemoryParamsFor(hw);
+  const MemoryParams mp = MemoryParamsFor(hw, p);  // the plan's precision and Adam moments
   // Compute: the average device's FLOPs (the busiest does at least that).
   b.compute = StepFlops(m, p, /*with_recompute=*/true) / p.world() / hw.device.peak_flops;
   const GroupTopology grad = GradGroupTopology(p, c.gpus_per_node);
@@ -93,6 +93,7 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
     const char* profile;
     int64_t batch;
     bool moe_a2a_overlap = false;  // combined 1F1B: all-to-alls hidden behind another microbatch
+    int adam_moment_bytes = 0;     // 2: bf16 Adam moments
   };
   ModelSpec small = testing_models::Gpt(2048, 16, 24);
   ModelSpec mid = testing_models::Gpt(5120, 40, 40);
@@ -113,6 +114,21 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
   moe.moe_ffn_hidden = 5632;
   ModelSpec llama_mtp = llama;  // with a multi-token-prediction module on the last stage
   llama_mtp.mtp_layers = 1;
+  // GPT-OSS-shaped: alternating 128-key windows (attention priced by the
+  // tiles a window visits), attention sinks, biases on every linear and
+  // expert; q width (32 x 64) apart from hidden.
+  ModelSpec windowed = moe;
+  windowed.num_layers = 12;
+  windowed.heads = 32;
+  windowed.head_dim_set = 64;
+  windowed.seq_length = 4096;
+  windowed.num_experts = 16;
+  windowed.moe_top_k = 4;
+  windowed.moe_ffn_hidden = 1024;
+  windowed.linear_bias_set = true;
+  windowed.attention_sinks = true;
+  windowed.sliding_window = 128;
+  windowed.sliding_window_pattern = 2;
   std::vector<Case> cases = {
       {small, {1, 8, "gpu"}, "A100-SXM4-80GB", 64},   {small, {4, 8, "gpu"}, "H100-SXM5-80GB", 256},
       {mid, {8, 8, "gpu"}, "A100-SXM4-80GB", 512},    {llama, {2, 8, "gpu"}, "H100-SXM5-80GB", 128},
@@ -120,6 +136,7 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
       {moe, {4, 8, "gpu"}, "H100-SXM5-80GB", 256},
       {moe, {4, 8, "gpu"}, "H100-SXM5-80GB", 256, true},
       {llama_mtp, {2, 8, "gpu"}, "H100-SXM5-80GB", 128},
+      {windowed, {4, 8, "gpu"}, "H100-SXM5-80GB", 256, false, 2},
   };
   std::mt19937_64 rng(20261123);
   int checked = 0, nic_bound_active = 0;
@@ -131,6 +148,7 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
     k.global_batch = cs.batch;
     k.seq_length = cs.m.seq_length;
     k.moe_a2a_overlap = cs.moe_a2a_overlap;
+    k.adam_moment_bytes = cs.adam_moment_bytes;
     auto e = EnumeratePlans(cs.m, cs.c, k);
     ASSERT_TRUE(e.ok()) << e.status().message();
     std::vector<PlanSpec> plans = e->plans;
