@@ -12,6 +12,8 @@
 #include "planner/cost/flops.h"
 #include "planner/cost/layer_ops.h"
 #include "planner/lower/plan_costs.h"
+#include "planner/lower/simulate.h"
+#include "planner/search/enumerate.h"
 #include "planner/memory/param_count.h"
 #include "planner/profile/profile.h"
 #include "planner/spec/capabilities.h"
@@ -239,6 +241,31 @@ TEST(SlidingWindow, ContextParallelWithAWindowIsRefused) {
   EXPECT_NE(s.message().find("sliding-window"), std::string::npos) << s.message();
   p.seq_length = 128;  // the window covers the sequence: no window in effect
   EXPECT_TRUE(Validate(p, m, "plan").ok()) << Validate(p, m, "plan").message();
+}
+
+
+// The search prunes by a lower bound built from the same chunk costs: with
+// windowed layers it must stay below every simulated step.
+TEST(SlidingWindow, LowerBoundStaysBelowTheSimulation) {
+  const ModelSpec m = GptOss120b();
+  const HardwareProfile hw = LoadProfile("h100").value();
+  const ClusterSpec c = testing_models::Cluster(8, 8);
+  SearchConstraints k;
+  k.global_batch = 512;
+  k.seq_length = 4096;
+  k.force_balanced_routing = true;
+  auto e = EnumeratePlans(m, c, k);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  ASSERT_GT(e->plans.size(), 100u);
+  int checked = 0;
+  for (size_t i = 0; i < e->plans.size(); i += e->plans.size() / 100) {
+    const PlanSpec& p = e->plans[i];
+    auto pred = SimulatePlan(m, c, p, hw);
+    ASSERT_TRUE(pred.ok()) << Describe(p) << ": " << pred.status().message();
+    EXPECT_LE(StepTimeLowerBound(p, ComputePlanCosts(m, c, p, hw)), pred->step_time_s * (1 + 1e-9)) << Describe(p);
+    ++checked;
+  }
+  EXPECT_GE(checked, 100);
 }
 
 }  // namespace
