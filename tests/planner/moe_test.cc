@@ -24,6 +24,7 @@
 #include "planner/spec/capabilities.h"
 #include "planner/spec/plan_spec.h"
 #include "planner/spec/rank_grid.h"
+#include "tests/planner/test_models.h"
 
 namespace dt {
 namespace {
@@ -33,25 +34,7 @@ std::string Fixture(const std::string& name) {
 }
 
 // A small Mixtral-shaped model: 8 SwiGLU experts, top-2.
-ModelSpec MiniMoe(int shared = 0) {
-  ModelSpec m;
-  m.family = ModelFamily::kLlama;
-  m.name = "mini-moe";
-  m.num_layers = 4;
-  m.hidden = 512;
-  m.heads = 8;
-  m.kv_heads = 8;
-  m.ffn_hidden = 1024;
-  m.vocab = 1024;
-  m.seq_length = 256;
-  m.max_position = 256;
-  m.tied_embeddings = false;
-  m.num_experts = 8;
-  m.moe_top_k = 2;
-  m.moe_ffn_hidden = 1024;
-  m.shared_ffn_hidden = shared;
-  return m;
-}
+ModelSpec MiniMoe(int shared = 0) { return testing_models::SmallMoe("mini-moe", 512, 256, 1024, shared); }
 
 PlanSpec Plan(const ModelSpec& m, int dp, int tp, int ep, int zero = 1) {
   PlanSpec p;

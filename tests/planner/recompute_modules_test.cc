@@ -25,25 +25,7 @@ using testing_models::Gpt;
 
 // A Llama-style MoE: h 1024, 8 heads, 8 experts top-2 of width 512, a
 // shared expert of width 1024, SwiGLU, 4 layers.
-ModelSpec Moe(int shared = 1024) {
-  ModelSpec m;
-  m.family = ModelFamily::kLlama;
-  m.name = "rm-moe";
-  m.num_layers = 4;
-  m.hidden = 1024;
-  m.heads = 8;
-  m.kv_heads = 8;
-  m.ffn_hidden = 2048;
-  m.vocab = 1024;
-  m.seq_length = 1024;
-  m.max_position = 1024;
-  m.tied_embeddings = false;
-  m.num_experts = 8;
-  m.moe_top_k = 2;
-  m.moe_ffn_hidden = 512;
-  m.shared_ffn_hidden = shared;
-  return m;
-}
+ModelSpec Moe(int shared = 1024) { return testing_models::SmallMoe("rm-moe", 1024, 1024, 512, shared); }
 
 // dp 2, tp 2 + SP, ep 2, mbs 1, seq 1024, flash attention: T = 1024 tokens,
 // T_r = 512, etp = tp = 2, routed rows 512 * 2 * 2 = 2048 balanced, 2560 at

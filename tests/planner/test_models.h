@@ -22,6 +22,29 @@ inline ModelSpec Gpt(int h, int a, int layers) {
   return m;
 }
 
+// A Llama-style MoE of 4 layers, 8 heads, 8 SwiGLU experts top-2 of width
+// moe_ffn (a dense FFN of 2 * hidden), an untied head, vocabulary 1024, and
+// a shared expert of width `shared` (0: none).
+inline ModelSpec SmallMoe(const char* name, int hidden, int seq, int moe_ffn, int shared) {
+  ModelSpec m;
+  m.family = ModelFamily::kLlama;
+  m.name = name;
+  m.num_layers = 4;
+  m.hidden = hidden;
+  m.heads = 8;
+  m.kv_heads = 8;
+  m.ffn_hidden = 2 * hidden;
+  m.vocab = 1024;
+  m.seq_length = seq;
+  m.max_position = seq;
+  m.tied_embeddings = false;
+  m.num_experts = 8;
+  m.moe_top_k = 2;
+  m.moe_ffn_hidden = moe_ffn;
+  m.shared_ffn_hidden = shared;
+  return m;
+}
+
 // A cluster of `nodes` x `gpus` devices.
 inline ClusterSpec Cluster(int nodes, int gpus) {
   ClusterSpec c;
