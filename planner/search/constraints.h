@@ -49,6 +49,11 @@ struct SearchConstraints {
   Framework framework = Framework::kAny;
   int grad_bytes = 0;  // copied into every plan (PlanSpec::grad_bytes)
   int adam_moment_bytes = 0;  // copied into every plan (PlanSpec::adam_moment_bytes), not searched
+  // Layer splits tried for pp > 1: the even one and the one that counts the
+  // embedding and head as layers (AccountedSplit, plan_spec.h), or just one
+  // of them (a validation case reproduces its recipe's split).
+  enum class Split { kBoth, kEven, kAccounted };
+  Split split = Split::kBoth;
 };
 
 // PlanSpec::fp8_param_gather for a plan of these constraints with the given

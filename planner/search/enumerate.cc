@@ -253,7 +253,21 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                       continue;
                     }
                   }
-                  e.plans.push_back(std::move(p));
+                  // The split that counts the embedding and the head (and
+                  // MTP modules) as layers, beside the even one: it
+                  // balances the end stages and can fit where the even
+                  // split does not (PlanSpec AccountedSplit).
+                  using Split = SearchConstraints::Split;
+                  std::vector<int> accounted =
+                      pp > 1 && k.split != Split::kEven ? AccountedSplit(m, pp * vpp) : std::vector<int>{};
+                  if (!accounted.empty()) {
+                    PlanSpec q = p;
+                    q.layers_per_chunk = std::move(accounted);
+                    if (k.split == Split::kBoth) ++e.plans_considered;
+                    e.plans.push_back(std::move(q));
+                  }
+                  // kAccounted keeps the even split only where the two agree.
+                  if (k.split != Split::kAccounted || accounted.empty()) e.plans.push_back(std::move(p));
                 }
                 }  // etp
               }

@@ -152,6 +152,24 @@ std::vector<int> EvenSplit(int layers, int chunks) {
   return v;
 }
 
+std::vector<int> AccountedSplit(const ModelSpec& m, int chunks) {
+  if (chunks < 2) return {};
+  const int head = 1 + m.mtp_layers;
+  std::vector<int> v = EvenSplit(m.num_layers + 1 + head, chunks);
+  v.front() -= 1;
+  v.back() -= head;
+  if (v.front() < 1 || v.back() < (m.mtp_layers > 0 ? 0 : 1)) return {};
+  if (v == EvenSplit(m.num_layers, chunks)) return {};
+  return v;
+}
+
+bool UnevenSplit(const PlanSpec& p) {
+  int layers = 0;
+  for (int l : p.layers_per_chunk) layers += l;
+  return !p.layers_per_chunk.empty() &&
+         p.layers_per_chunk != EvenSplit(layers, static_cast<int>(p.layers_per_chunk.size()));
+}
+
 Status CheckRecomputeModules(const PlanSpec& p, const ModelSpec& m) {
   if (p.recompute_modules == kDefaultRecomputeModules) return Status::Ok();
   auto bad = [](const std::string& s) { return InvalidArgument(s); };
@@ -516,6 +534,17 @@ std::string Describe(const PlanSpec& p) {
   if (p.fp8_param_gather) os << " fp8-params";
   if (p.adam_moment_bytes == 2) os << " bf16-moments";
   if (p.moe_a2a_overlap) os << " a2a-overlap";
+  if (UnevenSplit(p)) {
+    os << " layers=";
+    const std::vector<int>& l = p.layers_per_chunk;
+    for (size_t a = 0; a < l.size();) {
+      size_t b = a;
+      while (b < l.size() && l[b] == l[a]) ++b;
+      os << (a ? "," : "") << l[a];
+      if (b - a > 1) os << "*" << (b - a);
+      a = b;
+    }
+  }
   return os.str();
 }
 

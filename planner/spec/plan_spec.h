@@ -189,6 +189,19 @@ struct PlanSpec {
 // more layer (so the last chunk, which also holds the LM head, is lighter).
 std::vector<int> EvenSplit(int layers, int chunks);
 
+// The split that counts the embedding as one layer of the first chunk and
+// the LM head + loss, and each multi-token-prediction module, as one layer
+// of the last (Megatron-LM's --account-for-embedding-in-pipeline-split and
+// --account-for-loss-in-pipeline-split; Megatron-Bridge's DeepSeek-V3
+// layout "Et|(tt|)*30mL" is this split of 61 + 1 + 2 units over 32
+// chunks): EvenSplit of the units, less those from the two end chunks. Empty
+// when it equals EvenSplit or leaves the first chunk (or, without MTP, the
+// last) with no decoder layer. The search tries it beside the even split.
+std::vector<int> AccountedSplit(const ModelSpec& m, int chunks);
+// True when layers_per_chunk is not the EvenSplit of its layers; Describe
+// then shows the split, runs compacted ("layers=1,2*30,0").
+bool UnevenSplit(const PlanSpec& p);
+
 // Checks internal consistency and against the model (heads % tp, layer sum).
 Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where);
 

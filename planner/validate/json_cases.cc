@@ -100,6 +100,12 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
     else if (!v.model.moe()) p.Fail("'moe_dispatcher' is set but the model has no experts");
     else k.moe_dispatcher = *d;
   }
+  // The layer split of the recipe: even (Megatron-LM's default) unless the
+  // case counts the embedding and loss as layers (Megatron-LM's
+  // --account-for-embedding-in-pipeline-split and --account-for-loss-in-
+  // pipeline-split) or gives a layout.
+  k.split = p.BoolOr("account_for_embedding_and_loss", false) ? SearchConstraints::Split::kAccounted
+                                                              : SearchConstraints::Split::kEven;
   // Uneven stages: Megatron-LM's --pipeline-model-parallel-layout, as the
   // recipe wrote it (e.g. DeepSeek-V3's "Et|(tt|)*30mL").
   if (p.Has("pipeline_layout")) {

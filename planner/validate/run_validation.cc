@@ -63,6 +63,10 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     p.adam_moment_bytes = k.adam_moment_bytes;
     if (c.dp_bucket_bytes > 0) p.dp_bucket_bytes = c.dp_bucket_bytes;
     p.layers_per_chunk = c.layers_per_chunk.empty() ? EvenSplit(m.num_layers, p.pp * p.vpp) : c.layers_per_chunk;
+    if (c.layers_per_chunk.empty() && k.split == SearchConstraints::Split::kAccounted) {
+      std::vector<int> accounted = AccountedSplit(m, p.pp * p.vpp);
+      if (!accounted.empty()) p.layers_per_chunk = std::move(accounted);
+    }
     DT_RETURN_IF_ERROR(Validate(p, m, "case '" + c.id + "'"));
     DT_ASSIGN_OR_RETURN(Prediction pred, SimulatePlan(m, c.cluster, p, hw));
     r.plan = p;
