@@ -260,14 +260,15 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   using Split = SearchConstraints::Split;
                   std::vector<int> accounted =
                       pp > 1 && k.split != Split::kEven ? AccountedSplit(m, pp * vpp) : std::vector<int>{};
-                  if (!accounted.empty()) {
+                  const bool has_accounted = !accounted.empty();
+                  if (has_accounted) {
                     PlanSpec q = p;
                     q.layers_per_chunk = std::move(accounted);
                     if (k.split == Split::kBoth) ++e.plans_considered;
                     e.plans.push_back(std::move(q));
                   }
                   // kAccounted keeps the even split only where the two agree.
-                  if (k.split != Split::kAccounted || accounted.empty()) e.plans.push_back(std::move(p));
+                  if (k.split != Split::kAccounted || !has_accounted) e.plans.push_back(std::move(p));
                 }
                 }  // etp
               }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "planner/frameworks/megatron_args.h"
+#include "planner/search/enumerate.h"
 #include "planner/validate/case.h"
 #include "planner/validate/run_validation.h"
 #include "tests/planner/test_models.h"
@@ -88,6 +89,65 @@ TEST(PipelineLayout, CasesUseTheLayoutOnFullyFixedPlans) {
   cases = JsonCasesFromText(Case("Et|tt|tt|tL", true), "t.json");
   ASSERT_TRUE(cases.ok());
   EXPECT_NE((*cases)[0].invalid.find("pipeline_layout"), std::string::npos) << (*cases)[0].invalid;
+}
+
+
+TEST(PipelineLayout, AccountedSplitCountsEmbeddingHeadAndMtpAsLayers) {
+  ModelSpec v3 = WithMtp(1);
+  v3.num_layers = 61;
+  std::vector<int> want(32, 2);
+  want.front() = 1;
+  want.back() = 0;
+  EXPECT_EQ(AccountedSplit(v3, 32), want);  // Megatron-Bridge's "Et|(tt|)*30mL"
+  ModelSpec qwen = WithMtp(0);
+  qwen.num_layers = 94;
+  std::vector<int> q(32, 3);
+  q.front() = q.back() = 2;
+  EXPECT_EQ(AccountedSplit(qwen, 32), q);
+  qwen.num_layers = 32;  // 34 units: 9, 9, 8, 8, less the embedding and the head at the ends
+  EXPECT_EQ(AccountedSplit(qwen, 4), (std::vector<int>{8, 9, 8, 7}));
+  EXPECT_TRUE(AccountedSplit(qwen, 1).empty());  // no pipeline
+  qwen.num_layers = 4;
+  EXPECT_TRUE(AccountedSplit(qwen, 4).empty());  // would leave a chunk without a layer
+  // Describe shows a split that is not the even one.
+  PlanSpec p;
+  p.pp = 8;
+  p.vpp = 4;
+  p.layers_per_chunk = want;
+  EXPECT_NE(Describe(p).find("layers=1,2*30,0"), std::string::npos) << Describe(p);
+  p.layers_per_chunk = EvenSplit(61, 32);
+  EXPECT_EQ(Describe(p).find("layers="), std::string::npos) << Describe(p);
+}
+
+TEST(PipelineLayout, SearchTriesBothSplitsUnlessTold) {
+  ModelSpec m = WithMtp(0);
+  m.num_layers = 30;
+  m.seq_length = 2048;
+  const ClusterSpec c = testing_models::Cluster(1, 8);
+  SearchConstraints k;
+  k.global_batch = 64;
+  k.seq_length = 2048;
+  k.pp = 4;
+  k.tp = 2;
+  auto count = [&](SearchConstraints::Split split) {
+    k.split = split;
+    int even = 0, accounted = 0;
+    const auto e = EnumeratePlans(m, c, k);
+    EXPECT_TRUE(e.ok()) << e.status().message();
+    for (const PlanSpec& p : e->plans) {
+      if (p.layers_per_chunk == EvenSplit(m.num_layers, p.num_chunks())) ++even;
+      else if (p.layers_per_chunk == AccountedSplit(m, p.num_chunks())) ++accounted;
+      else ADD_FAILURE() << Describe(p);
+    }
+    return std::make_pair(even, accounted);
+  };
+  const auto both = count(SearchConstraints::Split::kBoth);
+  EXPECT_GT(both.first, 0);
+  EXPECT_GT(both.second, 0);
+  EXPECT_EQ(count(SearchConstraints::Split::kEven).second, 0);
+  const auto only = count(SearchConstraints::Split::kAccounted);
+  EXPECT_EQ(only.second, both.second);
+  EXPECT_LT(only.first, both.first);  // even plans only where the two splits agree
 }
 
 }  // namespace
