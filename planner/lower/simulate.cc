@@ -24,6 +24,8 @@ void FillMemory(const ModelSpec& m, const PlanSpec& p, const HardwareProfile& hw
   // Under an even split the first stages hold the most layers and the most
   // microbatches in flight, and the first/last stages hold the embedding and
   // LM head; so stages 0, 1 and pp-1 bound the peak (the search's fast path).
+  // The accounted split (AccountedSplit) only takes layers from stages 0 and
+  // pp-1, so stage 1 still bounds the middle ones.
   // Dense leading layers (DeepSeek's first_k_dense_replace) are lighter than
   // MoE layers, so the stages that hold them can weigh less than the first
   // stage without any: the fast path checks every stage up to that one.

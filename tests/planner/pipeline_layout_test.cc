@@ -7,6 +7,7 @@
 #include <string>
 
 #include "planner/frameworks/megatron_args.h"
+#include "planner/lower/simulate.h"
 #include "planner/search/enumerate.h"
 #include "planner/validate/case.h"
 #include "planner/validate/run_validation.h"
@@ -148,6 +149,34 @@ TEST(PipelineLayout, SearchTriesBothSplitsUnlessTold) {
   const auto only = count(SearchConstraints::Split::kAccounted);
   EXPECT_EQ(only.second, both.second);
   EXPECT_LT(only.first, both.first);  // even plans only where the two splits agree
+}
+
+
+// The search's memory fast path (stages 0, 1 and pp-1) finds the peak of
+// accounted-split plans as the full per-stage model does.
+TEST(PipelineLayout, FastMemoryCheckHoldsForTheAccountedSplit) {
+  auto loaded = LoadModel(std::string(DT_SOURCE_DIR) + "/tests/planner/hf_configs/deepseek-v3.json");
+  ASSERT_TRUE(loaded.ok());
+  const ModelSpec m = *loaded;
+  const HardwareProfile hw = LoadProfile("h100").value();
+  const ClusterSpec c = testing_models::Cluster(128, 8);
+  SearchConstraints k;
+  k.global_batch = 2048;
+  k.seq_length = 4096;
+  k.split = SearchConstraints::Split::kAccounted;
+  k.tp = 2;
+  auto e = EnumeratePlans(m, c, k);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  int checked = 0;
+  for (size_t i = 0; i < e->plans.size(); i += 1 + e->plans.size() / 150) {
+    const PlanSpec& p = e->plans[i];
+    if (p.pp < 4 || !UnevenSplit(p)) continue;
+    auto full = SimulatePlan(m, c, p, hw);
+    ASSERT_TRUE(full.ok()) << Describe(p);
+    EXPECT_DOUBLE_EQ(PredictMemory(m, p, hw).peak_memory_bytes, full->peak_memory_bytes) << Describe(p);
+    ++checked;
+  }
+  EXPECT_GT(checked, 20);
 }
 
 }  // namespace
