@@ -186,7 +186,7 @@ void QwenWindow(Keys& k, ModelSpec* m) {
 // hidden_size), biases on every linear (q, k, v, o, router, experts), one
 // learned sink logit per head, sliding-window attention on the layers that
 // layer_types names "sliding_attention" (every other one, window
-// sliding_window) and full causal attention on the others, and
+// sliding_window; ReadLayerTypes) and full causal attention on the others, and
 // num_local_experts SwiGLU experts of intermediate_size, top
 // num_experts_per_tok, with an untied LM head. swiglu_limit clamps the
 // activation and initial_context_length parameterises YaRN: neither changes
@@ -202,45 +202,60 @@ void GptOss(Keys& k, ModelSpec* m, const json& j) {
     k.Fail("'experts_per_token' differs from 'num_experts_per_tok'; give one value");
   m->moe_ffn_hidden = m->ffn_hidden;
   m->sliding_window = k.IntOr("sliding_window", 0);
-  k.Use("layer_types");
-  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
-    const json& types = j["layer_types"];
-    std::vector<bool> windowed;
-    if (types.is_array())
-      for (const json& t : types) {
-        const std::string name = t.is_string() ? t.get<std::string>() : "";
-        if (name != "sliding_attention" && name != "full_attention") {
-          windowed.clear();
-          break;
-        }
-        windowed.push_back(name == "sliding_attention");
-      }
-    if (static_cast<int>(windowed.size()) != m->num_layers) {
-      k.Fail("'layer_types' must list \"sliding_attention\" or \"full_attention\" for each of the " +
-             std::to_string(m->num_layers) + " layers");
-    } else {
-      // The repeating patterns dtplan models: every layer windowed (0), or
-      // every P-th layer full (index % P == P - 1, P >= 2).
-      int full = 0, first_full = -1;
-      for (int i = 0; i < m->num_layers; ++i)
-        if (!windowed[i]) {
-          ++full;
-          if (first_full < 0) first_full = i;
-        }
-      if (full == m->num_layers) m->sliding_window = 0;  // no layer windowed
-      m->sliding_window_pattern = full == 0 || full == m->num_layers ? 0 : first_full + 1;
-      bool regular = m->sliding_window_pattern != 1;
-      for (int i = 0; i < m->num_layers && regular && m->sliding_window > 0; ++i)
-        regular = windowed[i] == m->WindowedLayer(i);
-      if (!regular)
-        k.Fail("'layer_types' does not repeat one pattern (every layer windowed, or every P-th layer full "
-               "attention, P >= 2); other layouts are not modeled");
-    }
-  } else {
-    m->sliding_window_pattern = 2;  // the released models' layout: windowed, full, windowed, ...
-  }
+  // Without layer_types (ReadLayerTypes), the released models' layout:
+  // windowed, full, windowed, ...
+  if ((!j.contains("layer_types") || j["layer_types"].is_null()) && m->sliding_window > 0)
+    m->sliding_window_pattern = 2;
   for (const char* key : {"swiglu_limit", "initial_context_length"}) k.Use(key);
   UseMoeNeutralKeys(k);
+}
+
+// HF `layer_types` (written by recent transformers for many model types,
+// and GPT-OSS's own layout): which layers attend through the window. Read
+// for every type; it overrides the type's default layout. Only repeating
+// patterns are modeled (every layer windowed, or every P-th layer full).
+void ReadLayerTypes(Keys& k, const json& j, ModelSpec* m) {
+  k.Use("layer_types");
+  if (!j.contains("layer_types") || j["layer_types"].is_null()) return;
+  const json& types = j["layer_types"];
+  std::vector<bool> windowed;
+  if (types.is_array())
+    for (const json& t : types) {
+      const std::string name = t.is_string() ? t.get<std::string>() : "";
+      if (name != "sliding_attention" && name != "full_attention") {
+        windowed.clear();
+        break;
+      }
+      windowed.push_back(name == "sliding_attention");
+    }
+  if (static_cast<int>(windowed.size()) != m->num_layers) {
+    k.Fail("'layer_types' must list \"sliding_attention\" or \"full_attention\" for each of the " +
+           std::to_string(m->num_layers) + " layers");
+    return;
+  }
+  int full = 0, first_full = -1;
+  for (int i = 0; i < m->num_layers; ++i)
+    if (!windowed[i]) {
+      ++full;
+      if (first_full < 0) first_full = i;
+    }
+  if (full == m->num_layers) {  // no layer windowed
+    m->sliding_window = 0;
+    m->sliding_window_pattern = 0;
+    return;
+  }
+  // Windowed layers need the window, whatever use_sliding_window says.
+  if (m->sliding_window <= 0) m->sliding_window = k.IntOr("sliding_window", 0);
+  if (m->sliding_window <= 0) {
+    k.Fail("'layer_types' names sliding_attention layers but 'sliding_window' is not set");
+    return;
+  }
+  m->sliding_window_pattern = full == 0 ? 0 : first_full + 1;
+  bool regular = m->sliding_window_pattern != 1;
+  for (int i = 0; i < m->num_layers && regular; ++i) regular = windowed[i] == m->WindowedLayer(i);
+  if (!regular)
+    k.Fail("'layer_types' does not repeat one pattern (every layer windowed, or every P-th layer full "
+           "attention, P >= 2); other layouts are not modeled");
 }
 
 Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
@@ -370,6 +385,7 @@ StatusOr<ModelSpec> ModelFromHfConfig(const json& j, const std::string& where) {
   m.source_type = t;
   m.name = k.StrOr("_name_or_path", k.StrOr("name", ""));  // LoadModel falls back to the file name
   DT_RETURN_IF_ERROR(MapType(t, k, &m, j));
+  ReadLayerTypes(k, j, &m);
   // HF configs carry no training length; long-context models would default
   // to 128k tokens, so cap the default at 8192 (override with --seq-length).
   m.seq_length = k.IntOr("seq_length", std::min(m.max_position, 8192));

@@ -151,6 +151,30 @@ TEST(SlidingWindow, OtherTypesMapTheirLayers) {
   EXPECT_NE(s.message().find("max_window_layers"), std::string::npos) << s.message();
 }
 
+// Recent transformers write layer_types for many model types: read for all.
+TEST(SlidingWindow, LayerTypesAreReadForEveryType) {
+  json q = ReadJsonFile(Fixture("qwen3-30b-a3b.json")).value();
+  q["layer_types"] = json::array();
+  for (int i = 0; i < q["num_hidden_layers"].get<int>(); ++i) q["layer_types"].push_back("full_attention");
+  auto full = ModelFromJson(q, "q.json");
+  ASSERT_TRUE(full.ok()) << full.status().message();
+  EXPECT_EQ(full->sliding_window, 0);
+  q["sliding_window"] = 1024;
+  for (size_t i = 0; i < q["layer_types"].size(); i += 4) q["layer_types"][i] = "sliding_attention";
+  Status s = ModelFromJson(q, "q.json").status();  // windowed 0, 4, 8, ...: not one modeled pattern
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("layer_types"), std::string::npos) << s.message();
+  for (size_t i = 0; i < q["layer_types"].size(); ++i)
+    q["layer_types"][i] = i % 4 == 3 ? "full_attention" : "sliding_attention";  // Gemma-3-like: 3 windowed, 1 full
+  auto pattern = ModelFromJson(q, "q.json");
+  ASSERT_TRUE(pattern.ok()) << pattern.status().message();
+  EXPECT_EQ(pattern->sliding_window, 1024);
+  EXPECT_EQ(pattern->sliding_window_pattern, 4);
+  EXPECT_EQ(pattern->WindowedLayers(0, 8), 6);
+  q.erase("sliding_window");
+  EXPECT_FALSE(ModelFromJson(q, "q.json").ok());  // windowed layers without a window
+}
+
 TEST(SlidingWindow, TileFractionCountsTheTilesAFusedKernelVisits) {
   // 32 query tiles: causal visits 1 + 2 + ... + 32 = 528 tiles; a 128-key
   // window 1 + 31 x 2 = 63.
