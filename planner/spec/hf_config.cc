@@ -150,11 +150,19 @@ void DeepSeek(Keys& k, ModelSpec* m, const json& j) {
   m->qk_nope_head_dim = k.Int("qk_nope_head_dim");
   m->qk_rope_head_dim = k.Int("qk_rope_head_dim");
   m->v_head_dim = k.Int("v_head_dim");
-  m->head_dim_set = m->qk_nope_head_dim + m->qk_rope_head_dim;
+  const int64_t qk = static_cast<int64_t>(m->qk_nope_head_dim) + m->qk_rope_head_dim;
+  if (qk > (int64_t{1} << 30)) k.Fail("'qk_nope_head_dim' + 'qk_rope_head_dim' is outside 0 .. 2^30");
+  m->head_dim_set = k.ok() ? static_cast<int>(qk) : 0;
   m->num_experts = k.Int("n_routed_experts");
   m->moe_top_k = k.Int("num_experts_per_tok");
   m->moe_ffn_hidden = k.Int("moe_intermediate_size");
-  m->shared_ffn_hidden = k.IntOr("n_shared_experts", 0) * m->moe_ffn_hidden;
+  // n shared experts of moe_intermediate_size: one shared MLP of n times that
+  // width (in 64 bits: two in-range fields can multiply past an int, found
+  // by fuzzing).
+  const int64_t shared = static_cast<int64_t>(k.IntOr("n_shared_experts", 0)) * m->moe_ffn_hidden;
+  if (shared < 0 || shared > (int64_t{1} << 30))
+    k.Fail("'n_shared_experts' x 'moe_intermediate_size' = " + std::to_string(shared) + " is outside 0 .. 2^30");
+  m->shared_ffn_hidden = k.ok() ? static_cast<int>(shared) : 0;
   m->first_dense_layers = k.IntOr("first_k_dense_replace", 0);
   m->mtp_layers = k.IntOr("num_nextn_predict_layers", 0);
   if (k.IntOr("moe_layer_freq", 1) != 1)
@@ -310,7 +318,7 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
     m->heads = k.Int(k.Alias({"n_head", "num_attention_heads"}));
     m->kv_heads = m->heads;
     const char* inner = k.Alias({"n_inner"});
-    m->ffn_hidden = k.Has(inner) ? k.Int(inner) : (k.Use(inner), 4 * m->hidden);
+    m->ffn_hidden = k.Has(inner) ? k.Int(inner) : (k.Use(inner), m->hidden <= (1 << 28) ? 4 * m->hidden : 0);
     m->vocab = k.Int("vocab_size");
     m->max_position = k.IntOr(k.Alias({"n_positions", "max_position_embeddings"}), 1024);
     k.Use("n_ctx");
