@@ -133,6 +133,9 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
         if (cp > 1 && k.seq_length % (2 * cp) != 0) {
           ++e.grid_rejects["sequence not divisible by 2*cp"]; continue;
         }
+        if (cp > 1 && m.WindowApplies(k.seq_length)) {  // Validate refuses it too (plan_spec.cc)
+          ++e.grid_rejects["cp > 1 with sliding-window attention is not modeled"]; continue;
+        }
         if (k.global_batch % dp != 0) {
           ++e.grid_rejects["global batch not divisible by dp"]; continue;
         }

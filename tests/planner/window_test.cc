@@ -265,6 +265,16 @@ TEST(SlidingWindow, ContextParallelWithAWindowIsRefused) {
   EXPECT_NE(s.message().find("sliding-window"), std::string::npos) << s.message();
   p.seq_length = 128;  // the window covers the sequence: no window in effect
   EXPECT_TRUE(Validate(p, m, "plan").ok()) << Validate(p, m, "plan").message();
+  // The search counts such grids as rejected instead of failing on them
+  // (long sequences are where it tries cp > 1).
+  SearchConstraints k;
+  k.global_batch = 64;
+  k.seq_length = 32768;
+  auto e = EnumeratePlans(m, testing_models::Cluster(8, 8), k);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_GT(e->grid_rejects["cp > 1 with sliding-window attention is not modeled"], 0);
+  for (const PlanSpec& q : e->plans) EXPECT_EQ(q.cp, 1) << Describe(q);
+  EXPECT_FALSE(e->plans.empty());
 }
 
 
