@@ -473,11 +473,13 @@ std::vector<Op> SelectiveRecompute(const Dims& d) {
   }
   if (p.Recomputes(kRecomputeMlaUpProj) && d.mla) {
     // The up projections and RoPE from the stored latents (no collective:
-    // the latents are already gathered over TP).
+    // the latents are already gathered over TP), with their FP8 input casts
+    // under an FP8 plan.
     std::vector<Op> mla;
     MlaForward(d, &mla);
     for (const Op& op : mla)
-      for (const char* name : {"mla_q_up", "mla_q", "mla_kv_up", "rope", "mla_k_assemble"})
+      for (const char* name : {"fp8_cast_mla_q_up_input", "mla_q_up", "mla_q", "fp8_cast_mla_kv_up_input", "mla_kv_up",
+                               "rope", "mla_k_assemble"})
         if (std::strcmp(op.name, name) == 0) r.push_back(op);
   }
   if (p.Recomputes(kRecomputeMlp) && !d.moe) {

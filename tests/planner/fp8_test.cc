@@ -376,6 +376,14 @@ TEST(Fp8, MlaProjectionsAreFp8) {
     if (cast < 0 && std::string(op.name) == "fp8_cast_weights") cast = op.bytes;
   const double attention = static_cast<double>(AttentionParamsPerRank(m, p) - m.q_lora_rank - m.kv_lora_rank);
   EXPECT_DOUBLE_EQ(cast, 4.0 * attention / p.num_microbatches);
+  // Recomputing the up projections casts their latent inputs again.
+  PlanSpec rc = p;
+  rc.recompute = Recompute::kSelective;
+  rc.recompute_modules = kRecomputeCoreAttn | kRecomputeMlaUpProj;
+  const LayerOps rl = TransformerLayerOps(m, rc, 2);
+  for (const char* name : {"fp8_cast_mla_q_up_input", "fp8_cast_mla_kv_up_input", "mla_q_up", "mla_kv_up"})
+    EXPECT_TRUE(HasOp(rl.recompute, name)) << name;
+  EXPECT_FALSE(HasOp(rl.recompute, "fp8_cast_mla_kv_down_input"));
   // Same FLOPs as bf16.
   const PlanSpec b = [&] { PlanSpec q = p; q.precision = Precision::kBf16; return q; }();
   EXPECT_DOUBLE_EQ(SumFlops(TransformerLayerOps(m, b, 2).forward), SumFlops(layer.forward));
