@@ -62,7 +62,7 @@ python3 -c "import json; p=json.load(open('$T/fp8.json')); assert p['plan']['pre
 expect 2 "--ep 2: the model has no experts" -- "$DTPLAN" --model "$H/gpt2.json" --nodes 1 --gpus 2 --ep 2 --out "$T/x.json"
 expect 2 "--ep 3 does not divide the model's 8 experts" -- "$DTPLAN" --model "$H/mixtral-8x7b.json" --nodes 1 --gpus 8 --ep 3 --out "$T/x.json"
 expect 2 "model_type 'mamba' is not supported; supported model_types: llama, mistral" -- "$DTPLAN" --model <(sed 's/"mistral"/"mamba"/' "$H/mistral-7b.json") --out "$T/x.json"
-expect 2 "cp=2 with sliding-window attention" -- "$DTPLAN" --model "$H/mistral-7b.json" --seq-length 8192 --cp 2 --out "$T/x.json"
+expect 2 "cp > 1 with sliding-window attention is not modeled" -- "$DTPLAN" --model "$H/mistral-7b.json" --seq-length 8192 --cp 2 --out "$T/x.json"
 expect 2 "key 'quantization_config'" -- "$DTPLAN" --model "$H/gpt-oss-120b.json" --nodes 8 --gpus 8 --out "$T/x.json"
 expect 0 "HF gpt_oss: llama layout variant, 116.83B params" -- "$DTPLAN" --model <(python3 -c "import json,sys; j=json.load(open('$H/gpt-oss-120b.json')); j.pop('quantization_config'); print(json.dumps(j))") --nodes 8 --gpus 8 --profile h100 --top 1 --out "$T/oss.json"
 expect 0 "gpt2 \\(HF gpt2: gpt layout, 0.12B params" -- "$DTPLAN" --model "$H/gpt2.json" --nodes 1 --gpus 2 --out "$T/ok.json"
