@@ -135,9 +135,9 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   // Sliding-window layers (ModelSpec::WindowedLayer) differ only in the
   // attention core: what one costs more (less) than a full layer.
   const bool windows = m.WindowApplies(p.seq_length);
+  const LayerOps wl = windows ? TransformerLayerOps(m, p, e, /*windowed=*/true) : LayerOps{};
   OpListCost wf, wb, wr;
   if (windows) {
-    const LayerOps wl = TransformerLayerOps(m, p, e, /*windowed=*/true);
     auto diff = [](OpListCost a, const OpListCost& b) {
       a.compute -= b.compute;
       a.comm -= b.comm;
@@ -153,7 +153,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
       // Windowed MoE layers hide less behind their shorter attention: the
       // per-layer exposure is the mean over the model's layers (a chunk
       // with an uneven share of windowed layers is off by that difference).
-      const EpOverlapCost w = EpOverlapOfLayer(TransformerLayerOps(m, p, e, true), p, c, hw, &pc.outside_profile);
+      const EpOverlapCost w = EpOverlapOfLayer(wl, p, c, hw, &pc.outside_profile);
       const double share = static_cast<double>(m.WindowedLayers(0, m.num_layers)) / m.num_layers;
       pc.ep_overlap.pair_exposed_layer += share * (w.pair_exposed_layer - pc.ep_overlap.pair_exposed_layer);
     }

@@ -11,6 +11,10 @@ struct Local {
   double T, T_r, h, d, a, kv, f, b, s_local, s_full, e;
   bool gpt, gated;
   int norms;     // norms per layer (1: parallel attention + MLP block; 4: pre + post norms)
+  // MoE (0 for a dense model): routed rows on the busiest rank (the
+  // load-imbalance allowance applied), the expert FFN width per expert-TP
+  // rank and the shared experts' width per TP rank.
+  double rows = 0, f_exp = 0, f_sh = 0;
   bool dropout;  // GPT with dropout: masks and dropped-out probabilities stored
 };
 
@@ -33,6 +37,11 @@ Local MakeLocal(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   l.gated = m.gated_mlp();
   l.norms = m.norms_per_layer;
   l.dropout = m.uses_dropout() && p.dropout;
+  if (m.moe()) {
+    l.rows = ExpertLoadImbalance(p) * ExpertRowsPerRank(m, p);
+    l.f_exp = (m.moe_ffn_hidden + p.expert_tp() - 1) / p.expert_tp();
+    l.f_sh = (m.shared_ffn_hidden + p.tp - 1) / p.tp;
+  }
   return l;
 }
 
@@ -83,9 +92,7 @@ double ModuleBytes(const Local& l, const ModelSpec& m, const PlanSpec& p, Recomp
     case kRecomputeMoeAct:
     case kRecomputeSharedExperts: {
       if (!m.moe()) return 0.0;
-      const double rows = ExpertLoadImbalance(p) * ExpertRowsPerRank(m, p);
-      const double f_exp = (m.moe_ffn_hidden + p.expert_tp() - 1) / p.expert_tp();
-      const double f_sh = (m.shared_ffn_hidden + p.tp - 1) / p.tp;
+      const double rows = l.rows, f_exp = l.f_exp, f_sh = l.f_sh;
       const double shared = inner * e * l.T * f_sh - (fp8 ? (e - 1) * l.T * f_sh : 0.0);
       // moe_act: the activation's output, the expert fc2 input.
       if (mod == kRecomputeMoeAct) return in * rows * f_exp;
@@ -170,9 +177,7 @@ double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int byt
     // gate / up outputs and the fc2 input (or GeLU input and fc2 input) per
     // routed row, and the expert outputs the weighted sum reads back; the
     // shared experts as a dense MLP.
-    const double rows = ExpertLoadImbalance(p) * ExpertRowsPerRank(m, p);
-    const double f_exp = (m.moe_ffn_hidden + p.expert_tp() - 1) / p.expert_tp();
-    const double f_sh = (m.shared_ffn_hidden + p.tp - 1) / p.tp;
+    const double rows = l.rows, f_exp = l.f_exp, f_sh = l.f_sh;
     bytes += 4.0 * l.T_r * m.num_experts;
     bytes += e * rows * l.h + (l.gated ? 3 : 2) * e * rows * f_exp + e * rows / p.expert_tp() * l.h;
     bytes += (l.gated ? 3 : 2) * e * l.T * f_sh;
@@ -191,9 +196,7 @@ double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int byt
   if (p.precision == Precision::kFp8 && !m.moe())
     bytes -= (e - 1) * ((l.norms == 1 ? 1 : 2) * l.T_r * l.h + proj_in + l.T * l.f + mla_up_in);
   if (p.precision == Precision::kFp8 && m.moe()) {
-    const double rows = ExpertLoadImbalance(p) * ExpertRowsPerRank(m, p);
-    const double f_exp = (m.moe_ffn_hidden + p.expert_tp() - 1) / p.expert_tp();
-    const double f_sh = (m.shared_ffn_hidden + p.tp - 1) / p.tp;
+    const double rows = l.rows, f_exp = l.f_exp, f_sh = l.f_sh;
     bytes -= (e - 1) * (l.T_r * l.h + proj_in + rows * l.h + rows * f_exp + l.T * f_sh + mla_up_in);
   }
   // Selective recompute: the attention core when the plan's modules have it

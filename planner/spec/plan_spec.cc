@@ -95,6 +95,22 @@ std::string RecomputeModulesString(uint32_t modules, const char* separator) {
   return s;
 }
 
+StatusOr<uint32_t> RecomputeModulesFromJson(const json& v) {
+  std::vector<std::string> names;
+  bool strings = v.is_array();
+  if (strings)
+    for (const auto& n : v) {
+      if (!n.is_string()) { strings = false; break; }
+      names.push_back(n.get<std::string>());
+    }
+  if (!strings)
+    return InvalidArgument("'recompute_modules' must be an array of Megatron-LM module names, e.g. "
+                           "[\"layernorm\", \"moe_act\"]");
+  auto bits = ParseRecomputeModules(names);
+  if (!bits.ok()) return InvalidArgument("'recompute_modules': " + bits.status().message());
+  return bits;
+}
+
 StatusOr<uint32_t> ParseRecomputeModules(const std::vector<std::string>& names) {
   uint32_t bits = 0;
   for (const std::string& name : names) {
@@ -399,21 +415,9 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   if (!rc.ok()) r.Fail(rc.status().message());
   else p.recompute = *rc;
   if (r.Has("recompute_modules")) {
-    const json& v = j.at("recompute_modules");
-    std::vector<std::string> names;
-    bool strings = v.is_array();
-    if (strings)
-      for (const auto& n : v) {
-        if (!n.is_string()) { strings = false; break; }
-        names.push_back(n.get<std::string>());
-      }
-    if (!strings) {
-      r.Fail("'recompute_modules' must be an array of Megatron-LM module names, e.g. [\"layernorm\", \"moe_act\"]");
-    } else {
-      auto bits = ParseRecomputeModules(names);
-      if (!bits.ok()) r.Fail("'recompute_modules': " + bits.status().message());
-      else p.recompute_modules = *bits;
-    }
+    auto bits = RecomputeModulesFromJson(j.at("recompute_modules"));
+    if (!bits.ok()) r.Fail(bits.status().message());
+    else p.recompute_modules = *bits;
   }
   p.sequence_parallel = r.BoolOr("sequence_parallel", false);
   p.flash_attention = r.BoolOr("flash_attention", true);

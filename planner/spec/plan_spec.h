@@ -81,6 +81,9 @@ std::vector<std::string> RecomputeModuleNames(uint32_t modules);
 // Megatron's module names (any order, duplicates allowed) -> bits;
 // InvalidArgument naming an unknown or unmodeled module and the choices.
 StatusOr<uint32_t> ParseRecomputeModules(const std::vector<std::string>& names);
+// The same from a JSON field (plan files, validation cases): an array of
+// names; errors name the field 'recompute_modules'.
+StatusOr<uint32_t> RecomputeModulesFromJson(const json& v);
 // "a,b,c" (the dtplan flag's spelling) -> bits.
 StatusOr<uint32_t> ParseRecomputeModuleList(const std::string& comma_separated);
 

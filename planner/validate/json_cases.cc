@@ -69,18 +69,8 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   // Megatron-LM's --recompute-modules (with recompute "selective"); absent:
   // its default, [core_attn].
   if (p.Has("recompute_modules")) {
-    const json& mods = c["plan"]["recompute_modules"];
-    std::vector<std::string> names;
-    bool strings = mods.is_array();
-    if (strings)
-      for (const auto& n : mods) {
-        if (!n.is_string()) { strings = false; break; }
-        names.push_back(n.get<std::string>());
-      }
-    if (!strings) {
-      p.Fail("'recompute_modules' must be an array of Megatron-LM module names, e.g. [\"layernorm\"]");
-    } else if (auto bits = ParseRecomputeModules(names); !bits.ok()) {
-      p.Fail("'recompute_modules': " + bits.status().message());
+    if (auto bits = RecomputeModulesFromJson(c["plan"]["recompute_modules"]); !bits.ok()) {
+      p.Fail(bits.status().message());
     } else if (!k.recompute || *k.recompute != Recompute::kSelective) {
       p.Fail("'recompute_modules' needs \"recompute\": \"selective\"");
     } else {
