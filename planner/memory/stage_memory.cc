@@ -54,8 +54,26 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // With --fp8-param-gather the FP8 weight is the parameter itself: 1 byte
   // plus the cached transpose instead of weight_bytes plus both copies.
   const int mtp_layers = last ? m.mtp_layers : 0;  // multi-token prediction modules (last rank)
+  // MoE models with dense leading layers (DeepSeek's first_k_dense_replace):
+  // those of this stage have a dense MLP, so their sizes are the dense
+  // model's (DenseLayerModel), the others' the MoE layer's.
+  const double stage_layers = p.StageLayers(pipeline_rank);
+  const int dense_layers = DenseLayersOnStage(m, p, pipeline_rank);
+  const ModelSpec dense_model = dense_layers > 0 ? DenseLayerModel(m) : m;
+  auto over_layers = [&](const auto& per_layer) {
+    return dense_layers * per_layer(dense_model) + (stage_layers - dense_layers) * per_layer(m);
+  };
+  // The larger of the two layer kinds present on the stage (an MTP module
+  // holds a layer of the model's kind; a stage without dense layers is
+  // priced as before, one layer of the model's kind).
+  const bool model_kind_layers = dense_layers == 0 || stage_layers > dense_layers || mtp_layers > 0;
+  auto larger_kind = [&](const auto& per_layer) {
+    const double moe_layer = model_kind_layers ? per_layer(m) : 0.0;
+    return dense_layers > 0 ? std::max(moe_layer, per_layer(dense_model)) : moe_layer;
+  };
   const double linear_weights =
-      (p.StageLayers(pipeline_rank) + mtp_layers) * static_cast<double>(LinearWeightParamsPerRank(m, p));
+      over_layers([&](const ModelSpec& k) { return static_cast<double>(LinearWeightParamsPerRank(k, p)); }) +
+      mtp_layers * static_cast<double>(LinearWeightParamsPerRank(m, p));
   double fp8_copies = p.precision == Precision::kFp8 ? 2.0 * linear_weights : 0.0;
   if (p.fp8_param_gather) fp8_copies = (1.0 + 1.0 - mp.weight_bytes) * linear_weights;
   // MoE: routed-expert parameters are replicated over dp*cp/ep ranks only,
@@ -96,9 +114,10 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // Activations. in_flight counts chunk-microbatches; a chunk holds
   // StageLayers/vpp layers on average. What stays stored between a
   // microbatch's forward and backward:
-  const double layers_per_chunk = static_cast<double>(p.StageLayers(pipeline_rank)) / p.vpp;
   const double in_flight = in_flight_microbatches;
-  s.activations = ActivationBytesPerLayer(m, p, mp.activation_bytes) * layers_per_chunk * in_flight;
+  s.activations =
+      over_layers([&](const ModelSpec& k) { return ActivationBytesPerLayer(k, p, mp.activation_bytes); }) / p.vpp *
+      in_flight;
   // The first and last model chunks are one of the rank's vpp chunks: their
   // in-flight count is approximated by ceil(in_flight / vpp).
   const double end_in_flight = std::ceil(static_cast<double>(in_flight) / p.vpp);
@@ -156,15 +175,17 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // SwiGLU's backward holds the activation gradient next to the gate and
   // up gradients it produces (3 T f); GeLU's works in place (T f).
   double mlp_bwd = (m.gated_mlp() ? 3 : 1) * w * tok.T * f_local;
-  if (m.moe()) {
+  if (m.moe() && model_kind_layers) {
     // MoE: the experts' backward over the busiest rank's routed rows (the
     // three gradients of the gated MLP and the gathered input and output
     // gradients), or the shared experts', whichever is larger.
     const double rows = ExpertLoadImbalance(p) * ExpertRowsPerRank(m, p);
     const double fe = std::ceil(static_cast<double>(m.moe_ffn_hidden) / p.expert_tp());
     const double fs = std::ceil(static_cast<double>(m.shared_ffn_hidden) / p.tp);
-    mlp_bwd = std::max((m.gated_mlp() ? 3 : 1) * w * rows * fe + 2 * w * rows * h,
-                       (m.gated_mlp() ? 3 : 1) * w * tok.T * fs);
+    const double moe_bwd = std::max((m.gated_mlp() ? 3 : 1) * w * rows * fe + 2 * w * rows * h,
+                                    (m.gated_mlp() ? 3 : 1) * w * tok.T * fs);
+    // (A stage that also holds dense leading layers: the larger of the two.)
+    mlp_bwd = dense_layers > 0 ? std::max(mlp_bwd, moe_bwd) : moe_bwd;
   }
   double layer_bwd = std::max(attn_bwd, 2 * w * tok.T_r * h + (sp ? 3 : 1) * w * tok.T * h + mlp_bwd);
   // Recompute rebuilds the layer's stored tensors before its backward
@@ -174,17 +195,22 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // its backward kernel, never whole -- plus what the plan's other
   // recompute modules dropped, all counted alive together).
   if (p.recompute == Recompute::kFull) {
-    layer_bwd += ActivationBytesPerLayerFor(m, p, static_cast<int>(w), Recompute::kNone) -
-                 ActivationBytesPerLayerFor(m, p, static_cast<int>(w), Recompute::kFull);
+    layer_bwd += larger_kind([&](const ModelSpec& k) {
+      return ActivationBytesPerLayerFor(k, p, static_cast<int>(w), Recompute::kNone) -
+             ActivationBytesPerLayerFor(k, p, static_cast<int>(w), Recompute::kFull);
+    });
   } else if (p.recompute == Recompute::kSelective) {
     if (p.Recomputes(kRecomputeCoreAttn) && p.cp == 1 && !p.flash_attention)
       layer_bwd += AttentionScoreBytesPerLayer(m, p, static_cast<int>(w));
-    layer_bwd += RecomputedModuleBytesPerLayer(m, p, static_cast<int>(w));
+    layer_bwd += larger_kind(
+        [&](const ModelSpec& k) { return RecomputedModuleBytesPerLayer(k, p, static_cast<int>(w)); });
   }
   // CPU bf16: the layer's stored tensors are widened to fp32 for its
   // backward (runtime/model/stash_precision.h).
   if (w != e)
-    layer_bwd += ActivationBytesPerLayer(m, p, static_cast<int>(w)) - ActivationBytesPerLayer(m, p, mp.activation_bytes);
+    layer_bwd += larger_kind([&](const ModelSpec& k) {
+      return ActivationBytesPerLayer(k, p, static_cast<int>(w)) - ActivationBytesPerLayer(k, p, mp.activation_bytes);
+    });
   // The head's backward (last chunk) holds the fp32 logits and their
   // gradient plus the hidden-size input gradient; it frees its stash before
   // the layers' backward starts.

@@ -9,7 +9,10 @@
 #include "planner/cost/flops.h"
 #include "planner/cost/layer_ops.h"
 #include "planner/lower/simulate.h"
+#include "planner/lower/memory_params_for.h"
+#include "planner/memory/activation_memory.h"
 #include "planner/memory/param_count.h"
+#include "planner/memory/stage_memory.h"
 #include "planner/profile/profile.h"
 
 namespace dt {
@@ -131,6 +134,37 @@ TEST(Mla, DenseLeadingLayersArePricedAndCountedAsDense) {
   ASSERT_TRUE(pred.ok()) << pred.status().message();
   EXPECT_GT(pred->step_time_s, 0);
   EXPECT_NE(StageParamsPerRank(m, p, 0), StageParamsPerRank(m, p, 1));
+}
+
+// A stage of dense leading layers stores what a dense layer stores, and
+// caches FP8 copies of a dense layer's linear weights: DeepSeek-V2-Lite's
+// first layer has a 10944-wide MLP where the others route 6 of 64 experts
+// of width 1408 plus two shared ones (they were all counted as MoE layers).
+TEST(Mla, DenseLeadingLayersHoldDenseLayerMemory) {
+  const ModelSpec m = Load("deepseek-v2-lite.json");
+  const ModelSpec dense = DenseLayerModel(m);
+  PlanSpec p;
+  p.dp = 8;
+  p.pp = 2;
+  p.ep = 8;
+  p.micro_batch = 1;
+  p.num_microbatches = 8;
+  p.seq_length = 4096;
+  p.zero_stage = 1;
+  p.precision = Precision::kFp8;
+  p.layers_per_chunk = {1, 26};
+  const MemoryParams mp = MemoryParamsFor(LoadProfile("h100").value(), p);
+  const int e = mp.activation_bytes;
+  ASSERT_NE(ActivationBytesPerLayer(dense, p, e), ActivationBytesPerLayer(m, p, e));
+  const StageMemory s0 = EstimateStageMemory(m, p, mp, 0, 2);
+  EXPECT_DOUBLE_EQ(s0.activations, 2 * ActivationBytesPerLayer(dense, p, e));
+  // Weights: the bf16 parameters plus the FP8 copy and transpose of the one
+  // dense layer's linear weights (the stage's parameters are ZeRO-1: whole).
+  EXPECT_DOUBLE_EQ(s0.weights, static_cast<double>(StageParamsPerRank(m, p, 0)) * mp.weight_bytes +
+                                   2.0 * static_cast<double>(LinearWeightParamsPerRank(dense, p)));
+  // The MoE stage is unchanged: 26 MoE layers' activations (plus the head).
+  const StageMemory s1 = EstimateStageMemory(m, p, mp, 1, 1);
+  EXPECT_GE(s1.activations, 26 * ActivationBytesPerLayer(m, p, e));
 }
 
 // The search's memory check looks at a few stages only (PredictMemory); the
