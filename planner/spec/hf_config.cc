@@ -27,7 +27,8 @@ const std::set<std::string>& NeutralKeys() {
       "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "do_layer_norm_before",
       "query_pre_attn_scalar", "cache_implementation", "attn_logit_softcapping", "final_logit_softcapping",
       "is_decoder", "use_return_dict", "chunk_size_feed_forward", "bias_dropout_fusion",
-      "max_window_layers", "use_sliding_window", "rope_interleaved", "embed_dropout", "mlp_dropout"};
+      "max_window_layers", "use_sliding_window", "rope_interleaved", "embed_dropout", "mlp_dropout",
+      "rope_local_base_freq"};
   return k;
 }
 
@@ -270,6 +271,12 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
   if (t == "llama" || t == "mistral" || t == "phi3") {
     LlamaLike(k, m, false);
     m->sliding_window = k.IntOr("sliding_window", 0);
+  } else if (t == "qwen3") {
+    // Qwen3 dense (Qwen/Qwen3-8B, -0.6B config.json): Llama layout with an
+    // explicit head_dim, RMSNorm over each head's q and k, no biases.
+    LlamaLike(k, m, false);
+    m->qk_norm = true;
+    QwenWindow(k, m);
   } else if (t == "qwen2") {
     LlamaLike(k, m, false);
     m->qkv_bias = true;  // Qwen2 attention: biases on q, k, v (not o)
@@ -311,6 +318,22 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
       m->sliding_window = k.IntOr("sliding_window", 4096);
       m->sliding_window_pattern = 2;  // HF Gemma-2: even layers windowed, odd layers full
     }
+  } else if (t == "gemma3_text") {
+    // Gemma 3 language model (google/gemma-3-1b-pt config.json; the larger
+    // sizes' text_config): Gemma-2's four norms per layer and GeGLU MLP,
+    // RMSNorm over each head's q and k, tied embeddings, and a window on
+    // every layer but each sliding_window_pattern-th (HF: layer i is global
+    // when (i + 1) % pattern == 0), or as layer_types lists them.
+    LlamaLike(k, m, true);
+    m->norms_per_layer = 4;
+    m->qk_norm = true;
+    m->sliding_window = k.IntOr("sliding_window", 4096);
+    const int pattern = k.IntOr("sliding_window_pattern", 6);
+    if (pattern == 1) m->sliding_window = 0;  // every layer global
+    else m->sliding_window_pattern = pattern;
+    if (k.BoolOr("use_bidirectional_attention", false))
+      k.Fail("'use_bidirectional_attention': true (non-causal attention) is not modeled; dtplan plans causal "
+             "language-model training");
   } else if (t == "gpt2") {
     m->family = ModelFamily::kGpt;
     m->num_layers = k.Int(k.Alias({"n_layer", "num_hidden_layers"}));
@@ -367,9 +390,10 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
 }  // namespace
 
 const std::vector<std::string>& SupportedHfTypes() {
-  static const std::vector<std::string> t = {"llama",   "mistral",   "qwen2",     "phi3",        "gemma",
-                                             "gemma2",  "gpt2",      "opt",       "falcon",      "mixtral",
-                                             "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss"};
+  static const std::vector<std::string> t = {"llama",       "mistral",     "qwen2",     "qwen3",   "phi3",
+                                             "gemma",       "gemma2",      "gemma3_text", "gpt2",  "opt",
+                                             "falcon",      "mixtral",     "qwen2_moe", "qwen3_moe", "deepseek_v2",
+                                             "deepseek_v3", "gpt_oss"};
   return t;
 }
 
@@ -386,6 +410,11 @@ StatusOr<ModelSpec> ModelFromHfConfig(const json& j, const std::string& where) {
   const std::string t = k.StrOr("model_type", "");
   const bool known = std::find(SupportedHfTypes().begin(), SupportedHfTypes().end(), t) != SupportedHfTypes().end() ||
                      t == "RefinedWeb" || t == "RefinedWebModel";
+  if (!known && j.contains("text_config") && j["text_config"].is_object())
+    return InvalidArgument(where + ": model_type '" + t + "' is a multimodal config (it has a 'text_config'); its "
+                           "vision or audio tower is not modeled. To plan its language model, save the "
+                           "'text_config' object as its own config.json (it names its own model_type, e.g. "
+                           "gemma3_text); supported model_types: " + Join(SupportedHfTypes()));
   if (!known)
     return InvalidArgument(where + ": model_type '" + t + "' is not supported; supported model_types: " +
                            Join(SupportedHfTypes()) + " (or write the model in dtplan's own schema, docs/formats.md)");

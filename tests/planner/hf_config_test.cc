@@ -84,6 +84,39 @@ TEST(HfConfig, FieldByFieldMapping) {
   EXPECT_EQ(qwen->sliding_window, 0);  // use_sliding_window: false
 }
 
+// Qwen3 dense and Gemma 3: the model cards give totals and non-embedding
+// counts (rounded: Qwen3-8B 8.2B / 6.95B, Qwen3-0.6B 0.44B non-embedding;
+// Gemma 3 technical report, Table 1: 1B = 302M embedding + 698M other).
+TEST(HfConfig, Qwen3AndGemma3MatchTheirModelCards) {
+  struct Card {
+    const char* file;
+    double total, non_embedding;  // 0: not published
+  };
+  for (const Card& c : {Card{"qwen3-8b.json", 8.2e9, 6.95e9}, Card{"qwen3-0.6b.json", 0, 0.44e9},
+                        Card{"gemma3-1b.json", 1.0e9, 698e6}}) {
+    auto m = LoadModel(Fixture(c.file));
+    ASSERT_TRUE(m.ok()) << c.file << ": " << m.status().message();
+    const double total = static_cast<double>(m->TotalParams());
+    const double embedding = static_cast<double>(m->vocab) * m->hidden * (m->tied_embeddings ? 1 : 2);
+    if (c.total > 0) EXPECT_LT(std::abs(total / c.total - 1), 0.005) << c.file << ": " << total;
+    EXPECT_LT(std::abs((total - embedding) / c.non_embedding - 1), 0.005) << c.file << ": " << total - embedding;
+    EXPECT_TRUE(m->qk_norm) << c.file;
+  }
+  auto gemma3 = LoadModel(Fixture("gemma3-1b.json"));
+  ASSERT_TRUE(gemma3.ok());
+  EXPECT_EQ(gemma3->norms_per_layer, 4);
+  EXPECT_EQ(gemma3->q_dim(), 1024);  // 4 heads of 256, hidden 1152
+  EXPECT_EQ(gemma3->sliding_window, 512);
+  // sliding_window_pattern 6: layers 5, 11, 17 and 23 attend globally.
+  for (int i = 0; i < gemma3->num_layers; ++i) EXPECT_EQ(gemma3->WindowedLayer(i), i % 6 != 5) << i;
+  // A multimodal wrapper is refused with the way out (its text_config).
+  json mm = {{"model_type", "gemma3"}, {"text_config", ReadJsonFile(Fixture("gemma3-1b.json")).value()},
+             {"vision_config", {{"hidden_size", 1152}}}};
+  Status s = ModelFromJson(mm, "config.json").status();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("text_config"), std::string::npos) << s.message();
+}
+
 Status LoadJson(const json& j) { return ModelFromJson(j, "config.json").status(); }
 
 TEST(HfConfig, ExpertKeysOnDenseTypesAreRefusedNotShrunk) {
@@ -125,7 +158,8 @@ TEST(HfConfig, UnknownTypesAndKeysAreRefusedByName) {
 }
 
 TEST(HfConfig, LayoutSurvivesPlanFileRoundTrip) {
-  for (const char* f : {"gemma2-9b.json", "falcon-7b.json", "opt-125m.json", "qwen2-7b.json"}) {
+  for (const char* f : {"gemma2-9b.json", "falcon-7b.json", "opt-125m.json", "qwen2-7b.json", "qwen3-8b.json",
+                        "gemma3-1b.json"}) {
     auto m = LoadModel(Fixture(f));
     ASSERT_TRUE(m.ok()) << f;
     auto back = ModelFromJson(ToJson(*m), "round trip");
