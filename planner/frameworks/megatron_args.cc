@@ -81,6 +81,7 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
   add("--position-embedding-type", m.learned_positions() ? "learned_absolute" : "rope");
   if (!m.learned_positions()) add("--rotary-base", Num(m.rope_theta));
   if (m.rope_scaled) add("--use-rope-scaling");
+  if (!m.learned_positions() && m.rotary_fraction != 1.0) add("--rotary-percent", Num(m.rotary_fraction));
   add("--norm-epsilon", Num(m.rms_norm_eps));
   if (!m.linear_bias()) add("--disable-bias-linear");
   if (m.qkv_bias) add("--add-qkv-bias");

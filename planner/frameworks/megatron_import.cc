@@ -27,7 +27,7 @@ const std::set<std::string> kStringFlags = {
     "--attention-backend", "--data-parallel-sharding-strategy", "--pipeline-model-parallel-layout",
     "--tokenizer-type", "--attention-dropout", "--hidden-dropout", "--rotary-base", "--norm-epsilon",
     "--rotary-seq-len-interpolation-factor", "--moe-token-dispatcher-type", "--moe-layer-freq", "--fp8-format",
-    "--fp8-recipe", "--recompute-modules", "--exp-avg-dtype", "--exp-avg-sq-dtype", "--main-params-dtype",
+    "--fp8-recipe", "--recompute-modules", "--rotary-percent", "--exp-avg-dtype", "--exp-avg-sq-dtype", "--main-params-dtype",
     "--main-grads-dtype"};
 const std::set<std::string> kBoolFlags = {
     "--group-query-attention", "--swiglu", "--disable-bias-linear", "--add-qkv-bias",
@@ -458,6 +458,7 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
   DT_ASSIGN_OR_RETURN(m.rms_norm_eps, ParseFloat("--norm-epsilon", str("--norm-epsilon", "1e-5")));
   if (m.rope_theta <= 0 || m.rms_norm_eps <= 0) return InvalidArgument("--rotary-base / --norm-epsilon must be > 0");
   m.rope_scaled = has("--use-rope-scaling") || has("--rotary-seq-len-interpolation-factor");
+  DT_ASSIGN_OR_RETURN(m.rotary_fraction, ParseFloat("--rotary-percent", str("--rotary-percent", "1.0")));
   // Multi-latent attention (Megatron's MLATransformerConfig defaults).
   if (has("--multi-latent-attention")) {
     m.q_lora_rank = static_cast<int>(get("--q-lora-rank", 0));

@@ -64,8 +64,8 @@ const std::vector<Capability>& CapabilityTable() {
       {Feature::kUntiedEmbeddings, "an untied LM head", true, false, "use a model with tied embeddings"},
       {Feature::kModelVariant,
        "a layout beyond GPT-2 / Llama (explicit head_dim, QKV-only biases, OPT position offset, Falcon's "
-       "parallel block, Gemma-2 post-norms, Gemma's GeGLU and scaled embeddings, RoPE scaling, sliding-window attention, attention sinks, biases in "
-       "MoE experts)",
+       "parallel block, Gemma-2 post-norms, Gemma's GeGLU and scaled embeddings, RoPE scaling, partial RoPE, "
+       "q/k norms, sliding-window attention, attention sinks, biases in MoE experts)",
        false, false, "use a GPT-2 or Llama layout model"},
       {Feature::kZero2, "ZeRO stage 2 (sharded gradients)", true, false, "replan with --zero 1"},
       {Feature::kZero3, "ZeRO stage 3 (sharded parameters)", true, false, "replan with --zero 1"},

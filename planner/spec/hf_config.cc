@@ -89,7 +89,10 @@ class Keys {
   std::set<std::string> used_;
 };
 
-void LlamaLike(Keys& k, ModelSpec* m, bool tied_default, bool linear_biases = false) {
+// linear_biases: biases on every linear (GPT-OSS). qkv_bias_key: the
+// config's attention_bias puts biases on q, k and v only (GLM-4.5), as
+// Qwen2 always has them; otherwise attention_bias: true is refused.
+void LlamaLike(Keys& k, ModelSpec* m, bool tied_default, bool linear_biases = false, bool qkv_bias_key = false) {
   m->family = ModelFamily::kLlama;
   m->num_layers = k.Int("num_hidden_layers");
   m->hidden = k.Int("hidden_size");
@@ -104,8 +107,11 @@ void LlamaLike(Keys& k, ModelSpec* m, bool tied_default, bool linear_biases = fa
   m->rope_theta = k.NumOr("rope_theta", m->rope_theta);
   m->rms_norm_eps = k.NumOr("rms_norm_eps", m->rms_norm_eps);
   m->rope_scaled = k.NonNull("rope_scaling");
+  m->rotary_fraction = k.NumOr("partial_rotary_factor", 1.0);
   if (linear_biases) {
     m->linear_bias_set = true;
+  } else if (qkv_bias_key) {
+    m->qkv_bias = k.BoolOr("attention_bias", false);
   } else if (k.BoolOr("attention_bias", false)) {
     k.Fail("'attention_bias': true (biases on q, k, v and o) is not modeled; remove it or use a model without");
   }
@@ -143,17 +149,14 @@ void QwenMoeLayers(const json& j, Keys& k) {
 // num_nextn_predict_layers: DeepSeek-V3's multi-token-prediction modules
 // (ModelSpec::mtp_layers): trained with the model and priced, but not part
 // of the published 671B (TotalParams), as the model card counts them.
-void DeepSeek(Keys& k, ModelSpec* m, const json& j) {
-  LlamaLike(k, m, false);
-  m->kv_heads = m->heads;  // num_key_value_heads: MLA up-projects K and V for every head
-  m->q_lora_rank = k.NonNull("q_lora_rank") ? k.Int("q_lora_rank") : (k.Use("q_lora_rank"), 0);
-  m->kv_lora_rank = k.Int("kv_lora_rank");
-  m->qk_nope_head_dim = k.Int("qk_nope_head_dim");
-  m->qk_rope_head_dim = k.Int("qk_rope_head_dim");
-  m->v_head_dim = k.Int("v_head_dim");
-  const int64_t qk = static_cast<int64_t>(m->qk_nope_head_dim) + m->qk_rope_head_dim;
-  if (qk > (int64_t{1} << 30)) k.Fail("'qk_nope_head_dim' + 'qk_rope_head_dim' is outside 0 .. 2^30");
-  m->head_dim_set = k.ok() ? static_cast<int>(qk) : 0;
+// The expert layout DeepSeek-V3 introduced and GLM-4.5 shares: first_k_dense_replace
+// dense SwiGLU layers of intermediate_size, then MoE layers of n_routed_experts
+// experts of moe_intermediate_size (top num_experts_per_tok) plus
+// n_shared_experts shared experts of the same width, and
+// num_nextn_predict_layers multi-token-prediction modules. Group-limited
+// routing (n_group, topk_group) and the routed scaling factor choose and
+// weight a token's experts, not how many.
+void DeepSeekStyleExperts(Keys& k, ModelSpec* m) {
   m->num_experts = k.Int("n_routed_experts");
   m->moe_top_k = k.Int("num_experts_per_tok");
   m->moe_ffn_hidden = k.Int("moe_intermediate_size");
@@ -166,13 +169,38 @@ void DeepSeek(Keys& k, ModelSpec* m, const json& j) {
   m->shared_ffn_hidden = k.ok() ? static_cast<int>(shared) : 0;
   m->first_dense_layers = k.IntOr("first_k_dense_replace", 0);
   m->mtp_layers = k.IntOr("num_nextn_predict_layers", 0);
+  for (const char* key : {"n_group", "topk_group", "routed_scaling_factor"}) k.Use(key);
+  UseMoeNeutralKeys(k);
+}
+
+void DeepSeek(Keys& k, ModelSpec* m, const json& j) {
+  LlamaLike(k, m, false);
+  m->kv_heads = m->heads;  // num_key_value_heads: MLA up-projects K and V for every head
+  m->q_lora_rank = k.NonNull("q_lora_rank") ? k.Int("q_lora_rank") : (k.Use("q_lora_rank"), 0);
+  m->kv_lora_rank = k.Int("kv_lora_rank");
+  m->qk_nope_head_dim = k.Int("qk_nope_head_dim");
+  m->qk_rope_head_dim = k.Int("qk_rope_head_dim");
+  m->v_head_dim = k.Int("v_head_dim");
+  const int64_t qk = static_cast<int64_t>(m->qk_nope_head_dim) + m->qk_rope_head_dim;
+  if (qk > (int64_t{1} << 30)) k.Fail("'qk_nope_head_dim' + 'qk_rope_head_dim' is outside 0 .. 2^30");
+  m->head_dim_set = k.ok() ? static_cast<int>(qk) : 0;
+  DeepSeekStyleExperts(k, m);
   if (k.IntOr("moe_layer_freq", 1) != 1)
     k.Fail("'moe_layer_freq' != 1 (dense MLP layers between MoE layers) is not modeled yet");
-  for (const char* key : {"n_group", "topk_group", "topk_method", "scoring_func", "routed_scaling_factor",
-                          "aux_loss_alpha", "seq_aux", "ep_size"})
-    k.Use(key);
-  UseMoeNeutralKeys(k);
+  for (const char* key : {"topk_method", "scoring_func", "aux_loss_alpha", "seq_aux", "ep_size"}) k.Use(key);
   (void)j;
+}
+
+// GLM-4.5 / GLM-4.5-Air (zai-org config.json, HF Glm4Moe): grouped-query
+// attention of num_attention_heads x head_dim (q width != hidden_size),
+// biases on q, k and v when attention_bias is set (not on o), RMSNorm over
+// each head's q and k when use_qk_norm is set, and DeepSeek-V3's expert
+// layout (DeepSeekStyleExperts) without latent attention. partial_rotary_factor
+// rotates part of each head: same shapes and cost.
+void GlmMoe(Keys& k, ModelSpec* m) {
+  LlamaLike(k, m, false, /*linear_biases=*/false, /*qkv_bias_key=*/true);
+  m->qk_norm = k.BoolOr("use_qk_norm", false);
+  DeepSeekStyleExperts(k, m);
 }
 
 // Qwen2-family sliding windows: HF applies the window to layers
@@ -311,6 +339,8 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
     GptOss(k, m, j);
   } else if (t == "deepseek_v2" || t == "deepseek_v3") {
     DeepSeek(k, m, j);
+  } else if (t == "glm4_moe") {
+    GlmMoe(k, m);
   } else if (t == "gemma" || t == "gemma2") {
     LlamaLike(k, m, true);  // GeGLU MLP: gated like SwiGLU; tied embeddings
     if (t == "gemma2") {
@@ -393,7 +423,7 @@ const std::vector<std::string>& SupportedHfTypes() {
   static const std::vector<std::string> t = {"llama",       "mistral",     "qwen2",     "qwen3",   "phi3",
                                              "gemma",       "gemma2",      "gemma3_text", "gpt2",  "opt",
                                              "falcon",      "mixtral",     "qwen2_moe", "qwen3_moe", "deepseek_v2",
-                                             "deepseek_v3", "gpt_oss"};
+                                             "deepseek_v3", "glm4_moe", "gpt_oss"};
   return t;
 }
 
@@ -431,7 +461,8 @@ StatusOr<ModelSpec> ModelFromHfConfig(const json& j, const std::string& where) {
     if (!m.moe() && j.contains(key) && !j[key].is_null())
       return InvalidArgument(where + ": key '" + key + "' (mixture-of-experts / latent attention) on model_type '" +
                              t + "' is not modeled by dtplan; it changes the model's size and cost, so the config "
-                             "is refused (MoE is mapped for mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3 and gpt_oss only)");
+                             "is refused (MoE is mapped for mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, glm4_moe and "
+                           "gpt_oss only)");
   if (j.contains("quantization_config"))
     return InvalidArgument(where + ": key 'quantization_config' (quantized weights) is not modeled; dtplan plans "
                            "bf16/fp32 training - remove it for a full-precision plan");

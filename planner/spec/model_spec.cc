@@ -12,7 +12,7 @@ const char* ToString(ModelFamily f) { return f == ModelFamily::kGpt ? "gpt" : "l
 bool ModelSpec::FamilyLayout() const {
   return (head_dim_set == 0 || head_dim_set * heads == hidden) && !learned_pos_set && !linear_bias_set &&
          !dropout_set && !qkv_bias && norms_per_layer == 2 && position_offset == 0 && sliding_window == 0 &&
-         !qk_norm && !attention_sinks;
+         !qk_norm && !attention_sinks && rotary_fraction == 1.0;
 }
 
 bool ModelSpec::WindowedLayer(int layer) const {
@@ -122,15 +122,19 @@ Status Validate(const ModelSpec& m, const std::string& where) {
   if (m.num_layers < 1) return bad("'num_layers' must be >= 1");
   if (m.hidden < 1) return bad("'hidden_size' must be >= 1");
   if (m.heads < 1) return bad("'num_attention_heads' must be >= 1");
-  if (m.hidden % m.heads != 0)
+  // Without an explicit head_dim a head is hidden / heads wide (with one,
+  // e.g. GLM-4.5's 96 heads of 128 over hidden 4096, the q width differs).
+  if (m.head_dim_set <= 0 && m.hidden % m.heads != 0)
     return bad("'hidden_size' (" + std::to_string(m.hidden) + ") must be divisible by " +
-               "'num_attention_heads' (" + std::to_string(m.heads) + ")");
+               "'num_attention_heads' (" + std::to_string(m.heads) + "), or give 'head_dim'");
   if (m.kv_heads < 1 || m.heads % m.kv_heads != 0)
     return bad("'num_kv_heads' (" + std::to_string(m.kv_heads) +
                ") must divide 'num_attention_heads' (" + std::to_string(m.heads) + ")");
   if (m.ffn_hidden < 1) return bad("'ffn_hidden_size' must be >= 1");
   if (m.vocab < 1) return bad("'vocab_size' must be >= 1");
   if (!(m.rope_theta > 0)) return bad("'rope_theta' must be > 0");
+  if (!(m.rotary_fraction > 0 && m.rotary_fraction <= 1))
+    return bad("'rotary_fraction' (partial_rotary_factor) must be in (0, 1]");
   if (!(m.rms_norm_eps > 0)) return bad("'rms_norm_eps' must be > 0");
   if (m.seq_length < 1) return bad("'seq_length' must be >= 1");
   if (m.head_dim_set < 0) return bad("'head_dim' must be >= 1");
@@ -220,6 +224,7 @@ StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where) {
     m.rope_theta = r.NumOr("rope_theta", m.rope_theta);
     m.rms_norm_eps = r.NumOr("rms_norm_eps", m.rms_norm_eps);
     m.rope_scaled = r.BoolOr("rope_scaling", false);
+    m.rotary_fraction = r.NumOr("rotary_fraction", 1.0);
     m.head_dim_set = Int32Or(r, "head_dim", 0);
     if (r.Has("learned_positions")) m.learned_pos_set = r.BoolOr("learned_positions", true);
     if (r.Has("linear_bias")) m.linear_bias_set = r.BoolOr("linear_bias", true);
@@ -287,6 +292,7 @@ json ToJson(const ModelSpec& m) {
     j["rope_theta"] = m.rope_theta;
     j["rms_norm_eps"] = m.rms_norm_eps;
     if (m.rope_scaled) j["rope_scaling"] = true;
+    if (m.rotary_fraction != 1.0) j["rotary_fraction"] = m.rotary_fraction;
   }
   // Layout details only when they differ from the family's (so plan files
   // and checkpoints of family-layout models keep their exact form).

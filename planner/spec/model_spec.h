@@ -37,6 +37,11 @@ struct ModelSpec {
   // same shapes and cost, but the runtime applies plain RoPE only, so it is
   // a model variant for the capability table.
   bool rope_scaled = false;
+  // Llama: the share of each head's dimensions RoPE rotates (HF
+  // `partial_rotary_factor`, Megatron-LM `--rotary-percent`; GLM-4.5: 0.5).
+  // Same shapes and cost (the rotation is priced as a pass over q and k);
+  // the runtime rotates whole heads, so < 1 is a model variant.
+  double rotary_fraction = 1.0;
 
   // Layout details beyond the family's (HuggingFace configs: docs/formats.md
   // lists the mapping per model_type). Unset = the family's layout: GPT-2

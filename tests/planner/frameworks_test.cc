@@ -494,6 +494,9 @@ TEST(Frameworks, MegatronMoeMlaAndFp8FlagsRoundTrip) {
                         Case{"deepseek-v3.json", 1, 8, 8, Precision::kProfile},
                         Case{"qwen3-30b-a3b.json", 2, 2, 8, Precision::kFp8},  // q/k norms: --qk-layernorm
                         Case{"deepseek-v3.json", 2, 8, 8, Precision::kFp8},  // FP8 with MLA
+                        // GLM-4.5: 96 heads of 128 over hidden 5120, QKV biases, half-rotary heads
+                        Case{"glm-4.5.json", 2, 4, 8, Precision::kProfile},
+                        Case{"qwen3-8b.json", 2, 2, 1, Precision::kProfile},
                         Case{"", 2, 1, 1, Precision::kFp8}, Case{"", 2, 1, 1, Precision::kFp8, true}}) {
     ModelSpec m = testing_models::Llama8B();
     if (*c.config) {
@@ -533,6 +536,9 @@ TEST(Frameworks, MegatronMoeMlaAndFp8FlagsRoundTrip) {
     EXPECT_EQ(job->model.mtp_layers, m.mtp_layers) << c.config;  // DeepSeek-V3: 1, in the exported layout
     EXPECT_EQ(job->model.kv_lora_rank, m.kv_lora_rank) << c.config;
     EXPECT_EQ(job->model.qk_norm, m.qk_norm) << c.config;
+    EXPECT_EQ(job->model.qkv_bias, m.qkv_bias) << c.config;
+    EXPECT_EQ(job->model.rotary_fraction, m.rotary_fraction) << c.config;
+    EXPECT_EQ(job->model.head_dim(), m.head_dim()) << c.config;
     EXPECT_EQ(job->plan.ep, p.ep) << c.config;
     EXPECT_EQ(job->plan.precision, p.precision) << c.config;
     EXPECT_EQ(job->plan.fp8_param_gather, p.fp8_param_gather) << c.config;

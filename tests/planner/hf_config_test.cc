@@ -117,6 +117,43 @@ TEST(HfConfig, Qwen3AndGemma3MatchTheirModelCards) {
   EXPECT_NE(s.message().find("text_config"), std::string::npos) << s.message();
 }
 
+// GLM-4.5 and GLM-4.5-Air (zai-org config.json): DeepSeek-V3's expert layout
+// (dense leading layers, one shared expert, an MTP module) over grouped-
+// query attention of 96 heads of 128 with Q/K/V biases and half-rotary
+// heads. The counts below are the architecture's, term by term; the model
+// cards round (Air: 106B total, 12B active; GLM-4.5: 355B, 32B) without
+// saying whether embeddings or the MTP module are in: dtplan's totals are
+// within 1% of theirs and the active counts without embeddings within 2%.
+TEST(HfConfig, Glm45CountsItsArchitecture) {
+  struct Glm {
+    const char* file;
+    int64_t h, layers, dense, ffn, moe_ffn, experts;
+    bool qk_norm;
+    double card_total, card_active;
+  };
+  for (const Glm& g : {Glm{"glm-4.5-air.json", 4096, 46, 1, 10944, 1408, 128, false, 106e9, 12e9},
+                       Glm{"glm-4.5.json", 5120, 92, 3, 12288, 1536, 160, true, 355e9, 32e9}}) {
+    auto m = LoadModel(Fixture(g.file));
+    ASSERT_TRUE(m.ok()) << g.file << ": " << m.status().message();
+    EXPECT_EQ(m->q_dim(), 96 * 128) << g.file;
+    EXPECT_TRUE(m->qkv_bias) << g.file;
+    EXPECT_EQ(m->qk_norm, g.qk_norm) << g.file;
+    EXPECT_EQ(m->rotary_fraction, 0.5) << g.file;
+    EXPECT_EQ(m->first_dense_layers, g.dense) << g.file;
+    EXPECT_EQ(m->mtp_layers, 1) << g.file;
+    const int64_t h = g.h, v = 151552;
+    const int64_t attention = h * 12288 + 12288 + 2 * (h * 1024 + 1024) + 12288 * h + (g.qk_norm ? 256 : 0);
+    const int64_t expert = 3 * h * g.moe_ffn;
+    const int64_t moe_mlp = (g.experts + 1) * expert + g.experts * h;  // routed + shared + router
+    const int64_t total = 2 * v * h + g.layers * (attention + 2 * h) + g.dense * 3 * h * g.ffn +
+                          (g.layers - g.dense) * moe_mlp + h;
+    EXPECT_EQ(m->TotalParams(), total) << g.file;
+    EXPECT_LT(std::abs(static_cast<double>(total) / g.card_total - 1), 0.01) << g.file;
+    const double active = static_cast<double>(m->ActiveParams() - 2 * v * h);
+    EXPECT_LT(std::abs(active / g.card_active - 1), 0.02) << g.file << ": " << active;
+  }
+}
+
 Status LoadJson(const json& j) { return ModelFromJson(j, "config.json").status(); }
 
 TEST(HfConfig, ExpertKeysOnDenseTypesAreRefusedNotShrunk) {
