@@ -138,6 +138,11 @@ Status Validate(const ModelSpec& m, const std::string& where) {
   if (!(m.rms_norm_eps > 0)) return bad("'rms_norm_eps' must be > 0");
   if (m.seq_length < 1) return bad("'seq_length' must be >= 1");
   if (m.head_dim_set < 0) return bad("'head_dim' must be >= 1");
+  // q_dim() and kv_dim() are int products: keep them (and the MLA widths)
+  // in range, as every single field is.
+  if (static_cast<int64_t>(m.heads) * std::max(m.head_dim(), std::max(m.v_head_dim, 1)) > (int64_t{1} << 30))
+    return bad("'num_attention_heads' x 'head_dim' = " +
+               std::to_string(static_cast<int64_t>(m.heads) * m.head_dim()) + " is outside 1 .. 2^30");
   if (m.norms_per_layer < 1 || m.norms_per_layer > 4) return bad("'norms_per_layer' must be 1..4");
   if (m.sliding_window < 0) return bad("'sliding_window' must be >= 0 (0: no window)");
   if (m.sliding_window_pattern < 0 || m.sliding_window_pattern == 1)

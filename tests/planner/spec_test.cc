@@ -80,6 +80,15 @@ TEST(ModelSpec, RejectsInconsistentHeads) {
   auto m = ModelFromJson(j, "m.json");
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("num_attention_heads"), std::string::npos);
+  // An explicit head_dim lifts the divisibility rule (GLM-4.5: 96 x 128 over
+  // 4096), but heads x head_dim must stay in range (an int product).
+  j["head_dim"] = 40;
+  EXPECT_TRUE(ModelFromJson(j, "m.json").ok());
+  j["num_attention_heads"] = 65536;
+  j["head_dim"] = 65536;
+  m = ModelFromJson(j, "m.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("outside"), std::string::npos) << m.status().message();
 }
 
 // The in-memory entry points (what the fuzz harnesses call) name the given
