@@ -35,6 +35,7 @@ struct DimensionOptions {
   bool fp8_param_gather = false;  // --fp8-param-gather
   std::string adam_moments;       // --adam-moments fp32|bf16
   bool moe_a2a_overlap = false;  // --moe-a2a-overlap
+  bool no_overlap_grad_reduce = false;  // --no-overlap-grad-reduce
 };
 // Copies the fixed dimensions into k; InvalidArgument for a bad
 // --schedule / --recompute value.

@@ -56,6 +56,9 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
                 "MoE with ep > 1: overlap the EP all-to-alls of one microbatch with another's compute "
                 "(Megatron-LM's --overlap-moe-expert-parallel-comm, combined 1F1B; one more warmup forward; "
                 "no full recompute; pp 1 or interleaved)");
+  app->add_flag("--no-overlap-grad-reduce", d->no_overlap_grad_reduce,
+                "start the data-parallel gradient reduction after the whole backward, as Megatron-LM runs "
+                "without --overlap-grad-reduce (default: overlapped with the last backward, in buckets)");
   app->add_flag("--fp8-param-gather", d->fp8_param_gather,
                 "FP8 plans: keep the linear weights in FP8 and all-gather them in FP8 (Megatron-LM's "
                 "--fp8-param-gather; plans with the distributed optimizer, zero 1, only; default off, as in "

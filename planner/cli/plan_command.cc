@@ -32,6 +32,7 @@ Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
     k->moe_dispatcher = *m;
   }
   k->moe_a2a_overlap = d.moe_a2a_overlap;
+  k->overlap_grad_reduce = !d.no_overlap_grad_reduce;
   k->fp8_param_gather = d.fp8_param_gather;
   if (!d.adam_moments.empty()) k->adam_moment_bytes = d.adam_moments == "bf16" ? 2 : 0;
   if (d.sp_on) k->sequence_parallel = true;

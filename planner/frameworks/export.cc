@@ -129,6 +129,9 @@ StatusOr<FrameworkExport> ExportDeepSpeed(const PlanFile& f) {
   j["train_micro_batch_size_per_gpu"] = p.micro_batch;
   j["gradient_accumulation_steps"] = p.num_microbatches;
   j["zero_optimization"] = {{"stage", p.zero_stage}};
+  // Reduce-scatter / all-reduce in buckets during the backward (ZeRO without
+  // a pipeline; CheckExpressible refused the overlap elsewhere).
+  if (p.zero_stage >= 1 && p.pp == 1) j["zero_optimization"]["overlap_comm"] = p.overlap_grad_reduce;
   j["bf16"] = {{"enabled", Bf16(f)}};
   if (p.tp > 1) j["tensor_parallel"] = {{"autotp_size", p.tp}};
   out.config = j.dump(2) + "\n";

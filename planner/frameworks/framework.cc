@@ -57,6 +57,8 @@ void MegatronReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::str
 // torchtitan v0.2.2 (torchtitan/config/job_config.py,
 // torchtitan/models/llama3/infra/parallelize.py, distributed/parallel_dims.py).
 void TorchtitanReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::string>* out) {
+  if (!p.overlap_grad_reduce && p.dp * p.cp > 1)
+    out->push_back("no gradient reduction after the whole backward (FSDP2 and DDP always overlap it)");
   if (p.precision == Precision::kFp8) out->push_back("no FP8 in dtplan's torchtitan export (float8 not mapped)");
   if (m.mtp_layers > 0) out->push_back("no multi-token prediction modules in dtplan's torchtitan export");
   if (p.adam_moment_bytes == 2) out->push_back("no bf16 Adam moments in dtplan's torchtitan export (not mapped)");
@@ -89,10 +91,17 @@ void DeepSpeedReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::st
     out->push_back(std::string("no ") + (p.schedule == Schedule::kGpipe ? "GPipe" : "interleaved") +
                    " schedule (its pipeline engine runs one 1F1B TrainSchedule)");
   if (p.pp > 1 && p.zero_stage >= 2) out->push_back("no ZeRO-2/3 with pipeline parallelism");
+  if (p.overlap_grad_reduce && p.dp > 1 && !DeepSpeedOverlapsGradReduce(p.zero_stage, p.pp))
+    out->push_back(std::string("no gradient reduction overlapped with the backward ") +
+                   (p.pp > 1 ? "in its pipeline engine (it reduces after the last microbatch)"
+                             : "without ZeRO (its data-parallel all-reduce runs after the backward)") +
+                   "; --framework deepspeed prices it after the backward");
   if (p.tp > 1 && p.zero_stage == 3) out->push_back("no ZeRO-3 with AutoTP tensor parallelism");
 }
 
 }  // namespace
+
+bool DeepSpeedOverlapsGradReduce(int zero_stage, int pp) { return zero_stage >= 1 && pp == 1; }
 
 std::vector<std::string> Inexpressible(Framework f, const ModelSpec& m, const PlanSpec& p) {
   std::vector<std::string> out;

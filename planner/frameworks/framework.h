@@ -25,6 +25,12 @@ const char* DisplayName(Framework f);  // "Megatron-LM", "torchtitan", "DeepSpee
 // anything else InvalidArgument listing the choices.
 StatusOr<Framework> ParseFramework(const std::string& name);
 
+// DeepSpeed (commit 38327e0) reduces gradients during the backward only
+// under ZeRO (zero_optimization.overlap_comm) and without its pipeline
+// engine, which reduces after the last microbatch; plain data parallelism
+// all-reduces after the backward.
+bool DeepSpeedOverlapsGradReduce(int zero_stage, int pp);
+
 // Why framework f cannot run (m, p): one short reason per plan or model
 // feature it has no way to express ("no GPipe schedule"), in a fixed order.
 // Empty when f can run it (always empty for kAny).

@@ -151,7 +151,7 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
       add("--ckpt-format", "fsdp_dtensor");  // required by Megatron-FSDP
       break;
   }
-  if (p.dp * p.cp > 1) add("--overlap-grad-reduce");  // dtplan prices the bucketed overlap
+  if (p.dp * p.cp > 1 && p.overlap_grad_reduce) add("--overlap-grad-reduce");  // the bucketed overlap dtplan prices
   if (p.adam_moment_bytes == 2) {  // bf16 Adam moments (TE FusedAdam; needs the distributed optimizer)
     add("--use-precision-aware-optimizer");
     add("--exp-avg-dtype", "bf16");

@@ -690,9 +690,9 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
                         "without --use-precision-aware-optimizer (as in Megatron-LM)");
   }
   if (has("--fp16")) job.notes.push_back("--fp16 is priced as bf16 (same bytes and tensor-core rate)");
-  if (p.dp * p.cp > 1 && !has("--overlap-grad-reduce"))
-    job.notes.push_back("dtplan prices the data-parallel gradient reduce overlapped with backward (--overlap-grad-reduce); "
-                        "without that flag Megatron-LM's is exposed and the job is slower than predicted");
+  // Without --overlap-grad-reduce (Megatron-LM's default) the reduction
+  // runs after the whole backward: priced so (PlanSpec::overlap_grad_reduce).
+  p.overlap_grad_reduce = has("--overlap-grad-reduce") || p.dp * p.cp == 1;
   DT_RETURN_IF_ERROR(Validate(p, m, "the Megatron-LM command"));
   return job;
 }

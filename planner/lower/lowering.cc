@@ -70,6 +70,7 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
   for (int s = 0; s < pp; ++s) {
     const sim::StreamId cs = out.compute[s], ds = out.dp[s];
     std::vector<sim::TaskId> grad_tasks;  // this stage's gradient reductions
+    sim::TaskId stage_last_bwd = -1;      // the stage's latest backward so far
     std::vector<std::vector<sim::TaskId>> pieces(nch);  // bucket pieces of the last backward
     // Combined 1F1B (PlanSpec::moe_a2a_overlap): a forward whose next
     // compute action is a backward (of another microbatch: the schedule runs
@@ -141,6 +142,7 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
             t = e->AddTask(cs, k.grad_sync_per_microbatch, kCatDpComm, nm("RS", mb, ch));
           bwd_first.at(mb, ch) = first;
           bwd_last.at(mb, ch) = t;
+          stage_last_bwd = t;
           break;
         }
         case ActionKind::kSendAct: {
@@ -166,6 +168,9 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
           for (int i = 0; i < nb; ++i) {
             sim::TaskId g = e->AddTask(ds, k.grad_sync / nb, kCatDpComm, names ? "GS" + std::to_string(ch) : std::string());
             if (!pc.empty()) e->AddDep(pc[i], g);
+            // Not overlapped (PlanSpec::overlap_grad_reduce): the schedule puts
+            // every GradSync after the stage's last backward; wait for it.
+            if (!p.overlap_grad_reduce && stage_last_bwd >= 0) e->AddDep(stage_last_bwd, g);
             grad_tasks.push_back(g);
           }
           break;

@@ -42,7 +42,9 @@ Action StepAt(const PlanSpec& p, int rank, int k, bool forward) {
 }
 
 // Appends one compute action with the receive it consumes and the send it
-// produces, then GradSync after the chunk's last backward.
+// produces, then GradSync after the chunk's last backward (with
+// overlap_grad_reduce off, BuildRank appends them after the last backward
+// of the rank instead).
 class RankEmitter {
  public:
   RankEmitter(const PlanSpec& p, ActionList* out)
@@ -59,7 +61,8 @@ class RankEmitter {
     if (c < last_chunk_) out_->push_back({ActionKind::kRecvGrad, mb, c});
     out_->push_back(a);
     if (c > 0) out_->push_back({ActionKind::kSendGrad, mb, c});
-    if (++backwards_[c] == p_.num_microbatches) out_->push_back({ActionKind::kGradSync, -1, c});
+    if (++backwards_[c] == p_.num_microbatches && p_.overlap_grad_reduce)
+      out_->push_back({ActionKind::kGradSync, -1, c});
   }
 
  private:
@@ -81,6 +84,9 @@ ActionList BuildRank(const PlanSpec& p, int rank) {
     emit.Emit(StepAt(p, rank, i, false));
   }
   for (int k = total - warmup; k < total; ++k) emit.Emit(StepAt(p, rank, k, false));
+  if (!p.overlap_grad_reduce)  // after the whole backward, last chunk first (the order backwards end)
+    for (int local = p.vpp - 1; local >= 0; --local)
+      out.push_back({ActionKind::kGradSync, -1, local * p.pp + rank});
   out.push_back({ActionKind::kOptimizerStep, -1, -1});
   if (p.zero_stage >= 1)
     for (int local = 0; local < p.vpp; ++local)

@@ -33,6 +33,8 @@ struct SearchConstraints {
   // searched; plans it cannot run with (ep 1, full recompute, pp > 1 without
   // the interleaved schedule) are rejected with the reason.
   bool moe_a2a_overlap = false;
+  // PlanSpec::overlap_grad_reduce: copied into every plan, not searched.
+  bool overlap_grad_reduce = true;
   // --fp8-param-gather (PlanSpec::fp8_param_gather): FP8 plans with the
   // distributed optimizer keep FP8 parameters; plans with another ZeRO
   // stage are rejected with why. Off by default, as in Megatron-LM, and not

@@ -225,6 +225,11 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   p.adam_moment_bytes = k.adam_moment_bytes;
                   p.precision = k.precision;
                   p.moe_a2a_overlap = k.moe_a2a_overlap;
+                  // DeepSpeed overlaps the gradient reduction with the
+                  // backward only under ZeRO without a pipeline
+                  // (DeepSpeedOverlapsGradReduce): its plans are priced so.
+                  p.overlap_grad_reduce = k.overlap_grad_reduce &&
+                                          (k.framework != Framework::kDeepSpeed || DeepSpeedOverlapsGradReduce(z, pp));
                   if (p.moe_a2a_overlap) {
                     const char* why = ep < 2 ? "--moe-a2a-overlap needs ep > 1"
                                       : rc == Recompute::kFull ? "--moe-a2a-overlap refuses full recompute"

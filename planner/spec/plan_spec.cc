@@ -370,6 +370,7 @@ json ToJson(const PlanSpec& p) {
   if (p.fp8_param_gather) j["fp8_param_gather"] = true;                             // absent: false
   if (p.adam_moment_bytes != 0) j["adam_moment_bytes"] = p.adam_moment_bytes;        // absent: 0 (fp32 moments)
   if (p.moe_a2a_overlap) j["moe_a2a_overlap"] = true;                               // absent: false
+  if (!p.overlap_grad_reduce) j["overlap_grad_reduce"] = false;                     // absent: true
   if (p.recompute_modules != kDefaultRecomputeModules)                              // absent: [core_attn]
     j["recompute_modules"] = RecomputeModuleNames(p.recompute_modules);
   return j;
@@ -431,6 +432,7 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   p.force_balanced_routing = r.BoolOr("force_balanced_routing", false);
   p.fp8_param_gather = r.BoolOr("fp8_param_gather", false);
   p.moe_a2a_overlap = r.BoolOr("moe_a2a_overlap", false);
+  p.overlap_grad_reduce = r.BoolOr("overlap_grad_reduce", true);
   if (r.Has("moe_dispatcher")) {
     auto d = ParseMoeDispatcher(r.Str("moe_dispatcher"));
     if (!d.ok()) r.Fail(d.status().message());
@@ -538,6 +540,7 @@ std::string Describe(const PlanSpec& p) {
   if (p.fp8_param_gather) os << " fp8-params";
   if (p.adam_moment_bytes == 2) os << " bf16-moments";
   if (p.moe_a2a_overlap) os << " a2a-overlap";
+  if (!p.overlap_grad_reduce) os << " grad-sync-after-backward";
   if (UnevenSplit(p)) {
     os << " layers=";
     const std::vector<int>& l = p.layers_per_chunk;

@@ -152,6 +152,13 @@ struct PlanSpec {
   // build_schedule.h). Needs pp 1 or the interleaved schedule and no full
   // recompute (Megatron-LM's rules). Never searched, like the dispatcher.
   bool moe_a2a_overlap = false;
+  // The data-parallel gradient reduction starts during each chunk's last
+  // backward, in buckets (Megatron-LM --overlap-grad-reduce, PyTorch DDP and
+  // FSDP, DeepSpeed overlap_comm): true, the default. false: it starts after
+  // the stage's whole backward, as Megatron-LM runs without the flag (its
+  // default) - the schedule (build_schedule.h) puts every kGradSync after
+  // the last backward, so dtrun and the simulator both run it that way.
+  bool overlap_grad_reduce = true;
   // Bytes per stored and reduced gradient element; 0: the profile's dtype
   // (2 for bf16, 4 for fp32). 4 on a bf16 profile: fp32 main gradients, as
   // Megatron-LM keeps them by default (planner/frameworks, docs/frameworks.md).

@@ -60,6 +60,7 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     p.moe_dispatcher = k.moe_dispatcher;
     p.fp8_param_gather = Fp8ParamGatherFor(k, p.zero_stage);
     p.moe_a2a_overlap = k.moe_a2a_overlap;
+    p.overlap_grad_reduce = k.overlap_grad_reduce;
     p.adam_moment_bytes = k.adam_moment_bytes;
     if (c.dp_bucket_bytes > 0) p.dp_bucket_bytes = c.dp_bucket_bytes;
     p.layers_per_chunk = c.layers_per_chunk.empty() ? EvenSplit(m.num_layers, p.pp * p.vpp) : c.layers_per_chunk;

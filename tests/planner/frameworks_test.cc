@@ -147,7 +147,18 @@ void JsonPaths(const json& j, const std::string& prefix, std::vector<std::string
 TEST(Frameworks, DeepSpeedKeysAreConfigKeys) {
   const std::set<std::string> real = Names("deepspeed_38327e0_config_keys.txt");
   int exported = 0;
-  for (const PlanFile& f : Sample()) {
+  for (PlanFile f : Sample()) {
+    // DeepSpeed reduces gradients after the backward unless ZeRO runs
+    // without a pipeline: a plan that says otherwise is refused by name.
+    const bool overlaps = DeepSpeedOverlapsGradReduce(f.plan.zero_stage, f.plan.pp);
+    if (f.plan.dp > 1 && !overlaps) {
+      bool named = false;
+      for (const std::string& why : Inexpressible(Framework::kDeepSpeed, f.model, f.plan))
+        named = named || why.find("gradient reduction") != std::string::npos;
+      EXPECT_TRUE(named) << Describe(f.plan);
+      EXPECT_FALSE(ExportPlan(Framework::kDeepSpeed, f).ok()) << Describe(f.plan);
+      f.plan.overlap_grad_reduce = false;  // as --framework deepspeed prices it
+    }
     auto ex = ExportPlan(Framework::kDeepSpeed, f);
     if (!ex.ok()) continue;
     std::vector<std::string> paths;
@@ -155,6 +166,8 @@ TEST(Frameworks, DeepSpeedKeysAreConfigKeys) {
     for (const auto& k : paths) EXPECT_TRUE(real.count(k)) << k << " is not a DeepSpeed config key";
     const json j = json::parse(ex->config);
     EXPECT_EQ(j["train_batch_size"].get<int64_t>(), f.plan.global_batch());
+    if (j["zero_optimization"].contains("overlap_comm"))
+      EXPECT_EQ(j["zero_optimization"]["overlap_comm"].get<bool>(), f.plan.overlap_grad_reduce);
     EXPECT_EQ(j["train_batch_size"].get<int64_t>(), j["train_micro_batch_size_per_gpu"].get<int64_t>() *
                                                        j["gradient_accumulation_steps"].get<int64_t>() * f.plan.dp);
     ++exported;
@@ -405,6 +418,37 @@ TEST(Frameworks, MegatronImportRefusesWhatItCannotPrice) {
   auto var = ImportMegatron({"--num-layers", "$NUM_LAYERS"}, 1, "x");
   ASSERT_FALSE(var.ok());
   EXPECT_NE(var.status().message().find("shell variables"), std::string::npos);
+}
+
+// Megatron-LM reduces gradients after the whole backward unless
+// --overlap-grad-reduce is given: imported as such, priced slower, exported
+// back without the flag; DeepSpeed and torchtitan say what they can run.
+TEST(Frameworks, GradReduceOverlapImportedAsTheJobRunsIt) {
+  const std::vector<std::string> base = {"--num-layers", "8", "--hidden-size", "1024", "--num-attention-heads", "16",
+                                         "--seq-length", "1024", "--micro-batch-size", "1", "--global-batch-size",
+                                         "64", "--vocab-size", "51200", "--use-distributed-optimizer", "--bf16"};
+  auto off = ImportMegatron(base, 16, "x");
+  ASSERT_TRUE(off.ok()) << off.status().message();
+  EXPECT_FALSE(off->plan.overlap_grad_reduce);
+  std::vector<std::string> with = base;
+  with.push_back("--overlap-grad-reduce");
+  auto on = ImportMegatron(with, 16, "x");
+  ASSERT_TRUE(on.ok()) << on.status().message();
+  EXPECT_TRUE(on->plan.overlap_grad_reduce);
+  ClusterSpec c;
+  c.nodes = 2;
+  c.gpus_per_node = 8;
+  const HardwareProfile hw = LoadProfile("A100-SXM4-80GB").value();
+  auto t_off = SimulatePlan(off->model, c, off->plan, hw), t_on = SimulatePlan(on->model, c, on->plan, hw);
+  ASSERT_TRUE(t_off.ok() && t_on.ok());
+  EXPECT_GT(t_off->time.dp_exposed, t_on->time.dp_exposed);
+  auto flags = MegatronArgs(off->model, off->plan, true);
+  ASSERT_TRUE(flags.ok());
+  for (const CliFlag& fl : *flags) EXPECT_NE(fl.name, "--overlap-grad-reduce");
+  EXPECT_FALSE(Inexpressible(Framework::kTorchtitan, off->model, off->plan).empty());
+  EXPECT_TRUE(DeepSpeedOverlapsGradReduce(1, 1));
+  EXPECT_FALSE(DeepSpeedOverlapsGradReduce(0, 1));
+  EXPECT_FALSE(DeepSpeedOverlapsGradReduce(1, 2));
 }
 
 TEST(Frameworks, RulesRefuseWhatEachCannotRun) {

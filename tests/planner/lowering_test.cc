@@ -144,6 +144,31 @@ TEST_F(PlannerFixture, BreakdownAddsUpToStepTime) {
   }
 }
 
+// Gradient reduction after the whole backward (PlanSpec::overlap_grad_reduce
+// off): never faster; on one stage the whole reduction is exposed (it waits
+// for the last backward; with pp > 1 another stage's longer backward can
+// still hide part of it); the lower bound stays below the simulation.
+TEST_F(PlannerFixture, GradReduceAfterTheBackwardIsExposed) {
+  int slower = 0;
+  for (PlanSpec p : plans_) {
+    if (p.dp * p.cp == 1) continue;
+    const double on = SimulatePlan(model_, cluster_, p, hw_)->step_time_s;
+    p.overlap_grad_reduce = false;
+    auto off = SimulatePlan(model_, cluster_, p, hw_);
+    ASSERT_TRUE(off.ok()) << Describe(p);
+    EXPECT_GE(off->step_time_s, on * (1 - 1e-12)) << Describe(p);
+    slower += off->step_time_s > on * (1 + 1e-9);
+    const PlanCosts c = ComputePlanCosts(model_, cluster_, p, hw_);
+    if (p.pp == 1) {  // one stage: its whole reduction runs after its last backward
+      double sync = 0;
+      for (int ch = 0; ch < p.num_chunks(); ++ch) sync += c.chunks[ch].grad_sync;
+      EXPECT_GE(off->time.dp_exposed, sync * (1 - 1e-9)) << Describe(p);
+    }
+    EXPECT_LE(StepTimeLowerBound(p, c), off->step_time_s * (1 + 1e-9)) << Describe(p);
+  }
+  EXPECT_GT(slower, 10);
+}
+
 // ZeRO-2/3: the lowering issues what the runtime's ModelChunk issues — per
 // microbatch and chunk, one all-gather per unit use before a forward and a
 // backward (ZeRO-3) and one reduce-scatter per unit use after a backward,

@@ -190,5 +190,31 @@ TEST(Schedule, BubbleHelpers) {
   EXPECT_DOUBLE_EQ(BubbleFraction(Plan(Schedule::k1F1B, 1, 1, 8)), 0.0);
 }
 
+// overlap_grad_reduce off (Megatron-LM without --overlap-grad-reduce): the
+// same compute order, and every GradSync after the rank's last backward,
+// right before the optimizer step.
+TEST(Schedule, GradSyncAfterTheWholeBackwardWhenNotOverlapped) {
+  for (const PlanSpec& base : {Plan(Schedule::k1F1B, 4, 1, 8), Plan(Schedule::kInterleaved, 2, 3, 4, 1),
+                               Plan(Schedule::kGpipe, 2, 1, 3), Plan(Schedule::k1F1B, 1, 1, 5)}) {
+    PlanSpec p = base;
+    p.overlap_grad_reduce = false;
+    ExpectValid(p);
+    auto on = BuildSchedule(base), off = BuildSchedule(p);
+    ASSERT_TRUE(on.ok() && off.ok());
+    for (int r = 0; r < p.pp; ++r) {
+      const ActionList& l = (*off)[r];
+      EXPECT_EQ(Join(l, true), Join((*on)[r], true)) << Describe(p) << " rank " << r;
+      size_t last_bwd = 0, first_sync = l.size(), step = l.size();
+      for (size_t i = 0; i < l.size(); ++i) {
+        if (l[i].kind == ActionKind::kBackward) last_bwd = i;
+        if (l[i].kind == ActionKind::kGradSync) first_sync = std::min(first_sync, i);
+        if (l[i].kind == ActionKind::kOptimizerStep) step = i;
+      }
+      EXPECT_GT(first_sync, last_bwd) << Describe(p) << " rank " << r;
+      EXPECT_EQ(step, first_sync + static_cast<size_t>(p.vpp)) << Describe(p) << " rank " << r;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dt

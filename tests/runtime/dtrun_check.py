@@ -245,7 +245,13 @@ def check_llama():
               ("pp2_interleaved_split_1_1_1_1_dp2", dict(dp=2, pp=2, vpp=2, mbs=1, schedule="interleaved",
                                                          zero=1, layers_per_chunk=[1, 1, 1, 1])),
               ("dp2xtp2_zero3", dict(dp=2, tp=2, zero=3)),
-              ("dp2xpp2_zero2", dict(dp=2, pp=2, zero=2)))
+              ("dp2xpp2_zero2", dict(dp=2, pp=2, zero=2)),
+              # Gradient reduction after the whole backward (Megatron-LM
+              # without --overlap-grad-reduce): GradSync moves in the schedule.
+              ("dp2_grad_sync_after_backward", dict(dp=2, overlap_grad_reduce=False)),
+              ("pp2_interleaved_dp2_zero1_grad_sync_after_backward",
+               dict(dp=2, pp=2, vpp=2, mbs=1, schedule="interleaved", zero=1, layers_per_chunk=[1, 1, 1, 1],
+                    overlap_grad_reduce=False)))
     for name, kv in uneven:
         plan = os.path.join(A.work, name + ".json")
         world = write_plan(plan, model=model, **kv)
