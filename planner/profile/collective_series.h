@@ -9,7 +9,9 @@
 // whole input; send/recv: the message); busbw = S / t x factor(op, n)
 // (sim::BusBwFactor). The entry is fitted so that planner/cost/comm_cost.h
 // reproduces the series: points [S, busbw(S)] with time made non-decreasing
-// in S (a larger message is never faster), busbw_Bps = the largest busbw,
+// in S (a larger message is never faster) and at most 1.25 x ceil(S / S_prev)
+// times the previous point's (sending it in pieces would be faster: a point
+// far above that is measurement noise), busbw_Bps = the largest busbw,
 // latency_s = the smallest-message time / the cost model's latency steps.
 // Pure functions; samples with a non-positive size or time are skipped.
 #pragma once

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "planner/profile/collective_series.h"
 #include "planner/profile/interp.h"
 #include "planner/profile/profile.h"
 
@@ -81,6 +82,31 @@ TEST(InterpTest, ValidateCurveRejectsBadCurves) {
   EXPECT_FALSE(ValidateCurve(MakeCurve({0, 1}, {1, 2}), "c", true, true).ok());
   EXPECT_FALSE(ValidateCurve(MakeCurve({1, 2}, {1, -2}), "c", true, true).ok());
   EXPECT_TRUE(ValidateCurve(MakeCurve({1, 2}, {1, -2}), "c", true, false).ok());
+}
+
+// A measured collective series becomes a table whose time never falls with
+// the message size and never exceeds sending it as several smaller messages:
+// a noisy point (here 16 KiB measured at 37 us after 4 KiB at 4 us, as a
+// busy moment of the profiling machine gave on 2026-11-24) is brought down to
+// 1.25 x 4 x 4 us, and a clean series keeps its points.
+// The bus-bandwidth factor of a 2-rank all-reduce (nccl-tests: 2 (n-1) / n).
+double BusBwFactorOf(int n) { return 2.0 * (n - 1) / n; }
+
+TEST(CollectiveSeries, NoisyPointsAreBoundedByChunking) {
+  CollSeries s;
+  s.kind = CollKind::kAllReduce;
+  s.group_size = 2;
+  s.samples = {{1024, 1.9e-6}, {4096, 4.0e-6}, {16384, 37.3e-6}, {65536, 53.5e-6}, {262144, 152.6e-6}};
+  const LinkEntry e = LinkEntryFromSeries(s);
+  ASSERT_EQ(e.points.size(), 5u);
+  auto time_at = [&](size_t i) { return e.points.x[i] * BusBwFactorOf(2) / e.points.y[i]; };
+  EXPECT_NEAR(time_at(2), 20.0e-6, 1e-12);  // 1.25 x 4 x the 4 KiB time, not 37.3 us
+  EXPECT_NEAR(time_at(3), 53.5e-6, 1e-12);  // within 1.25 x 4 x 20 us: kept
+  EXPECT_NEAR(time_at(1), 4.0e-6, 1e-12);
+  for (size_t i = 1; i < e.points.size(); ++i) {
+    EXPECT_GE(time_at(i), time_at(i - 1));
+    EXPECT_LE(time_at(i), 1.25 * std::ceil(e.points.x[i] / e.points.x[i - 1]) * time_at(i - 1) * (1 + 1e-12));
+  }
 }
 
 TEST(ProfileTest, BundledProfilesLoadByNameAndAlias) {
