@@ -1,6 +1,8 @@
 #include "planner/cli/setup.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "planner/cost/comm_cost.h"
 #include "planner/profile/machine_info.h"
@@ -73,6 +75,12 @@ StatusOr<Setup> LoadSetup(const CommonOptions& o) {
         s.note += slow;
       }
     }
+  }
+  // A measured profile's own end check: how far its predictions of whole
+  // training steps were from the steps it ran, the error to expect here.
+  if (const std::string check = StepCheckNote(s.hw); !check.empty()) {
+    if (!s.note.empty()) s.note += "; ";
+    s.note += check;
   }
   return s;
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
 
@@ -228,7 +229,25 @@ bool operator==(const HardwareProfile& a, const HardwareProfile& b) {
          ca.kernel_overhead_s == cb.kernel_overhead_s &&
          ca.optimizer_bytes_per_param == cb.optimizer_bytes_per_param &&
          ca.host_overhead_s == cb.host_overhead_s && ca.step_overhead_s == cb.step_overhead_s &&
-         ca.fp8 == cb.fp8 && ca.note == cb.note;
+         ca.fp8 == cb.fp8 && ca.step_checks == cb.step_checks && ca.note == cb.note;
+}
+
+std::string StepCheckNote(const HardwareProfile& hw) {
+  const std::vector<StepCheck>& c = hw.compute.step_checks;
+  if (c.empty()) return "";
+  size_t worst = 0;
+  double lo = c[0].predicted_s / c[0].measured_s - 1, hi = lo;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const double e = c[i].predicted_s / c[i].measured_s - 1;
+    lo = std::min(lo, e);
+    hi = std::max(hi, e);
+    if (std::abs(e) > std::abs(c[worst].predicted_s / c[worst].measured_s - 1)) worst = i;
+  }
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "%+.0f%%..%+.0f%% of the measured steps (worst: %s, %+.0f%%)", 100 * lo, 100 * hi,
+                c[worst].what.c_str(), 100 * (c[worst].predicted_s / c[worst].measured_s - 1));
+  return "profile " + hw.name + "'s own check of " + std::to_string(c.size()) +
+         " whole training steps predicted them within " + buf + ": expect errors of that size";
 }
 
 }  // namespace dt

@@ -58,6 +58,18 @@ struct Fp8Compute {
   }
 };
 
+// A measured profile's own end check: one whole training step the profiler
+// ran with the runtime, against the profile's prediction of it (after every
+// fit). Says how far this profile's predictions are from its machine.
+struct StepCheck {
+  std::string what;          // e.g. "gpt-tiny training step mbs8"
+  double measured_s = 0;     // median step time, max over the node's ranks
+  double predicted_s = 0;
+  bool operator==(const StepCheck& o) const {
+    return what == o.what && measured_s == o.measured_s && predicted_s == o.predicted_s;
+  }
+};
+
 struct ComputeProfile {
   Curve gemm_efficiency;                // x = FLOPs per call, y = fraction of peak (log-log)
   std::string gemm_efficiency_note;
@@ -74,6 +86,7 @@ struct ComputeProfile {
   // loss/grad-norm synchronisation, data loading, logging). Optional.
   double step_overhead_s = 0;
   Fp8Compute fp8;  // optional (GPUs with FP8 Tensor Cores)
+  std::vector<StepCheck> step_checks;  // optional (profiles measured by dtplan profile)
   std::string note;
   // Derived by PrepareProfile from gemm_points (not serialized): x = FLOPs
   // per call, y = seconds, made non-decreasing (running maximum).
@@ -143,6 +156,12 @@ std::vector<std::string> BundledProfileNames();
 
 // Bundled name, alias ("a100", "h100", "cpu") or path to a JSON file.
 StatusOr<HardwareProfile> LoadProfile(const std::string& name_or_path);
+
+// For a profile with step checks (ComputeProfile::step_checks, written by
+// `dtplan profile`): one line with the range of its prediction errors on
+// those steps and the worst one, the error to expect on its machine; empty
+// without checks.
+std::string StepCheckNote(const HardwareProfile& hw);
 // Parses and validates; `where` names the source in error messages.
 StatusOr<HardwareProfile> ProfileFromJson(const json& j, const std::string& where);
 // A profile file's content (ParseJsonText + ProfileFromJson), no file

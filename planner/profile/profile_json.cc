@@ -92,6 +92,22 @@ Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) 
     DT_RETURN_IF_ERROR(st);
     DT_RETURN_IF_ERROR(ParseCurve(*fpts, what + ".fp8.gemm_efficiency", &c->fp8.gemm_efficiency));
   }
+  if (j.contains("step_checks") && !j.at("step_checks").is_null()) {
+    const json* sc = Child(j, "step_checks", true, what, &st);
+    DT_RETURN_IF_ERROR(st);
+    for (size_t i = 0; i < sc->size(); ++i) {
+      const std::string at = what + ".step_checks[" + std::to_string(i) + "]";
+      FieldReader cr((*sc)[i], at);
+      StepCheck s;
+      s.what = cr.Str("what");
+      s.measured_s = cr.Num("measured_s");
+      s.predicted_s = cr.Num("predicted_s");
+      DT_RETURN_IF_ERROR(cr.status());
+      if (!(s.measured_s > 0 && s.predicted_s > 0 && s.measured_s < 1e6 && s.predicted_s < 1e6))
+        return InvalidArgument(at + ": measured_s and predicted_s must be positive seconds (below 1e6)");
+      c->step_checks.push_back(s);
+    }
+  }
   if (j.contains("gemm_points") && !j.at("gemm_points").is_null()) {
     const json* gp = Child(j, "gemm_points", true, what, &st);
     DT_RETURN_IF_ERROR(st);
@@ -250,6 +266,12 @@ json ToJson(const HardwareProfile& p) {
     for (const GemmPoint& g : c.gemm_points)
       a.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"batch", g.batch}, {"seconds", g.seconds}});
     j["compute"]["gemm_points"] = a;
+  }
+  if (!c.step_checks.empty()) {
+    json a = json::array();
+    for (const StepCheck& s : c.step_checks)
+      a.push_back({{"what", s.what}, {"measured_s", s.measured_s}, {"predicted_s", s.predicted_s}});
+    j["compute"]["step_checks"] = a;
   }
   if (c.fp8.available()) {
     j["compute"]["fp8"] = {{"peak_flops", c.fp8.peak_flops}, {"gemm_efficiency", CurveToJson(c.fp8.gemm_efficiency)}};

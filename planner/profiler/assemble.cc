@@ -179,8 +179,10 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
                                     c.memory_bound_efficiency / m.optimizer_params;
     std::string fit = " memory_bound_efficiency refit on the runtime's whole-model training step "
                       "(isolated layer kernels: " + ShortNumber(isolated, 3) + "); measured/predicted ms:";
-    for (const ModelSample& s : m.model_steps)
+    for (const ModelSample& s : m.model_steps) {
       fit += " " + s.what + " " + ShortNumber(s.seconds * 1e3, 3) + "/" + ShortNumber(predict(p, s) * 1e3, 3) + ";";
+      c.step_checks.push_back({s.what, s.seconds, predict(p, s)});
+    }
     c.note += fit;
     DT_RETURN_IF_ERROR(PrepareProfile(&p, where));
   }

@@ -166,8 +166,9 @@ TEST(Frameworks, DeepSpeedKeysAreConfigKeys) {
     for (const auto& k : paths) EXPECT_TRUE(real.count(k)) << k << " is not a DeepSpeed config key";
     const json j = json::parse(ex->config);
     EXPECT_EQ(j["train_batch_size"].get<int64_t>(), f.plan.global_batch());
-    if (j["zero_optimization"].contains("overlap_comm"))
+    if (j["zero_optimization"].contains("overlap_comm")) {
       EXPECT_EQ(j["zero_optimization"]["overlap_comm"].get<bool>(), f.plan.overlap_grad_reduce);
+    }
     EXPECT_EQ(j["train_batch_size"].get<int64_t>(), j["train_micro_batch_size_per_gpu"].get<int64_t>() *
                                                        j["gradient_accumulation_steps"].get<int64_t>() * f.plan.dp);
     ++exported;

@@ -135,6 +135,26 @@ TEST(ProfileTest, BundledProfilesLoadByNameAndAlias) {
   EXPECT_EQ(c->network.gpus_per_node, 2);
 }
 
+// A measured profile's end check round-trips and gives the user the range of
+// its own prediction errors; a check with a non-positive time is refused.
+TEST(ProfileTest, StepChecksRoundTripAndSummarise) {
+  HardwareProfile p = LoadProfile("cpu-generic").value();
+  EXPECT_EQ(StepCheckNote(p), "");
+  p.compute.step_checks = {{"gpt-tiny training step mbs1", 1.8e-3, 1.93e-3},
+                           {"gpt-small-cpu training step mbs16", 0.550, 0.494}};
+  json j = ToJson(p);
+  StatusOr<HardwareProfile> q = ProfileFromJson(json::parse(j.dump()), "round trip");
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  EXPECT_TRUE(*q == p);
+  const std::string note = StepCheckNote(*q);
+  EXPECT_NE(note.find("-10%..+7%"), std::string::npos) << note;
+  EXPECT_NE(note.find("worst: gpt-small-cpu training step mbs16, -10%"), std::string::npos) << note;
+  p.compute.step_checks.pop_back();  // one check, 7% slow: the range is that point
+  EXPECT_NE(StepCheckNote(p).find("+7%..+7%"), std::string::npos) << StepCheckNote(p);
+  j["compute"]["step_checks"][0]["measured_s"] = -1;
+  EXPECT_FALSE(ProfileFromJson(j, "bad").ok());
+}
+
 TEST(ProfileTest, UnknownNameListsBundledNames) {
   StatusOr<HardwareProfile> p = LoadProfile("tpu-v9");
   ASSERT_FALSE(p.ok());
