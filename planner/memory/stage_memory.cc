@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "base/check.h"
 #include "planner/cost/moe_ops.h"
@@ -59,9 +60,12 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // model's (DenseLayerModel), the others' the MoE layer's.
   const double stage_layers = p.StageLayers(pipeline_rank);
   const int dense_layers = DenseLayersOnStage(m, p, pipeline_rank);
-  const ModelSpec dense_model = dense_layers > 0 ? DenseLayerModel(m) : m;
+  // (Built only when needed: EstimateStageMemory runs for every searched plan.)
+  const std::optional<ModelSpec> dense_model =
+      dense_layers > 0 ? std::optional<ModelSpec>(DenseLayerModel(m)) : std::nullopt;
   auto over_layers = [&](const auto& per_layer) {
-    return dense_layers * per_layer(dense_model) + (stage_layers - dense_layers) * per_layer(m);
+    const double moe = (stage_layers - dense_layers) * per_layer(m);
+    return dense_model ? dense_layers * per_layer(*dense_model) + moe : moe;
   };
   // The larger of the two layer kinds present on the stage (an MTP module
   // holds a layer of the model's kind; a stage without dense layers is
@@ -69,7 +73,7 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   const bool model_kind_layers = dense_layers == 0 || stage_layers > dense_layers || mtp_layers > 0;
   auto larger_kind = [&](const auto& per_layer) {
     const double moe_layer = model_kind_layers ? per_layer(m) : 0.0;
-    return dense_layers > 0 ? std::max(moe_layer, per_layer(dense_model)) : moe_layer;
+    return dense_model ? std::max(moe_layer, per_layer(*dense_model)) : moe_layer;
   };
   const double linear_weights =
       over_layers([&](const ModelSpec& k) { return static_cast<double>(LinearWeightParamsPerRank(k, p)); }) +
