@@ -235,17 +235,13 @@ bool operator==(const HardwareProfile& a, const HardwareProfile& b) {
 std::string StepCheckNote(const HardwareProfile& hw) {
   const std::vector<StepCheck>& c = hw.compute.step_checks;
   if (c.empty()) return "";
-  size_t worst = 0;
-  double lo = c[0].predicted_s / c[0].measured_s - 1, hi = lo;
-  for (size_t i = 0; i < c.size(); ++i) {
-    const double e = c[i].predicted_s / c[i].measured_s - 1;
-    lo = std::min(lo, e);
-    hi = std::max(hi, e);
-    if (std::abs(e) > std::abs(c[worst].predicted_s / c[worst].measured_s - 1)) worst = i;
-  }
+  std::vector<double> err;  // predicted / measured - 1, per check
+  for (const StepCheck& s : c) err.push_back(s.predicted_s / s.measured_s - 1);
+  const auto [lo, hi] = std::minmax_element(err.begin(), err.end());
+  const size_t worst = std::abs(*lo) > std::abs(*hi) ? lo - err.begin() : hi - err.begin();
   char buf[160];
-  std::snprintf(buf, sizeof(buf), "%+.0f%%..%+.0f%% of the measured steps (worst: %s, %+.0f%%)", 100 * lo, 100 * hi,
-                c[worst].what.c_str(), 100 * (c[worst].predicted_s / c[worst].measured_s - 1));
+  std::snprintf(buf, sizeof(buf), "%+.0f%%..%+.0f%% of the measured steps (worst: %s, %+.0f%%)", 100 * *lo, 100 * *hi,
+                c[worst].what.c_str(), 100 * err[worst]);
   return "profile " + hw.name + "'s own check of " + std::to_string(c.size()) +
          " whole training steps predicted them within " + buf + ": expect errors of that size";
 }

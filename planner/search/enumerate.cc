@@ -1,6 +1,7 @@
 #include "planner/search/enumerate.h"
 
 #include <algorithm>
+#include <map>
 
 #include "planner/spec/capabilities.h"
 
@@ -113,6 +114,14 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
       return InvalidArgument("--device cpu plans for the bundled runtime: " + s.message());
   }
   Enumeration e;
+  // AccountedSplit depends on the chunk count only: computed once per count
+  // (the loop below asks for it at every plan).
+  std::map<int, std::vector<int>> accounted_splits;
+  auto accounted_split = [&](int chunks) -> const std::vector<int>& {
+    auto it = accounted_splits.find(chunks);
+    if (it == accounted_splits.end()) it = accounted_splits.emplace(chunks, AccountedSplit(m, chunks)).first;
+    return it->second;
+  };
   // Context parallelism is searched only for long sequences (>= 16k tokens)
   // where activations force it; shorter sequences use cp = 1 unless fixed.
   std::vector<int> cps = k.cp ? std::vector<int>{*k.cp}
@@ -266,12 +275,11 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   // balances the end stages and can fit where the even
                   // split does not (PlanSpec AccountedSplit).
                   using Split = SearchConstraints::Split;
-                  std::vector<int> accounted =
-                      pp > 1 && k.split != Split::kEven ? AccountedSplit(m, pp * vpp) : std::vector<int>{};
-                  const bool has_accounted = !accounted.empty();
+                  const bool has_accounted =
+                      pp > 1 && k.split != Split::kEven && !accounted_split(pp * vpp).empty();
                   if (has_accounted) {
                     PlanSpec q = p;
-                    q.layers_per_chunk = std::move(accounted);
+                    q.layers_per_chunk = accounted_split(pp * vpp);
                     if (k.split == Split::kBoth) ++e.plans_considered;
                     e.plans.push_back(std::move(q));
                   }
