@@ -17,8 +17,13 @@ interleaved with dtrun in every round: `inherit` (the environment as it is: PyTo
 and/or an OPENBLAS_CORETYPE value such as SkylakeX (the kernels dtrun picks on AMD AVX-512 CPUs,
 runtime/backend/blas_gemm.cc: the same GEMM on both sides).
 
+--precision bf16 runs dtrun's bf16 mixed-precision plans (GEMMs on bf16 operands: oneDNN's
+AVX512-BF16 kernel where the CPU has one) and PyTorch under bf16 autocast (its bundled oneDNN);
+--torch-precisions adds PyTorch in the other precision (e.g. fp32, the issue's baseline).
+
   scripts/bench-vs-torch.py [--runs 3] [--steps 8] [--shapes A,B] [--ranks 1,2]
-                            [--torch-coretypes inherit,SkylakeX]
+                            [--torch-coretypes inherit,SkylakeX] [--precision fp32|bf16]
+                            [--torch-precisions fp32,bf16]
 """
 import argparse
 import json
@@ -43,7 +48,7 @@ def env_1thread(extra=None):
     return env
 
 
-def write_plan(path, shape, dp):
+def write_plan(path, shape, dp, precision):
     s = SHAPES[shape]
     model = {"name": "bench-" + shape, "family": "gpt", "num_layers": s["layers"],
              "hidden_size": s["hidden"], "num_attention_heads": s["heads"],
@@ -52,7 +57,7 @@ def write_plan(path, shape, dp):
     plan = {"dp": dp, "tp": 1, "pp": 1, "cp": 1, "vpp": 1, "micro_batch": s["mbs"],
             "num_microbatches": 1, "seq_length": s["seq"], "schedule": "1f1b",
             "recompute": "none", "sequence_parallel": False, "zero_stage": 0,
-            "flash_attention": False, "dropout": False}
+            "flash_attention": False, "dropout": False, "precision": precision}
     with open(path, "w") as f:
         json.dump({"model": model, "cluster": {"nodes": 1, "gpus_per_node": dp, "device": "cpu"},
                    "plan": plan}, f, indent=1)
@@ -61,7 +66,7 @@ def write_plan(path, shape, dp):
 
 def run_dtrun(a, shape, ranks, work):
     plan = os.path.join(work, "plan-%s-%d.json" % (shape, ranks))
-    tokens = write_plan(plan, shape, ranks)
+    tokens = write_plan(plan, shape, ranks, a.precision)
     metrics = os.path.join(work, "metrics.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
@@ -80,10 +85,11 @@ def run_dtrun(a, shape, ranks, work):
     return tokens / statistics.median(times)
 
 
-def run_torch(a, shape, ranks, coretype):
+def run_torch(a, shape, ranks, variant):
+    coretype, precision = variant
     s = SHAPES[shape]
     cmd = [a.python, os.path.join(ROOT, "scripts/torch_gpt_matched.py"),
-           "--steps", str(a.steps), "--skip", str(SKIP)]
+           "--steps", str(a.steps), "--skip", str(SKIP)] + (["--bf16"] if precision == "bf16" else [])
     for k, v in s.items():
         cmd += ["--" + k, str(v)]
     extra = {} if coretype == "inherit" else {"OPENBLAS_CORETYPE": coretype}
@@ -115,13 +121,20 @@ def main():
     ap.add_argument("--python", default="/usr/bin/python3", help="a Python with torch")
     ap.add_argument("--torch-coretypes", default="inherit",
                     help="comma list: inherit and/or OPENBLAS_CORETYPE values for PyTorch")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="dtrun's plan precision")
+    ap.add_argument("--torch-precisions", default=None,
+                    help="comma list of fp32 / bf16 (autocast) for PyTorch; default: --precision")
     a = ap.parse_args()
     if a.steps <= SKIP:
         sys.exit("--steps must exceed %d" % SKIP)
-    variants = a.torch_coretypes.split(",")
-    print("PyTorch variants: %s (inherit = OPENBLAS_CORETYPE=%s from the environment)"
-          % (", ".join(variants), os.environ.get("OPENBLAS_CORETYPE", "unset: OpenBLAS detects")),
-          flush=True)
+    precisions = (a.torch_precisions or a.precision).split(",")
+    if any(p not in ("fp32", "bf16") for p in precisions):
+        sys.exit("--torch-precisions: expected fp32 and/or bf16")
+    variants = [(c, p) for c in a.torch_coretypes.split(",") for p in precisions]
+    names = {v: "%s %s" % v for v in variants}
+    print("dtrun precision %s; PyTorch variants: %s (inherit = OPENBLAS_CORETYPE=%s from the environment)"
+          % (a.precision, ", ".join(names.values()),
+             os.environ.get("OPENBLAS_CORETYPE", "unset: OpenBLAS detects")), flush=True)
     rows = []
     with tempfile.TemporaryDirectory() as work:
         for shape in a.shapes.split(","):
@@ -133,14 +146,14 @@ def main():
                         pt[v].append(run_torch(a, shape, ranks, v))
                     print("  shape %s, %d rank(s), run %d: dtrun %.0f tok/s, %s" % (
                         shape, ranks, i + 1, dt[-1],
-                        ", ".join("PyTorch[%s] %.0f tok/s" % (v, pt[v][-1]) for v in variants)),
+                        ", ".join("PyTorch[%s] %.0f tok/s" % (names[v], pt[v][-1]) for v in variants)),
                         flush=True)
                 for v in variants:
-                    rows.append((shape, ranks, v, statistics.median(dt), statistics.median(pt[v])))
-    print("\nshape ranks  PyTorch BLAS kernels  dtrun tok/s  PyTorch tok/s  dtrun/PyTorch"
-          "   (medians of %d runs, %d steps each)" % (a.runs, a.steps))
+                    rows.append((shape, ranks, names[v], statistics.median(dt), statistics.median(pt[v])))
+    print("\nshape ranks  PyTorch (BLAS kernels, precision)  dtrun %s tok/s  PyTorch tok/s  dtrun/PyTorch"
+          "   (medians of %d runs, %d steps each)" % (a.precision, a.runs, a.steps))
     for shape, ranks, v, d, p in rows:
-        print("%-5s %5d  %-20s %11.0f  %13.0f  %13.2f" % (shape, ranks, v, d, p, d / p))
+        print("%-5s %5d  %-32s %16.0f  %13.0f  %13.2f" % (shape, ranks, v, d, p, d / p))
 
 
 if __name__ == "__main__":

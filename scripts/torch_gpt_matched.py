@@ -4,7 +4,10 @@ blocks, fused QKV with biases, tanh GeLU MLP, learned positions, causal MHA, LM 
 the token embedding), trained on CPU with dtrun's optimizer settings: AdamW betas (0.9, 0.95),
 weight decay 0.1 (not on biases and norms), eps 1e-8, global-norm clipping at 1.0. One process,
 or DistributedDataParallel over gloo when started by torchrun/mpirun-style environment
-(--ddp; each rank then trains --mbs sequences per step, as a dtrun DP rank does).
+(--ddp; each rank then trains --mbs sequences per step, as a dtrun DP rank does). --bf16 runs
+the forward under torch.autocast("cpu", bfloat16): PyTorch's bf16 mixed precision (bf16
+matmuls through its bundled oneDNN, fp32 weights and optimizer), the counterpart of a dtrun
+plan with precision bf16.
 
 Based on the shape of ../shared/peers/torch_gpt.py (that script's AdamW and clipping differ
 from dtrun's, so this copy matches them). Prints one JSON line on rank 0:
@@ -24,6 +27,8 @@ for name, default in [("layers", 4), ("hidden", 256), ("heads", 4), ("vocab", 25
                       ("mbs", 8), ("steps", 10), ("skip", 2), ("threads", 1)]:
     ap.add_argument("--" + name, type=int, default=default)
 ap.add_argument("--ddp", action="store_true")
+ap.add_argument("--bf16", action="store_true",
+                help="bf16 autocast (CPU: oneDNN bf16 matmuls; fp32 weights, optimizer and loss)")
 args = ap.parse_args()
 torch.set_num_threads(args.threads)
 torch.manual_seed(0)
@@ -79,8 +84,9 @@ times, loss = [], None
 for step in range(args.steps):
     batch = torch.randint(0, args.vocab, (args.mbs, args.seq + 1), generator=gen)
     t0 = time.perf_counter()
-    logits = net(batch[:, :-1])
-    loss = F.cross_entropy(logits.reshape(-1, args.vocab), batch[:, 1:].reshape(-1))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+        logits = net(batch[:, :-1])
+    loss = F.cross_entropy(logits.float().reshape(-1, args.vocab), batch[:, 1:].reshape(-1))
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

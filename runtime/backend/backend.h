@@ -21,6 +21,12 @@ namespace dt::rt {
 
 enum class Trans { kNo, kYes };
 
+// What a backend's GEMMs do with their fp32 operands. kFp32: use them as
+// they are. kBf16: round every element of A and B to bf16 (nearest even)
+// and accumulate the exact products in fp32 -- tensor-core arithmetic, which
+// the CPU backend runs for `precision: bf16` plans (runtime/backend/bf16_gemm.h).
+enum class GemmInputs { kFp32, kBf16 };
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -44,6 +50,8 @@ class Backend {
 
   // --- GEMM: C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C ---
   // op(A) = A (A stored [m, k], lda >= k) or A^T (A stored [k, m], lda >= m).
+  // Operands are rounded as gemm_inputs() says (fixed when the backend is made).
+  virtual GemmInputs gemm_inputs() const { return GemmInputs::kFp32; }
   virtual void Gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha,
                     const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                     float* c, int64_t ldc) = 0;

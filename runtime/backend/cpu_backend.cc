@@ -10,6 +10,10 @@
 // k only, so with Eigen the result does not depend on the thread count at all
 // (with OpenBLAS it does, in the last bits: cpu_gemm.h). One block per thread
 // (not many small ones) matters for speed: every product repacks all of B.
+// With bf16 GEMM inputs (precision: bf16 plans) A and B are first rounded
+// into dense bf16 copies (tracked temporaries, parallel over rows), then the
+// same row blocks run oneDNN's bf16 kernel, or the library's fp32 GEMM on
+// the rounded values widened back (bf16_gemm.h says when).
 #define EIGEN_DONT_PARALLELIZE
 #include <Eigen/Core>
 #include <algorithm>
@@ -21,6 +25,7 @@
 
 #include "base/check.h"
 #include "runtime/backend/backend.h"
+#include "runtime/backend/bf16_gemm.h"
 #include "runtime/backend/cpu_gemm.h"
 #include "runtime/backend/gelu_math.h"
 #include "runtime/backend/parallel_for.h"
@@ -50,10 +55,33 @@ double LaneSum(int64_t n, F f) {
   return s;
 }
 
+// Copies the stored rows x cols matrix x (row stride ld) into dense rows.
+template <typename T, typename F>
+void DenseCopy(const float* x, int64_t rows, int64_t cols, int64_t ld, T* out, F convert) {
+  ForRange(rows, rows * cols > kParallelMin, [&](int64_t r) {
+    const float* xr = x + r * ld;
+    T* o = out + r * cols;
+    for (int64_t j = 0; j < cols; ++j) o[j] = convert(xr[j]);
+  });
+}
+
+// Round to bf16, nearest even, without a branch (so the loop vectorises);
+// NaN stays NaN (quietened), as FloatToBf16.
+inline bf16_t RoundToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  const uint32_t nan = (bits >> 16) | 0x40u;
+  return static_cast<bf16_t>((bits & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+}
+
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(GemmLibrary gemm) : gemm_(gemm) {}
+  CpuBackend(GemmLibrary gemm, GemmInputs inputs)
+      : gemm_(gemm), inputs_(inputs),
+        native_bf16_(inputs == GemmInputs::kBf16 && gemm != GemmLibrary::kEigen && Bf16GemmNative()) {}
   const char* name() const override { return "cpu"; }
+  GemmInputs gemm_inputs() const override { return inputs_; }
   bool host_accessible() const override { return true; }
 
   float* Alloc(size_t n) override { return AllocFloats(n); }
@@ -80,6 +108,17 @@ class CpuBackend final : public Backend {
       return;
     }
     DT_CHECK(a != nullptr && b != nullptr) << "gemm null input";
+    if (inputs_ == GemmInputs::kBf16) return GemmBf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    Blocks(m, n, k, [&](int64_t r0, int64_t rows) {
+      // op(A) rows r0.. are A's rows r0.. (no transpose) or its columns r0.. (transpose).
+      const float* ab = ta == Trans::kNo ? a + r0 * lda : a + r0;
+      CpuGemmSerial(gemm_, ta, tb, rows, n, k, alpha, ab, lda, b, ldb, beta, c + r0 * ldc, ldc);
+    });
+  }
+
+  // Runs gemm(r0, rows) over the row blocks of C described at the top.
+  template <typename F>
+  void Blocks(int64_t m, int64_t n, int64_t k, F gemm) {
     // Block b of `blocks` covers 64-row units [units*b/blocks, units*(b+1)/blocks);
     // the last block also takes the m % 64 leftover rows.
     constexpr int64_t kRowUnit = 64;
@@ -93,11 +132,40 @@ class CpuBackend final : public Backend {
       return blk == blocks ? m : kRowUnit * (units * blk / blocks);
     };
     ForRange(blocks, blocks > 1, [&](int64_t blk) {
-      const int64_t r0 = block_start(blk), rows = block_start(blk + 1) - r0;
-      // op(A) rows r0.. are A's rows r0.. (no transpose) or its columns r0.. (transpose).
-      const float* ab = ta == Trans::kNo ? a + r0 * lda : a + r0;
-      CpuGemmSerial(gemm_, ta, tb, rows, n, k, alpha, ab, lda, b, ldb, beta, c + r0 * ldc, ldc);
+      const int64_t r0 = block_start(blk);
+      gemm(r0, block_start(blk + 1) - r0);
     });
+  }
+
+  // bf16 inputs: dense rounded copies of A and B (same orientation), then the
+  // row blocks on them. Stored shapes: A [m, k] or [k, m]; B [k, n] or [n, k].
+  void GemmBf16(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+    const bool tra = ta == Trans::kYes, trb = tb == Trans::kYes;
+    const int64_t a_rows = tra ? k : m, a_cols = tra ? m : k;
+    const int64_t b_rows = trb ? n : k, b_cols = trb ? k : n;
+    if (native_bf16_) {
+      Bf16Buffer a16(a_rows * a_cols, /*zero=*/false), b16(b_rows * b_cols, /*zero=*/false);
+      auto round = [](float f) { return RoundToBf16(f); };  // a lambda, so it inlines
+      DenseCopy(a, a_rows, a_cols, lda, a16.data(), round);
+      DenseCopy(b, b_rows, b_cols, ldb, b16.data(), round);
+      Blocks(m, n, k, [&](int64_t r0, int64_t rows) {
+        const bf16_t* ab = tra ? a16.data() + r0 : a16.data() + r0 * a_cols;
+        Bf16GemmSerial(ta, tb, rows, n, k, alpha, ab, a_cols, b16.data(), beta, c + r0 * ldc, ldc);
+      });
+      return;
+    }
+    auto rounded = [](float f) { return Bf16ToFloat(RoundToBf16(f)); };
+    float* a32 = AllocFloatsUninitialized(static_cast<size_t>(a_rows * a_cols));
+    float* b32 = AllocFloatsUninitialized(static_cast<size_t>(b_rows * b_cols));
+    DenseCopy(a, a_rows, a_cols, lda, a32, rounded);
+    DenseCopy(b, b_rows, b_cols, ldb, b32, rounded);
+    Blocks(m, n, k, [&](int64_t r0, int64_t rows) {
+      const float* ab = tra ? a32 + r0 : a32 + r0 * a_cols;
+      CpuGemmSerial(gemm_, ta, tb, rows, n, k, alpha, ab, a_cols, b32, b_cols, beta, c + r0 * ldc, ldc);
+    });
+    FreeFloats(a32, static_cast<size_t>(a_rows * a_cols));
+    FreeFloats(b32, static_cast<size_t>(b_rows * b_cols));
   }
 
   void Add(const float* a, const float* b, float* out, int64_t n) override {
@@ -238,15 +306,17 @@ class CpuBackend final : public Backend {
 
  private:
   const GemmLibrary gemm_;
+  const GemmInputs inputs_;
+  const bool native_bf16_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeCpuBackend(GemmLibrary lib) {
+std::unique_ptr<Backend> MakeCpuBackend(GemmLibrary lib, GemmInputs inputs) {
 #ifndef DT_HAVE_BLAS
   DT_CHECK(lib == GemmLibrary::kEigen) << "this build has no BLAS (DT_BLAS=none at configure time)";
 #endif
-  return std::make_unique<CpuBackend>(lib);
+  return std::make_unique<CpuBackend>(lib, inputs);
 }
 
 std::unique_ptr<Backend> MakeCpuBackend() {

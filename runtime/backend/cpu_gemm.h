@@ -55,6 +55,10 @@ void CpuGemmSerial(GemmLibrary lib, Trans ta, Trans tb, int64_t m, int64_t n, in
                    float beta, float* c, int64_t ldc);
 
 // The CPU backend with a given GEMM library (for parity tests and benchmarks).
-std::unique_ptr<Backend> MakeCpuBackend(GemmLibrary lib);
+// inputs = kBf16: every GEMM rounds its operands to bf16 and runs oneDNN's
+// native bf16 kernel where this CPU has one, else the library's fp32 GEMM on
+// the rounded values (runtime/backend/bf16_gemm.h); DT_GEMM=eigen (lib =
+// kEigen) always takes the second way, as the reference.
+std::unique_ptr<Backend> MakeCpuBackend(GemmLibrary lib, GemmInputs inputs = GemmInputs::kFp32);
 
 }  // namespace dt::rt

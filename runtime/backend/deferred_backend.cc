@@ -24,6 +24,7 @@ class DeferredBackend final : public Backend {
     active_ = nullptr;
   }
   const char* name() const override { return "deferred-cpu"; }
+  GemmInputs gemm_inputs() const override { return inner_->gemm_inputs(); }
   bool host_accessible() const override { return true; }
 
   float* Alloc(size_t n) override { return inner_->Alloc(n); }

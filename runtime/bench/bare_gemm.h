@@ -17,4 +17,10 @@ namespace dt::rt::bench {
 // one warm-up call), using `threads` OpenMP threads and library `lib`.
 double BareGemmSeconds(const GemmShape& shape, int threads, int reps, GemmLibrary lib);
 
+// The same for the native bf16 kernel (runtime/backend/bf16_gemm.h) on dense
+// operands already rounded to bf16: the bare rate of the library a step with
+// bf16 GEMM inputs uses (the step also rounds its operands; this does not).
+// Requires Bf16GemmNative().
+double BareBf16GemmSeconds(const GemmShape& shape, int threads, int reps);
+
 }  // namespace dt::rt::bench

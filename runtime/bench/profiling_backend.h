@@ -40,6 +40,7 @@ class ProfilingBackend final : public Backend {
  public:
   explicit ProfilingBackend(Backend& inner) : inner_(inner) {}
   const char* name() const override { return inner_.name(); }
+  GemmInputs gemm_inputs() const override { return inner_.gemm_inputs(); }
   bool host_accessible() const override { return inner_.host_accessible(); }
 
   // Clears all counters (e.g. after warm-up steps).

@@ -26,6 +26,7 @@
 
 #include "base/check.h"
 #include "runtime/backend/backend.h"
+#include "runtime/backend/bf16_gemm.h"
 #include "runtime/backend/cpu_gemm.h"
 #include "runtime/bench/bare_gemm.h"
 #include "runtime/bench/profiling_backend.h"
@@ -41,11 +42,12 @@ struct Options {
   int steps = 5, warmup = 1, gemm_reps = 5;
   int threads = 0;  // 0: all cores
   bool breakdown = false;
+  GemmInputs inputs = GemmInputs::kFp32;
 };
 
 constexpr const char* kUsage =
     "usage: runtime_bench [--layers N] [--seq N] [--hidden N] [--heads N] [--ffn N] [--micro-batch N] "
-    "[--vocab N] [--steps N] [--warmup N] [--gemm-reps N] [--threads N] [--breakdown]";
+    "[--vocab N] [--steps N] [--warmup N] [--gemm-reps N] [--threads N] [--breakdown] [--gemm-inputs fp32|bf16]";
 
 // Bad arguments: one line naming the problem, the usage, exit 2 (no abort).
 [[noreturn]] void BadArgs(const std::string& why) {
@@ -78,6 +80,12 @@ Options Parse(int argc, char** argv) {
     else if (a == "--gemm-reps") o.gemm_reps = next(1);
     else if (a == "--threads") o.threads = next(0);
     else if (a == "--breakdown") o.breakdown = true;
+    else if (a == "--gemm-inputs") {
+      const std::string v = i + 1 < argc ? argv[++i] : "";
+      if (v == "fp32") o.inputs = GemmInputs::kFp32;
+      else if (v == "bf16") o.inputs = GemmInputs::kBf16;
+      else BadArgs("--gemm-inputs '" + v + "': expected fp32 or bf16");
+    }
     else if (a == "--help" || a == "-h") { std::printf("%s\n", kUsage); std::exit(0); }
     else BadArgs("unknown option " + a);
   }
@@ -109,7 +117,9 @@ void ComputeReport(const Options& o, int threads) {
   omp_set_num_threads(threads);
   const StatusOr<GemmLibrary> lib = GemmLibraryFromEnv();
   DT_CHECK(lib.ok()) << lib.status().message();
-  auto cpu = MakeCpuBackend(*lib);
+  auto cpu = MakeCpuBackend(*lib, o.inputs);
+  const bool bf16 = o.inputs == GemmInputs::kBf16;
+  const bool native_bf16 = bf16 && *lib != GemmLibrary::kEigen && Bf16GemmNative();
   ProfilingBackend prof(*cpu);
   const auto samples = RunSteps(o.cfg, prof, nullptr, o.warmup, o.steps, &prof);
   const double steps = static_cast<double>(o.steps);
@@ -127,14 +137,23 @@ void ComputeReport(const Options& o, int threads) {
     double s = 0.0;
     for (const auto& [shape, calls] : prof.gemms())
       s += BareGemmSeconds(shape, threads, o.gemm_reps, l) * double(calls) / steps;
-    bare_by_lib.emplace_back(GemmLibraryName(l), s);
-    if (l == *lib) bare_s = s;
+    bare_by_lib.emplace_back(std::string(GemmLibraryName(l)) + " fp32", s);
+    if (l == *lib && !native_bf16) bare_s = s;
   }
+  if (native_bf16) {
+    double s = 0.0;
+    for (const auto& [shape, calls] : prof.gemms())
+      s += BareBf16GemmSeconds(shape, threads, o.gemm_reps) * double(calls) / steps;
+    bare_by_lib.emplace_back("oneDNN bf16", s);
+    bare_s = s;
+  }
+  const std::string steps_lib = native_bf16 ? std::string("oneDNN bf16") : std::string(GemmLibraryName(*lib)) + " fp32";
   const double bare = flops / bare_s * 1e-9;
   const double step_fb = flops / t_fb * 1e-9, step_all = flops / t_all * 1e-9;
 
-  std::printf("\n[1 rank, %d thread%s, GEMM: %s]\n", threads, threads == 1 ? "" : "s",
-              GemmLibraryDescription(*lib).c_str());
+  std::printf("\n[1 rank, %d thread%s, GEMM: %s%s]\n", threads, threads == 1 ? "" : "s",
+              GemmLibraryDescription(*lib).c_str(),
+              bf16 ? (", bf16 inputs: " + (native_bf16 ? Bf16GemmDescription() : std::string("emulated"))).c_str() : "");
   std::printf("  GEMM FLOPs per step (fwd+bwd): %.2f GFLOP (LM head %.2f), %zu distinct shapes\n",
               flops * 1e-9, o.cfg.head_flops() * 1e-9, prof.gemms().size());
   std::printf("  step fwd+bwd          median %8.4f s  -> %7.2f GFLOP/s\n", t_fb, step_fb);
@@ -143,9 +162,9 @@ void ComputeReport(const Options& o, int threads) {
   std::printf("  GEMMs inside the step        %8.4f s  -> %7.2f GFLOP/s\n", gemm_in_step,
               gemm_in_step > 0 ? flops / gemm_in_step * 1e-9 : 0.0);
   for (const auto& [name, s] : bare_by_lib)
-    std::printf("  bare %-8s GEMM, same shapes %8.4f s  -> %7.2f GFLOP/s  (median of %d reps)%s\n",
+    std::printf("  bare %-13s GEMM, same shapes %8.4f s  -> %7.2f GFLOP/s  (median of %d reps)%s\n",
                 name.c_str(), s, flops / s * 1e-9, o.gemm_reps,
-                name == GemmLibraryName(*lib) ? "  <- the step's" : "");
+                name == steps_lib ? "  <- the step's" : "");
   std::printf("  ratio step/bare: fwd+bwd %.3f, fwd+bwd+AdamW %.3f  (issue 10 target >= 0.85)\n",
               step_fb / bare, step_all / bare);
   if (o.breakdown || threads == 1) {

@@ -21,6 +21,7 @@
 #include "runtime/cuda/managed_memory.h"
 #endif
 #include "base/checked_write.h"
+#include "runtime/backend/bf16_gemm.h"
 #include "runtime/backend/cpu_gemm.h"
 #include "runtime/ckpt/checkpoint.h"
 #include "runtime/ckpt/ckpt_format.h"
@@ -146,7 +147,7 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
   const int64_t bytes_before_model = CurrentBytes();
   StatusOr<GemmLibrary> gemm = GemmLibraryFromEnv();
   if (!gemm.ok()) return BadInput(world, gemm.status().message());
-  std::unique_ptr<Backend> backend = MakeCpuBackend(*gemm);
+  std::unique_ptr<Backend> backend = MakeCpuBackend(*gemm, bf16 ? GemmInputs::kBf16 : GemmInputs::kFp32);
   // DT_RUN_ON_CUDA=1: run this (CPU) plan's compute on this node's GPU, tensors
   // in CUDA managed memory (runtime/cuda/managed_memory.h). Unproven: no GPU
   // has run it yet; scripts/gpu-check.sh compares it with the CPU run.
@@ -296,7 +297,12 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
                 "largest rank)\n", static_cast<double>(model_state_bytes) / (1 << 20), plan.zero_stage);
     if (bf16)
       std::printf("precision: bf16 mixed precision (bf16 weights, saved activations and gradients; fp32 master "
-                  "weights and Adam states; fp32 arithmetic)\n");
+                  "weights and Adam states; %s)\n",
+                  backend->gemm_inputs() == GemmInputs::kBf16
+                      ? ("GEMMs on bf16-rounded operands with fp32 accumulation, " +
+                         (*gemm == GemmLibrary::kEigen ? std::string("emulated (DT_GEMM=eigen)") : Bf16GemmDescription()) +
+                         "; other kernels in fp32").c_str()
+                      : "fp32 arithmetic: this backend has no bf16 GEMM path");
     if (plan.flash_attention)
       std::printf("note: the plan assumes fused (flash) attention; the CPU runtime runs unfused attention\n");
     std::fflush(stdout);

@@ -26,9 +26,11 @@ namespace {
 size_t Floats(int64_t n) { return static_cast<size_t>((n + 1) / 2); }
 }  // namespace
 
-Bf16Buffer::Bf16Buffer(int64_t n) : n_(n) {
+Bf16Buffer::Bf16Buffer(int64_t n) : Bf16Buffer(n, /*zero=*/true) {}
+
+Bf16Buffer::Bf16Buffer(int64_t n, bool zero) : n_(n) {
   DT_CHECK_GE(n, 0);
-  data_ = reinterpret_cast<bf16_t*>(AllocFloats(Floats(n)));
+  data_ = reinterpret_cast<bf16_t*>(zero ? AllocFloats(Floats(n)) : AllocFloatsUninitialized(Floats(n)));
 }
 
 Bf16Buffer::~Bf16Buffer() { Release(); }

@@ -44,6 +44,7 @@ class Bf16Buffer {
  public:
   Bf16Buffer() = default;
   explicit Bf16Buffer(int64_t n);  // zero-filled
+  Bf16Buffer(int64_t n, bool zero);  // zero = false: contents unspecified (to be overwritten)
   ~Bf16Buffer();
   Bf16Buffer(Bf16Buffer&& o) noexcept;
   Bf16Buffer& operator=(Bf16Buffer&& o) noexcept;

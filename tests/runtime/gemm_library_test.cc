@@ -14,6 +14,7 @@
 #include <omp.h>
 #endif
 
+#include "runtime/backend/bf16_gemm.h"
 #include "runtime/backend/cpu_gemm.h"
 #include "tests/runtime/test_util.h"
 
@@ -61,9 +62,10 @@ Operands MakeOperands(const Case& cs, uint32_t seed) {
   return o;
 }
 
-Vec RunBackend(GemmLibrary lib, const Case& cs, const Operands& o) {
+Vec RunBackend(GemmLibrary lib, const Case& cs, const Operands& o,
+               GemmInputs inputs = GemmInputs::kFp32) {
   Vec c = o.c;
-  MakeCpuBackend(lib)->Gemm(cs.ta, cs.tb, cs.m, cs.n, cs.k, cs.alpha, o.a.data(), o.lda,
+  MakeCpuBackend(lib, inputs)->Gemm(cs.ta, cs.tb, cs.m, cs.n, cs.k, cs.alpha, o.a.data(), o.lda,
                             o.b.data(), o.ldb, cs.beta, c.data(), o.ldc);
   return c;
 }
@@ -154,6 +156,62 @@ TEST(GemmLibraryTest, EigenBackendResultDoesNotDependOnThreadCount) {
   }
 }
 #endif
+
+// bf16 inputs: every library (Eigen emulates; the BLAS build takes oneDNN's
+// native kernel where the CPU has one) gives alpha * sum of the exact
+// products of the bf16-rounded operands + beta * C, within fp32 summation
+// error, leaves padding alone, and is not the fp32 product.
+TEST(GemmLibraryTest, Bf16InputsRoundTheOperands) {
+  for (GemmLibrary lib : Libraries()) {
+    uint32_t seed = 200;
+    double largest_rounding_effect = 0;
+    for (const Case& cs : Cases()) {
+      const Operands o = MakeOperands(cs, seed += 3);
+      const Vec got = RunBackend(lib, cs, o, GemmInputs::kBf16);
+      const Vec fp32 = RunBackend(lib, cs, o);
+      const bool tra = cs.ta == Trans::kYes, trb = cs.tb == Trans::kYes;
+      auto a = [&](int64_t r, int64_t p) {
+        return double(Bf16ToFloat(FloatToBf16(o.a[size_t(tra ? p * o.lda + r : r * o.lda + p)])));
+      };
+      auto b = [&](int64_t p, int64_t j) {
+        return double(Bf16ToFloat(FloatToBf16(o.b[size_t(trb ? j * o.ldb + p : p * o.ldb + j)])));
+      };
+      const double tol = 1e-5 * std::sqrt(double(cs.k)) * std::fabs(cs.alpha) * 4.0 + 1e-5;
+      for (int64_t r = 0; r < cs.m; ++r)
+        for (int64_t j = 0; j < o.ldc; ++j) {
+          const size_t i = static_cast<size_t>(r * o.ldc + j);
+          if (j >= cs.n) {
+            ASSERT_EQ(got[i], o.c[i]) << GemmLibraryName(lib) << " wrote padding, " << Describe(cs);
+            continue;
+          }
+          double sum = 0;
+          for (int64_t p = 0; p < cs.k; ++p) sum += a(r, p) * b(p, j);
+          const double want = cs.alpha * sum + (cs.beta == 0.0f ? 0.0 : cs.beta * double(o.c[i]));
+          ASSERT_NEAR(got[i], want, tol * (1.0 + std::fabs(want)))
+              << GemmLibraryName(lib) << " bf16 inputs, " << Describe(cs) << " at (" << r << "," << j << ")";
+          largest_rounding_effect = std::max(largest_rounding_effect, std::fabs(double(fp32[i]) - want));
+        }
+      ASSERT_EQ(got, RunBackend(lib, cs, o, GemmInputs::kBf16)) << "bf16 inputs not deterministic, "
+                                                                   << GemmLibraryName(lib) << ", " << Describe(cs);
+    }
+    // bf16 keeps 8 significant bits: on N(0,1) operands the fp32 product differs by ~1e-2.
+    EXPECT_GT(largest_rounding_effect, 1e-3) << GemmLibraryName(lib) << ": bf16 inputs look unrounded";
+  }
+}
+
+// A build with oneDNN on a CPU with AVX512-BF16 must not fall back to emulation.
+TEST(GemmLibraryTest, Bf16GemmIsNativeWhereTheCpuCanBe) {
+#if defined(DT_HAVE_DNNL) && defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512bf16"))
+    GTEST_SKIP() << "this CPU has no AVX512-BF16: bf16 GEMM inputs are emulated (" << Bf16GemmDescription() << ")";
+  EXPECT_TRUE(Bf16GemmNative()) << Bf16GemmDescription();
+  EXPECT_NE(Bf16GemmDescription().find("oneDNN"), std::string::npos) << Bf16GemmDescription();
+#else
+  EXPECT_FALSE(Bf16GemmNative());
+  GTEST_SKIP() << "built without oneDNN: " << Bf16GemmDescription();
+#endif
+}
 
 TEST(GemmLibraryTest, ParsesNamesAndRejectsMissingOnes) {
   EXPECT_EQ(*ParseGemmLibrary("Eigen"), GemmLibrary::kEigen);
