@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "planner/cost/compute_cost.h"
 #include "planner/cost/moe_ops.h"
 #include "planner/spec/capabilities.h"
 
@@ -78,6 +79,14 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
     os << "precision fp8: the layers' linear GEMMs at up to " << Fmt("%.0f", hw.compute.fp8.peak_flops / 1e12)
        << " TFLOP/s FP8 (Transformer Engine style, docs/fp8.md); attention, norms, embedding and LM head in "
        << hw.device.dtype << "; MFU is against the " << hw.device.dtype << " peak\n";
+  if (k.precision == Precision::kBf16 && hw.device.dtype == "fp32" && hw.compute.bf16.available())
+    os << "precision bf16: GEMMs on bf16 operands with fp32 accumulation, priced from profile's compute.bf16 "
+          "measurements (up to " << Fmt("%.0f", hw.compute.bf16.peak_flops / 1e9)
+       << " GFLOP/s); other kernels in fp32; MFU is against that bf16 peak\n";
+  if (Bf16PricedAsFp32(hw, k.precision))
+    os << "note: profile " << hw.name << " has no bf16 GEMM measurements (compute.bf16): this bf16 plan's GEMMs "
+          "are priced at its fp32 rate, but dtrun runs them on bf16 operands (about 2x faster on a CPU with "
+          "AVX512-BF16); re-measure with `dtplan profile --device cpu --out my-cpu.json` and pass --profile my-cpu.json\n";
   os << "batch    " << k.global_batch << " sequences x " << k.seq_length << " tokens\n\n";
   os << "searched " << r.grids_considered << " dp x tp x pp x cp grids and " << r.plans_considered
      << " plans in " << Fmt("%.2f", r.wall_seconds) << " s on " << r.threads_used << " threads\n";

@@ -111,6 +111,27 @@ Status CheckPrecision(Precision precision, const ModelSpec& m, const HardwarePro
   return Status::Ok();
 }
 
+const HardwareProfile& ProfileForPrecision(const HardwareProfile& p, Precision precision,
+                                           HardwareProfile* storage) {
+  if (precision != Precision::kBf16 || p.device.dtype != "fp32" || !p.compute.bf16.available()) return p;
+  *storage = p;
+  Bf16InputsCompute b = std::move(storage->compute.bf16);
+  storage->compute.bf16 = Bf16InputsCompute();
+  storage->device.peak_flops = b.peak_flops;
+  ComputeProfile& c = storage->compute;
+  c.gemm_points = std::move(b.gemm_points);
+  c.measured_gemm_seconds = std::move(b.measured_gemm_seconds);
+  c.gemm_efficiency = std::move(b.gemm_efficiency);
+  c.gemm_efficiency_note = "bf16 GEMM inputs (compute.bf16)";
+  c.attention_efficiency = b.attention_efficiency;
+  return *storage;
+}
+
+bool Bf16PricedAsFp32(const HardwareProfile& p, Precision precision) {
+  return precision == Precision::kBf16 && p.device.kind == "cpu" && p.device.dtype == "fp32" &&
+         !p.compute.bf16.available();
+}
+
 double ComputeTime(const std::vector<Op>& ops, const HardwareProfile& p) {
   double t = 0;
   for (const Op& op : ops)

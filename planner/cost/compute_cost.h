@@ -28,6 +28,18 @@ double OpTime(const Op& op, const HardwareProfile& profile);
 // (FP8 expert GEMMs are not modeled). The error names the fix.
 Status CheckPrecision(Precision precision, const ModelSpec& m, const HardwareProfile& profile);
 
+// The profile a plan of `precision` is priced with. A bf16 plan on a profile
+// whose math type is fp32 (a measured CPU profile) with compute.bf16 data
+// takes those bf16-input GEMM points, efficiency curve, peak and attention
+// efficiency: how dtrun runs it there (runtime/backend/bf16_gemm.h). The copy
+// is written to *storage, with its compute.bf16 emptied so that a second call
+// returns it unchanged. Otherwise returns `profile` itself (no copy).
+const HardwareProfile& ProfileForPrecision(const HardwareProfile& profile, Precision precision,
+                                           HardwareProfile* storage);
+// True when a bf16 plan on `profile` is priced with fp32 GEMM numbers although
+// dtrun would run its GEMMs on bf16 operands: a CPU profile without compute.bf16.
+bool Bf16PricedAsFp32(const HardwareProfile& profile, Precision precision);
+
 // Achieved fraction of peak of a GEMM of `flops` FLOPs per call from
 // compute.gemm_efficiency; `*clamped` (optional) reports extrapolation.
 double GemmEfficiency(double flops, const HardwareProfile& profile, bool* clamped = nullptr);

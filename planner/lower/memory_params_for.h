@@ -32,6 +32,7 @@ inline MemoryParams MemoryParamsFor(const HardwareProfile& hw, const PlanSpec& p
   if (hw.device.kind == "cpu" && mp.activation_bytes == 2) {
     mp.working_bytes = 4;
     mp.unit_working_bytes = 8;
+    mp.gemm_operand_copy_bytes = 2;
   }
   if (p.grad_bytes > 0) mp.grad_bytes = p.grad_bytes;
   // Adam moments narrower than fp32: m and v at adam_moment_bytes each,

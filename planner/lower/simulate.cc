@@ -85,7 +85,9 @@ double StepTimeLowerBound(const PlanSpec& p, const PlanCosts& c) {
 }
 
 StatusOr<Prediction> SimulatePlan(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
-                                  const HardwareProfile& hw, const SimulateOptions& opt) {
+                                  const HardwareProfile& profile, const SimulateOptions& opt) {
+  HardwareProfile for_precision;
+  const HardwareProfile& hw = ProfileForPrecision(profile, p.precision, &for_precision);
   DT_RETURN_IF_ERROR(Validate(p, m, "plan"));
   if (p.world() != c.world())
     return InvalidArgument("plan uses dp*tp*pp*cp = " + std::to_string(p.world()) +

@@ -24,6 +24,11 @@ struct MemoryParams {
   // bf16 path widens its values to an fp32 working copy and, in backward,
   // gives it an fp32 gradient buffer (4 + 4). 0 elsewhere.
   int unit_working_bytes = 0;
+  // Bytes per element of the operand copies a GEMM holds during its call:
+  // the CPU runtime's bf16 GEMMs round A and B into bf16 copies first
+  // (runtime/backend/bf16_gemm.h), 2 x (|A| + |B|) of the largest GEMM of
+  // the layer / the head, a temporary. 0 elsewhere.
+  int gemm_operand_copy_bytes = 0;
   double capacity_bytes = 80e9;          // device memory (A100/H100 80 GB)
   double reserved_bytes = 2.0 * (1 << 30);  // CUDA context, cuBLAS workspace, NCCL buffers
   double fragmentation = 0.05;  // allocator slack as a fraction of allocated bytes

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "base/check.h"
+#include "planner/cost/layer_ops.h"
 #include "planner/cost/moe_ops.h"
 #include "planner/memory/activation_memory.h"
 #include "planner/memory/param_count.h"
@@ -18,6 +19,17 @@ namespace {
 struct Tokens {
   double T, T_r;
 };
+// Elements of A and B of the largest GEMM call among `ops` (a batched
+// GEMM is `batch` calls, each with its own operands).
+double LargestGemmOperands(const LayerOps& ops) {
+  double largest = 0;
+  for (const std::vector<Op>* v : {&ops.forward, &ops.backward})
+    for (const Op& op : *v)
+      if (op.kind == OpKind::kGemm)
+        largest = std::max(largest, static_cast<double>(op.m) * op.k + static_cast<double>(op.k) * op.n);
+  return largest;
+}
+
 Tokens MakeTokens(const PlanSpec& p) {
   Tokens t;
   t.T = static_cast<double>(p.micro_batch) * (p.seq_length / p.cp);
@@ -232,8 +244,21 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
       unit_head_bytes = std::max(unit_head_bytes, static_cast<double>(cu.head_use) * mp.unit_working_bytes);
     }
   }
-  s.temporary += std::max(layer_bwd - head_stash + zero_layer_bytes + unit_layer_bytes,
-                          head_bwd + (last ? zero_head_bytes + unit_head_bytes : 0.0));
+  // CPU bf16: the GEMM in flight holds bf16 copies of its operands. The
+  // head's backward GEMMs run after the runtime has freed the fp32 logits
+  // (runtime/model/model_chunk.cc HeadBackward), so their copies take that
+  // space first.
+  double copy_layer_bytes = 0, copy_head_bytes = 0;
+  if (mp.gemm_operand_copy_bytes > 0) {
+    copy_layer_bytes = mp.gemm_operand_copy_bytes * larger_kind([&](const ModelSpec& k) {
+      return LargestGemmOperands(TransformerLayerOps(k, p, static_cast<int>(e)));
+    });
+    if (last)
+      copy_head_bytes = std::max(0.0, mp.gemm_operand_copy_bytes * LargestGemmOperands(HeadOps(m, p, static_cast<int>(e))) -
+                                          4.0 * tok.T * v_local);
+  }
+  s.temporary += std::max(layer_bwd - head_stash + zero_layer_bytes + unit_layer_bytes + copy_layer_bytes,
+                          head_bwd + (last ? zero_head_bytes + unit_head_bytes + copy_head_bytes : 0.0));
 
   s.reserved = mp.reserved_bytes;
   const double allocated = s.weights + s.gradients + s.optimizer + s.activations + s.temporary;

@@ -50,10 +50,9 @@ Status CheckFraction(double v, const std::string& what) {
   return Status::Ok();
 }
 
-Status CheckCompute(const ComputeProfile& c, const std::string& w) {
-  std::string ge = w + ".gemm_efficiency.points";
-  DT_RETURN_IF_ERROR(ValidateCurve(c.gemm_efficiency, ge, true, true));
-  const Curve& e = c.gemm_efficiency;
+// A GEMM efficiency curve: fractions, non-decreasing, never faster with size.
+Status CheckGemmEfficiency(const Curve& e, const std::string& ge) {
+  DT_RETURN_IF_ERROR(ValidateCurve(e, ge, true, true));
   for (size_t i = 0; i < e.size(); ++i) {
     DT_RETURN_IF_ERROR(CheckFraction(e.y[i], ge + "[" + std::to_string(i) + "] efficiency"));
     if (i == 0) continue;
@@ -68,12 +67,30 @@ Status CheckCompute(const ComputeProfile& c, const std::string& w) {
                              "]: efficiency grows faster than size, so a larger GEMM would be "
                              "faster; lower this point or raise the previous one");
   }
-  for (size_t i = 0; i < c.gemm_points.size(); ++i) {
-    const GemmPoint& g = c.gemm_points[i];
-    std::string at = w + ".gemm_points[" + std::to_string(i) + "]";
+  return Status::Ok();
+}
+
+Status CheckGemmPoints(const std::vector<GemmPoint>& pts, const std::string& w) {
+  for (size_t i = 0; i < pts.size(); ++i) {
+    const GemmPoint& g = pts[i];
+    std::string at = w + "[" + std::to_string(i) + "]";
     if (g.m < 1 || g.n < 1 || g.k < 1 || g.batch < 1)
       return InvalidArgument(at + ": m, n, k and batch must be >= 1");
-    if (!(g.seconds > 0)) return InvalidArgument(at + ".seconds must be > 0");
+    if (!(g.seconds > 0) || !std::isfinite(g.seconds)) return InvalidArgument(at + ".seconds must be > 0");
+  }
+  return Status::Ok();
+}
+
+Status CheckCompute(const ComputeProfile& c, const std::string& w) {
+  DT_RETURN_IF_ERROR(CheckGemmEfficiency(c.gemm_efficiency, w + ".gemm_efficiency.points"));
+  DT_RETURN_IF_ERROR(CheckGemmPoints(c.gemm_points, w + ".gemm_points"));
+  if (c.bf16.available()) {
+    const std::string b = w + ".bf16";
+    if (!(c.bf16.peak_flops > 0) || !std::isfinite(c.bf16.peak_flops))
+      return InvalidArgument(b + ".peak_flops = " + ShortNumber(c.bf16.peak_flops, 6) + ": must be > 0");
+    DT_RETURN_IF_ERROR(CheckGemmEfficiency(c.bf16.gemm_efficiency, b + ".gemm_efficiency"));
+    DT_RETURN_IF_ERROR(CheckGemmPoints(c.bf16.gemm_points, b + ".gemm_points"));
+    DT_RETURN_IF_ERROR(CheckFraction(c.bf16.attention_efficiency, b + ".attention_efficiency"));
   }
   DT_RETURN_IF_ERROR(CheckFraction(c.attention_efficiency, w + ".attention_efficiency"));
   DT_RETURN_IF_ERROR(CheckFraction(c.memory_bound_efficiency, w + ".memory_bound_efficiency"));
@@ -85,15 +102,7 @@ Status CheckCompute(const ComputeProfile& c, const std::string& w) {
   if (c.fp8.peak_flops != 0) {
     if (!(c.fp8.peak_flops > 0) || !std::isfinite(c.fp8.peak_flops))
       return InvalidArgument(w + ".fp8.peak_flops = " + ShortNumber(c.fp8.peak_flops, 6) + ": must be > 0");
-    const std::string fe = w + ".fp8.gemm_efficiency";
-    DT_RETURN_IF_ERROR(ValidateCurve(c.fp8.gemm_efficiency, fe, true, true));
-    const Curve& f = c.fp8.gemm_efficiency;
-    for (size_t i = 0; i < f.size(); ++i) {
-      DT_RETURN_IF_ERROR(CheckFraction(f.y[i], fe + "[" + std::to_string(i) + "] efficiency"));
-      if (i > 0 && (f.y[i] < f.y[i - 1] || f.x[i] / f.y[i] < f.x[i - 1] / f.y[i - 1] * (1.0 - 1e-9)))
-        return InvalidArgument(fe + "[" + std::to_string(i) +
-                               "]: efficiency must not decrease with size, nor grow faster than it");
-    }
+    DT_RETURN_IF_ERROR(CheckGemmEfficiency(c.fp8.gemm_efficiency, w + ".fp8.gemm_efficiency"));
   }
   return Status::Ok();
 }
@@ -168,6 +177,7 @@ Status PrepareProfile(HardwareProfile* p, const std::string& where) {
   DT_RETURN_IF_ERROR(CheckCompute(p->compute, where + ": compute"));
   DT_RETURN_IF_ERROR(CheckNetwork(p->network, where + ": network"));
   p->compute.measured_gemm_seconds = MeasuredGemmSeconds(p->compute.gemm_points);
+  p->compute.bf16.measured_gemm_seconds = MeasuredGemmSeconds(p->compute.bf16.gemm_points);
   return Status::Ok();
 }
 
@@ -229,7 +239,7 @@ bool operator==(const HardwareProfile& a, const HardwareProfile& b) {
          ca.kernel_overhead_s == cb.kernel_overhead_s &&
          ca.optimizer_bytes_per_param == cb.optimizer_bytes_per_param &&
          ca.host_overhead_s == cb.host_overhead_s && ca.step_overhead_s == cb.step_overhead_s &&
-         ca.fp8 == cb.fp8 && ca.step_checks == cb.step_checks && ca.note == cb.note;
+         ca.fp8 == cb.fp8 && ca.bf16 == cb.bf16 && ca.step_checks == cb.step_checks && ca.note == cb.note;
 }
 
 std::string StepCheckNote(const HardwareProfile& hw) {

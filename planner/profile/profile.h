@@ -58,6 +58,26 @@ struct Fp8Compute {
   }
 };
 
+// Measured CPU profiles: the GEMMs and the attention core again with GEMM
+// operands rounded to bf16 and fp32 accumulation, which is how dtrun runs a
+// precision=bf16 plan on CPU (runtime/backend/bf16_gemm.h: oneDNN's
+// AVX512-BF16 kernel where the CPU has one, else emulated at fp32 speed).
+// Optional: no gemm_points = not measured, and bf16 plans are then priced
+// with the fp32 numbers (ProfileForPrecision, planner/cost/compute_cost.h).
+struct Bf16InputsCompute {
+  double peak_flops = 0;                // best measured bf16-input GEMM rate, FLOP/s
+  std::vector<GemmPoint> gemm_points;   // as ComputeProfile::gemm_points
+  Curve gemm_efficiency;                // measured rate / peak_flops (as the fp32 curve)
+  double attention_efficiency = 0;      // runtime attention fwd+bwd, fraction of peak_flops
+  std::string note;
+  Curve measured_gemm_seconds;          // derived by PrepareProfile, as ComputeProfile's
+  bool available() const { return !gemm_points.empty(); }
+  bool operator==(const Bf16InputsCompute& o) const {
+    return peak_flops == o.peak_flops && gemm_points == o.gemm_points && gemm_efficiency == o.gemm_efficiency &&
+           attention_efficiency == o.attention_efficiency && note == o.note;
+  }
+};
+
 // A measured profile's own end check: one whole training step the profiler
 // ran with the runtime, against the profile's prediction of it (after every
 // fit). Says how far this profile's predictions are from its machine.
@@ -86,6 +106,7 @@ struct ComputeProfile {
   // loss/grad-norm synchronisation, data loading, logging). Optional.
   double step_overhead_s = 0;
   Fp8Compute fp8;  // optional (GPUs with FP8 Tensor Cores)
+  Bf16InputsCompute bf16;  // optional (measured CPU profiles)
   std::vector<StepCheck> step_checks;  // optional (profiles measured by dtplan profile)
   std::string note;
   // Derived by PrepareProfile from gemm_points (not serialized): x = FLOPs

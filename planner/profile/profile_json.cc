@@ -62,6 +62,28 @@ Status ParseDevice(const json& j, const std::string& where, DeviceProfile* d) {
   return r.status();
 }
 
+Status ParseGemmPoints(const json& arr, const std::string& what, std::vector<GemmPoint>* out) {
+  for (size_t i = 0; i < arr.size(); ++i) {
+    FieldReader pr(arr[i], what + "[" + std::to_string(i) + "]");
+    GemmPoint p;
+    p.m = pr.Int("m");
+    p.n = pr.Int("n");
+    p.k = pr.Int("k");
+    p.batch = pr.IntOr("batch", 1);
+    p.seconds = pr.Num("seconds");
+    DT_RETURN_IF_ERROR(pr.status());
+    out->push_back(p);
+  }
+  return Status::Ok();
+}
+
+json GemmPointsToJson(const std::vector<GemmPoint>& pts) {
+  json a = json::array();
+  for (const GemmPoint& g : pts)
+    a.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"batch", g.batch}, {"seconds", g.seconds}});
+  return a;
+}
+
 Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) {
   std::string what = where + ": compute";
   FieldReader r(j, what);
@@ -92,6 +114,22 @@ Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) 
     DT_RETURN_IF_ERROR(st);
     DT_RETURN_IF_ERROR(ParseCurve(*fpts, what + ".fp8.gemm_efficiency", &c->fp8.gemm_efficiency));
   }
+  if (j.contains("bf16") && !j.at("bf16").is_null()) {
+    const json& b = j.at("bf16");
+    const std::string bw = what + ".bf16";
+    FieldReader br(b, bw);
+    c->bf16.peak_flops = br.Num("peak_flops");
+    c->bf16.attention_efficiency = br.Num("attention_efficiency");
+    c->bf16.note = br.StrOr("note", "");
+    DT_RETURN_IF_ERROR(br.status());
+    const json* be = Child(b, "gemm_efficiency", true, bw, &st);
+    DT_RETURN_IF_ERROR(st);
+    DT_RETURN_IF_ERROR(ParseCurve(*be, bw + ".gemm_efficiency", &c->bf16.gemm_efficiency));
+    const json* bp = Child(b, "gemm_points", true, bw, &st);
+    DT_RETURN_IF_ERROR(st);
+    DT_RETURN_IF_ERROR(ParseGemmPoints(*bp, bw + ".gemm_points", &c->bf16.gemm_points));
+    if (c->bf16.gemm_points.empty()) return InvalidArgument(bw + ".gemm_points: must not be empty");
+  }
   if (j.contains("step_checks") && !j.at("step_checks").is_null()) {
     const json* sc = Child(j, "step_checks", true, what, &st);
     DT_RETURN_IF_ERROR(st);
@@ -111,17 +149,7 @@ Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) 
   if (j.contains("gemm_points") && !j.at("gemm_points").is_null()) {
     const json* gp = Child(j, "gemm_points", true, what, &st);
     DT_RETURN_IF_ERROR(st);
-    for (size_t i = 0; i < gp->size(); ++i) {
-      FieldReader pr((*gp)[i], what + ".gemm_points[" + std::to_string(i) + "]");
-      GemmPoint p;
-      p.m = pr.Int("m");
-      p.n = pr.Int("n");
-      p.k = pr.Int("k");
-      p.batch = pr.IntOr("batch", 1);
-      p.seconds = pr.Num("seconds");
-      DT_RETURN_IF_ERROR(pr.status());
-      c->gemm_points.push_back(p);
-    }
+    DT_RETURN_IF_ERROR(ParseGemmPoints(*gp, what + ".gemm_points", &c->gemm_points));
   }
   return Status::Ok();
 }
@@ -261,11 +289,13 @@ json ToJson(const HardwareProfile& p) {
                   {"optimizer_bytes_per_param", c.optimizer_bytes_per_param},
                   {"host_overhead_s", c.host_overhead_s},
                   {"step_overhead_s", c.step_overhead_s}};
-  if (!c.gemm_points.empty()) {
-    json a = json::array();
-    for (const GemmPoint& g : c.gemm_points)
-      a.push_back({{"m", g.m}, {"n", g.n}, {"k", g.k}, {"batch", g.batch}, {"seconds", g.seconds}});
-    j["compute"]["gemm_points"] = a;
+  if (!c.gemm_points.empty()) j["compute"]["gemm_points"] = GemmPointsToJson(c.gemm_points);
+  if (c.bf16.available()) {
+    j["compute"]["bf16"] = {{"peak_flops", c.bf16.peak_flops},
+                            {"attention_efficiency", c.bf16.attention_efficiency},
+                            {"gemm_efficiency", CurveToJson(c.bf16.gemm_efficiency)},
+                            {"gemm_points", GemmPointsToJson(c.bf16.gemm_points)}};
+    if (!c.bf16.note.empty()) j["compute"]["bf16"]["note"] = c.bf16.note;
   }
   if (!c.step_checks.empty()) {
     json a = json::array();

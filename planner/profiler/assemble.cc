@@ -47,6 +47,23 @@ Curve GemmEfficiencyCurve(const std::vector<GemmPoint>& pts, double peak) {
   return c;
 }
 
+namespace {
+// sum planner FLOPs / (peak * sum(t - ops * overhead)); 0.3 (noted) when nothing was measured.
+double AttentionEfficiency(const std::vector<KernelSample>& samples, double peak, double overhead,
+                           const char* what, std::string* note) {
+  if (samples.empty()) {
+    *note += std::string(" ") + what + " 0.3: estimate (not measured).";
+    return 0.3;
+  }
+  double f = 0, t = 0;
+  for (const KernelSample& s : samples) {
+    f += s.planner_flops;
+    t += std::max(s.seconds - s.planner_ops * overhead, 1e-12);
+  }
+  return Fraction(f / (peak * t), what, note);
+}
+}  // namespace
+
 StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
   const std::string where = "measured profile '" + m.name + "'";
   if (m.gemms.empty()) return InvalidArgument(where + ": no GEMM was measured");
@@ -100,14 +117,21 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
   c.gemm_efficiency_note = "measured GEMM rate / peak_flops, best per power-of-2 FLOP bin";
   c.kernel_overhead_s = std::max(0.0, m.tiny_op_s);
   std::string fit_note;
-  {
-    double f = 0, t = 0;
-    for (const KernelSample& s : m.attention) {
-      f += s.planner_flops;
-      t += std::max(s.seconds - s.planner_ops * c.kernel_overhead_s, 1e-12);
-    }
-    c.attention_efficiency = m.attention.empty() ? 0.3 : Fraction(f / (peak * t), "attention_efficiency", &fit_note);
-    if (m.attention.empty()) fit_note += " attention_efficiency 0.3: estimate (not measured).";
+  c.attention_efficiency = AttentionEfficiency(m.attention, peak, c.kernel_overhead_s, "attention_efficiency", &fit_note);
+  for (const GemmPoint& g : m.bf16_gemms)
+    if (!(g.seconds > 0)) return InvalidArgument(where + ": a bf16 GEMM time is not positive");
+  if (!m.bf16_gemms.empty()) {
+    Bf16InputsCompute& b = c.bf16;
+    for (const GemmPoint& g : m.bf16_gemms) b.peak_flops = std::max(b.peak_flops, g.flops() / g.seconds);
+    b.gemm_points = m.bf16_gemms;
+    b.gemm_efficiency = GemmEfficiencyCurve(m.bf16_gemms, b.peak_flops);
+    std::string bf16_note;
+    b.attention_efficiency = AttentionEfficiency(m.bf16_attention, b.peak_flops, c.kernel_overhead_s,
+                                                 "bf16.attention_efficiency", &bf16_note);
+    b.note = "the runtime backend of precision=bf16 plans (GEMM operands rounded to bf16, fp32 accumulation: " +
+             m.bf16_gemm + "): GEMMs at the shapes of gemm_points up to 2 GFLOP per call (larger ones are priced at the rate of the "
+             "largest measured point); peak_flops its best measured rate; "
+             "attention_efficiency the runtime attention fwd+bwd against it." + bf16_note;
   }
   {
     double b = 0, t = 0;

@@ -8,6 +8,8 @@
 //    peak over FLOPs (log bins, made non-decreasing and never faster than
 //    size, as PrepareProfile requires) for when gemm_points are ignored.
 //  * attention_efficiency = sum planner FLOPs / (peak * sum(t - ops * overhead)).
+//  * compute.bf16 (when bf16_gemms were measured): the same three fits on the
+//    bf16-input GEMMs and attention, against their own best GEMM rate.
 //  * memory_bound_efficiency = sum planner bytes / (bw * sum(t - ops * overhead)).
 //  * optimizer_bytes_per_param = (t_step - overhead) * bw * mem_eff / params.
 //  * Collectives: LinkEntryFromSeries (planner/profile/collective_series.h).
@@ -37,6 +39,11 @@ struct Measurements {
   std::vector<std::string> models;     // whose plan shapes were measured
   std::string command;                 // how it was run
   std::vector<GemmPoint> gemms;
+  // The same GEMMs and attention shapes on the backend of precision=bf16
+  // plans (bf16-rounded GEMM operands); empty: not measured.
+  std::vector<GemmPoint> bf16_gemms;
+  std::vector<KernelSample> bf16_attention;
+  std::string bf16_gemm;               // that GEMM's description
   double copy_Bps = 0;                 // stream copy per rank
   double tiny_op_s = 0;
   std::vector<KernelSample> attention;

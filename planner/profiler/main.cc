@@ -8,6 +8,7 @@
 
 #include "planner/profiler/profiler_options.h"
 #include "planner/profiler/run_profiler.h"
+#include "runtime/backend/bf16_gemm.h"
 #include "runtime/backend/cpu_gemm.h"
 #include "runtime/comm/mpi_comm.h"
 
@@ -39,6 +40,11 @@ int main(int argc, char** argv) {
   dev.be = be.get();
   dev.kind = "cpu";
   dev.gemm_library = dt::rt::GemmLibraryDescription(*gemm);
+  // precision=bf16 plans run their GEMMs on bf16 operands (bf16_gemm.h): measured too.
+  std::unique_ptr<dt::rt::Backend> bf16 = dt::rt::MakeCpuBackend(*gemm, dt::rt::GemmInputs::kBf16);
+  dev.bf16_be = bf16.get();
+  dev.bf16_gemm = *gemm == dt::rt::GemmLibrary::kEigen ? "emulated (DT_GEMM=eigen): Eigen fp32 GEMM on bf16-rounded operands"
+                                                        : dt::rt::Bf16GemmDescription();
   dev.make_comm = [](MPI_Comm group) { return std::make_unique<dt::rt::MpiComm>(group, /*owned=*/false); };
   return dt::RunProfiler(*opts, dev, world, command);
 }

@@ -106,6 +106,22 @@ int RunProfiler(const ProfilerOptions& o, const ProfilerDevice& dev, rt::MpiComm
   ms.copy_Bps = MeasureCopyBandwidth(cfg, o.quick ? (16LL << 20) : (128LL << 20));
   ms.tiny_op_s = MeasureTinyOp(cfg);
   ms.gemms = MeasureGemms(cfg, shapes);
+  MeasureConfig bf16_cfg = cfg;
+  bf16_cfg.be = dev.bf16_be;
+  bf16_cfg.max_reps = std::min(cfg.max_reps, 3);  // median of 3 (time, as below)
+  if (dev.bf16_be != nullptr) {
+    // GEMMs above kBf16MaxFlops run at the plateau rate; the planner prices
+    // them at the largest measured point's rate (planner/cost/compute_cost.cc),
+    // and leaving them out keeps the whole profile near a minute on 2 cores.
+    constexpr double kBf16MaxFlops = 2e9;
+    std::vector<GemmShape> bf16_shapes;
+    for (const GemmShape& g : shapes)
+      if (g.flops() <= kBf16MaxFlops) bf16_shapes.push_back(g);
+    progress("bf16 GEMM inputs (precision=bf16 plans): " + dev.bf16_gemm + ", " +
+             std::to_string(bf16_shapes.size()) + " shapes up to 2 GFLOP");
+    ms.bf16_gemm = dev.bf16_gemm;
+    ms.bf16_gemms = MeasureGemms(bf16_cfg, bf16_shapes);
+  }
   for (const ModelSpec& m : models) {
     int seq = o.seq_length > 0 ? o.seq_length : m.seq_length;
     std::vector<int> tps = TpSplits(m, max_tp), mbs;
@@ -114,6 +130,10 @@ int RunProfiler(const ProfilerOptions& o, const ProfilerDevice& dev, rt::MpiComm
     if (mbs.empty()) mbs.push_back(o.micro_batches.front());
     auto att = MeasureAttention(cfg, m, seq, tps, mbs, o.max_gemm_flops);
     ms.attention.insert(ms.attention.end(), att.begin(), att.end());
+    if (dev.bf16_be != nullptr) {
+      auto att16 = MeasureAttention(bf16_cfg, m, seq, tps, mbs, o.max_gemm_flops);
+      ms.bf16_attention.insert(ms.bf16_attention.end(), att16.begin(), att16.end());
+    }
     auto mem = MeasureLayerMemoryOps(cfg, m, seq, tps, mbs.front());
     ms.memory_ops.insert(ms.memory_ops.end(), mem.begin(), mem.end());
     if (dev.host_optimizer) {  // the runtime's host-side training step, where affordable

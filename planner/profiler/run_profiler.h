@@ -27,6 +27,11 @@ struct ProfilerDevice {
   std::string gemm_library;        // the backend's GEMM ("OpenBLAS", "Eigen", "cuBLAS")
   int64_t memory_bytes = 0;        // per rank; 0 = MemTotal / ranks per node
   bool host_optimizer = true;      // measure the (host) AdamW step
+  // The backend precision=bf16 plans run on (GEMM operands rounded to bf16;
+  // runtime/backend/bf16_gemm.h) and its GEMM's description: its GEMMs and
+  // attention are measured again into compute.bf16. Null: not measured.
+  rt::Backend* bf16_be = nullptr;
+  std::string bf16_gemm;
   // Communicator measured over the MPI group `group` (collective call).
   std::function<std::unique_ptr<rt::Comm>(MPI_Comm group)> make_comm;
 };

@@ -50,9 +50,11 @@ class TopTimes {
 }  // namespace
 
 StatusOr<SearchResult> SearchPlans(const ModelSpec& m, const ClusterSpec& c,
-                                   const HardwareProfile& hw, const SearchConstraints& k,
+                                   const HardwareProfile& profile, const SearchConstraints& k,
                                    const SearchOptions& opt) {
   auto t0 = std::chrono::steady_clock::now();
+  HardwareProfile for_precision;
+  const HardwareProfile& hw = ProfileForPrecision(profile, k.precision, &for_precision);
   DT_RETURN_IF_ERROR(CheckClusterFitsProfile(c, hw));
   DT_RETURN_IF_ERROR(CheckPrecision(k.precision, m, hw));
   DT_ASSIGN_OR_RETURN(Enumeration e, EnumeratePlans(m, c, k));

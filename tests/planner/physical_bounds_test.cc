@@ -19,6 +19,7 @@
 #include "planner/lower/memory_params_for.h"
 #include "planner/lower/simulate.h"
 #include "planner/memory/param_count.h"
+#include "planner/cost/compute_cost.h"
 #include "planner/profile/profile.h"
 #include "planner/search/enumerate.h"
 #include "tests/planner/test_models.h"
@@ -40,8 +41,11 @@ struct Bounds {
 Bounds BoundsOf(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p, const HardwareProfile& hw) {
   Bounds b;
   const MemoryParams mp = MemoryParamsFor(hw, p);  // the plan's precision and Adam moments
-  // Compute: the average device's FLOPs (the busiest does at least that).
-  b.compute = StepFlops(m, p, /*with_recompute=*/true) / p.world() / hw.device.peak_flops;
+  // Compute: the average device's FLOPs (the busiest does at least that), at
+  // the peak of the plan's math (a CPU profile's bf16-input GEMMs for bf16).
+  HardwareProfile storage;
+  const double peak = ProfileForPrecision(hw, p.precision, &storage).device.peak_flops;
+  b.compute = StepFlops(m, p, /*with_recompute=*/true) / p.world() / peak;
   const GroupTopology grad = GradGroupTopology(p, c.gpus_per_node);
   const int shard = p.dp * p.cp;
   int64_t max_params = 0, max_dense = 0;

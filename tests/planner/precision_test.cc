@@ -98,6 +98,26 @@ TEST(Precision, CpuBf16StageMemory) {
   EXPECT_GE(s16.temporary - s16n.temporary, std::min(layer, head) - 1e-6);
 }
 
+// The CPU runtime's bf16 GEMMs hold bf16 copies of both operands: 2 bytes x
+// (|A| + |B|) of the layer's largest GEMM call, here the MLP's (T x f + f x h
+// for fc2's forward, T x f + T x h for fc1's weight gradient), on top of the
+// temporaries; the head's only beyond the fp32 logits it frees first.
+TEST(Precision, CpuBf16GemmOperandCopies) {
+  const ModelSpec m = TinyGpt();  // h 64, f 256, vocab 256
+  const HardwareProfile cpu = LoadProfile("cpu-generic").value();
+  const PlanSpec p16 = CpuPlan(Precision::kBf16);
+  const MemoryParams mp16 = MemoryParamsFor(cpu, p16);
+  ASSERT_EQ(mp16.gemm_operand_copy_bytes, 2);
+  EXPECT_EQ(MemoryParamsFor(cpu, CpuPlan(Precision::kFp32)).gemm_operand_copy_bytes, 0);
+  EXPECT_EQ(MemoryParamsFor(LoadProfile("h100").value(), p16).gemm_operand_copy_bytes, 0);
+  MemoryParams no_copies = mp16;
+  no_copies.gemm_operand_copy_bytes = 0;
+  const StageMemory with = EstimateStageMemory(m, p16, mp16, 0, 1);
+  const StageMemory without = EstimateStageMemory(m, p16, no_copies, 0, 1);
+  const double T = 8.0 * 64, h = 64, f = 4 * h;
+  EXPECT_DOUBLE_EQ(with.temporary - without.temporary, 2 * (T * f + std::max(T, h) * h));
+}
+
 TEST(Precision, CapabilitiesGateBf16) {
   const ModelSpec m = TinyGpt();
   PlanSpec p = CpuPlan(Precision::kBf16);

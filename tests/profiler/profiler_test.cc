@@ -87,6 +87,62 @@ TEST(ProfilerAssemble, RoundTripsAndIsAccepted) {
   EXPECT_TRUE(*loaded == *p);
 }
 
+// A CPU profile measured with bf16 GEMM inputs (twice the fp32 rate here):
+// compute.bf16 round-trips; a bf16 plan's GEMMs and attention are priced
+// from it, an fp32 plan's and a GPU profile's are not; without it a bf16
+// plan on a CPU profile is flagged as priced at the fp32 rate.
+TEST(ProfilerAssemble, Bf16InputsArePricedFromTheirOwnMeasurements) {
+  Measurements m = Synthetic();
+  for (GemmPoint g : m.gemms) {
+    g.seconds = g.flops() / 100e9 + 2e-6;
+    m.bf16_gemms.push_back(g);
+  }
+  m.bf16_attention.push_back({"att", 1e9, 1e8, 2, 1e9 / 30e9});
+  m.bf16_gemm = "oneDNN test";
+  StatusOr<HardwareProfile> p = AssembleProfile(m);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_TRUE(p->compute.bf16.available());
+  EXPECT_NEAR(p->compute.bf16.peak_flops, 100e9, 5e9);
+  EXPECT_NEAR(p->compute.bf16.attention_efficiency, 0.3, 0.02);  // 30 of ~100 GFLOP/s
+  EXPECT_NE(p->compute.bf16.note.find("oneDNN test"), std::string::npos);
+  StatusOr<HardwareProfile> back = ProfileFromJson(ToJson(*p), "round trip");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(*back == *p);
+
+  Op gemm;
+  gemm.kind = OpKind::kGemm;
+  gemm.m = gemm.n = gemm.k = 512;
+  gemm.flops = 2.0 * 512 * 512 * 512;
+  HardwareProfile storage;
+  const HardwareProfile& fp32 = ProfileForPrecision(*p, Precision::kFp32, &storage);
+  EXPECT_EQ(&fp32, &*p);
+  const HardwareProfile& bf16 = ProfileForPrecision(*p, Precision::kBf16, &storage);
+  ASSERT_EQ(&bf16, &storage);
+  EXPECT_NEAR(OpTime(gemm, *p) / OpTime(gemm, bf16), 2.0, 0.05);
+  EXPECT_DOUBLE_EQ(bf16.device.peak_flops, p->compute.bf16.peak_flops);
+  EXPECT_FALSE(bf16.compute.bf16.available());
+  HardwareProfile again;
+  EXPECT_EQ(&ProfileForPrecision(bf16, Precision::kBf16, &again), &bf16);  // already derived
+  EXPECT_FALSE(Bf16PricedAsFp32(*p, Precision::kBf16));
+
+  StatusOr<HardwareProfile> plain = AssembleProfile(Synthetic());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(Bf16PricedAsFp32(*plain, Precision::kBf16));
+  EXPECT_FALSE(Bf16PricedAsFp32(*plain, Precision::kFp32));
+  EXPECT_EQ(&ProfileForPrecision(*plain, Precision::kBf16, &storage), &*plain);
+  StatusOr<HardwareProfile> gpu = LoadProfile("h100");
+  ASSERT_TRUE(gpu.ok());
+  EXPECT_FALSE(Bf16PricedAsFp32(*gpu, Precision::kBf16));
+  EXPECT_EQ(&ProfileForPrecision(*gpu, Precision::kBf16, &storage), &*gpu);
+
+  // A bad compute.bf16 is refused with its field named.
+  nlohmann::json j = ToJson(*p);
+  j["compute"]["bf16"]["peak_flops"] = -1;
+  StatusOr<HardwareProfile> bad = ProfileFromJson(j, "bad");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("compute.bf16.peak_flops"), std::string::npos) << bad.status().message();
+}
+
 TEST(ProfilerAssemble, MeasuredGemmPricedExactlyAndMonotone) {
   HardwareProfile p = *AssembleProfile(Synthetic());
   for (const GemmPoint& g : p.compute.gemm_points) {
