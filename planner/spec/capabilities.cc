@@ -75,7 +75,7 @@ const std::vector<Capability>& CapabilityTable() {
       {Feature::kDropout, "dropout", false, false, "plan without dropout (dtplan --device cpu does)"},
       {Feature::kBf16,
        "bf16 mixed precision (bf16 weights, saved activations and gradients; fp32 master weights and Adam "
-       "states; fp32 arithmetic on CPU)",
+       "states; GEMMs on bf16 operands with fp32 accumulation on CPU)",
        true, false, "plan with --precision fp32"},
       {Feature::kBf16ZeroSharded, "bf16 mixed precision with ZeRO-2/3 sharding", false, false,
        "replan with --zero 1 or --precision fp32"},
