@@ -88,6 +88,15 @@ Kernel Create(PerThread& t, Trans ta, Trans tb, int64_t m, int64_t n, int64_t k,
   return kn;
 }
 
+bool CpuHasBf16DotProducts() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
 struct Capability {
   bool native = false;
   std::string description;
@@ -103,12 +112,14 @@ Capability Probe() {
     OneThread one;
     PerThread& t = Thread();
     const Kernel kn = Create(t, Trans::kNo, Trans::kNo, 64, 64, 64, 1.0f, 64, 0.0f, 64);
-    // "ref" kernels are scalar loops and the AVX-512 emulation of bf16 is no
-    // faster than fp32: only a kernel on the bf16 instructions counts.
-    cap.native = kn.impl.find("bf16") != std::string::npos && kn.impl.find("ref") == std::string::npos;
+    // Without bf16 dot-product instructions oneDNN emulates bf16 no faster
+    // than fp32, and its "ref" kernels are scalar loops: only a JIT kernel on
+    // a CPU with AVX512-BF16 (or AMX, which implies it) counts as native.
+    const bool ref = kn.impl.find("ref") != std::string::npos;
+    cap.native = CpuHasBf16DotProducts() && !ref;
     cap.description = cap.native ? lib + ", " + kn.impl
-                                 : "emulated: " + lib + " has no native bf16 kernel on this CPU (it "
-                                   "offers " + kn.impl + "; AVX512-BF16 is needed)";
+                                 : "emulated: " + lib + " has no native bf16 kernel here (it offers " +
+                                       kn.impl + (CpuHasBf16DotProducts() ? "" : "; the CPU lacks AVX512-BF16") + ")";
   } catch (const dnnl::error& e) {
     cap.description = "emulated: " + lib + " cannot run a bf16 matmul here (" + e.what() + ")";
   }
