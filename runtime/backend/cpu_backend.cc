@@ -65,16 +65,6 @@ void DenseCopy(const float* x, int64_t rows, int64_t cols, int64_t ld, T* out, F
   });
 }
 
-// Round to bf16, nearest even, without a branch (so the loop vectorises);
-// NaN stays NaN (quietened), as FloatToBf16.
-inline bf16_t RoundToBf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-  const uint32_t nan = (bits >> 16) | 0x40u;
-  return static_cast<bf16_t>((bits & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-}
-
 class CpuBackend final : public Backend {
  public:
   CpuBackend(GemmLibrary gemm, GemmInputs inputs)
@@ -146,7 +136,7 @@ class CpuBackend final : public Backend {
     const int64_t b_rows = trb ? n : k, b_cols = trb ? k : n;
     if (native_bf16_) {
       Bf16Buffer a16(a_rows * a_cols, /*zero=*/false), b16(b_rows * b_cols, /*zero=*/false);
-      auto round = [](float f) { return RoundToBf16(f); };  // a lambda, so it inlines
+      auto round = [](float f) { return FloatToBf16(f); };  // a lambda, so it inlines
       DenseCopy(a, a_rows, a_cols, lda, a16.data(), round);
       DenseCopy(b, b_rows, b_cols, ldb, b16.data(), round);
       Blocks(m, n, k, [&](int64_t r0, int64_t rows) {
@@ -155,7 +145,7 @@ class CpuBackend final : public Backend {
       });
       return;
     }
-    auto rounded = [](float f) { return Bf16ToFloat(RoundToBf16(f)); };
+    auto rounded = [](float f) { return Bf16ToFloat(FloatToBf16(f)); };
     float* a32 = AllocFloatsUninitialized(static_cast<size_t>(a_rows * a_cols));
     float* b32 = AllocFloatsUninitialized(static_cast<size_t>(b_rows * b_cols));
     DenseCopy(a, a_rows, a_cols, lda, a32, rounded);

@@ -23,7 +23,7 @@ void Bf16Params::Gather(int u) {
   DT_CHECK(unit_values_.find(u) == unit_values_.end()) << "unit " << u << " gathered twice";
   const ParamUnit& pu = store_->units().at(u);
   auto& buf = unit_values_[u];
-  buf.resize(static_cast<size_t>(pu.numel));
+  buf = Tensor::Uninitialized({pu.numel});  // overwritten whole: no zero-fill
   WidenFromBf16(values_.data() + pu.offset, buf.data(), pu.numel);
   store_->BindUnitValues(u, buf.data());
 }

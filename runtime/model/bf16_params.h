@@ -31,6 +31,7 @@
 
 #include "runtime/model/param_store.h"
 #include "runtime/tensor/bf16.h"
+#include "runtime/tensor/tensor.h"
 
 namespace dt::rt {
 
@@ -55,7 +56,8 @@ class Bf16Params {
  private:
   ParamStore* store_;
   Bf16Buffer values_, grads_;
-  std::map<int, std::vector<float, TrackingAllocator<float>>> unit_values_, unit_grads_;
+  std::map<int, Tensor> unit_values_;
+  std::map<int, std::vector<float, TrackingAllocator<float>>> unit_grads_;
 };
 
 }  // namespace dt::rt

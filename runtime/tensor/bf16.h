@@ -24,12 +24,14 @@ inline float Bf16ToFloat(bf16_t h) {
   return f;
 }
 
+// Round to nearest, ties to even; NaN stays NaN (quietened). Written without
+// a branch (a select), so loops over it vectorise.
 inline bf16_t FloatToBf16(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, sizeof bits);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<bf16_t>((bits >> 16) | 0x40u);  // NaN
-  bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest, ties to even
-  return static_cast<bf16_t>(bits >> 16);
+  const uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+  const uint32_t nan = (bits >> 16) | 0x40u;
+  return static_cast<bf16_t>((bits & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
 
 // Array forms (n elements; src and dst must not overlap).
