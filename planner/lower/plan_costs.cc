@@ -9,6 +9,7 @@
 #include "planner/cost/outside_profile.h"
 #include "planner/lower/group_topology.h"
 #include "planner/lower/memory_params_for.h"
+#include "planner/memory/activation_memory.h"
 #include "planner/memory/param_count.h"
 #include "planner/memory/zero_units.h"
 
@@ -123,6 +124,37 @@ double ActivationMessageBytes(const ModelSpec& m, const PlanSpec& p, int bytes_p
          bytes_per_element / p.tp;
 }
 
+namespace {
+// The CPU runtime's bf16 storage (runtime/model/bf16_params.h,
+// stash_precision.h) streams memory a GPU framework does not: every use of
+// a unit (embedding, layer, head) widens its bf16 values into an fp32 copy
+// (2 B read + 4 B written per parameter); its backward also zero-fills an
+// fp32 gradient buffer (4 B) and adds it into the bf16 gradients (4 B read,
+// 2 B read and written); a layer's stash is narrowed after its forward and
+// widened before its backward (6 B per element each way). Full recompute
+// repeats the layer's widening and stash conversions. Times per microbatch
+// for chunk `ch`, priced as memory-bound ops.
+struct Bf16StorageCost {
+  double fwd = 0, bwd = 0, recompute = 0;
+};
+Bf16StorageCost CpuBf16StorageCost(const ModelSpec& m, const PlanSpec& p, int ch, const HardwareProfile& hw) {
+  const ChunkUnits cu = ZeroChunkUnits(m, p, ch);
+  double uses = 0;
+  for (int64_t u : cu.uses) uses += static_cast<double>(u);
+  const double layers = p.layers_per_chunk[ch];
+  const double stash = ActivationBytesPerLayer(m, p, 2) / 2.0 * layers;  // stored elements
+  Bf16StorageCost c;
+  c.fwd = OpTime(MemoryOp("bf16_widen_units_narrow_stash", 6.0 * uses + 6.0 * stash), hw);
+  double rc_bytes = 0;
+  if (p.recompute == Recompute::kFull)
+    rc_bytes = 6.0 * static_cast<double>(cu.layer) * layers +
+               12.0 * ActivationBytesPerLayerFor(m, p, 2, Recompute::kNone) / 2.0 * layers;
+  c.recompute = rc_bytes > 0 ? OpTime(MemoryOp("bf16_recompute_widen_and_stash", rc_bytes), hw) : 0.0;
+  c.bwd = OpTime(MemoryOp("bf16_widen_units_grad_buffers_widen_stash", 18.0 * uses + 6.0 * stash), hw) + c.recompute;
+  return c;
+}
+}  // namespace
+
 PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
                            const HardwareProfile& hw) {
   const int e = hw.device.bytes_per_element();
@@ -220,6 +252,12 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
       k.bwd_compute += W * (wb.compute + wr.compute);
       k.bwd_comm += W * (wb.comm + wr.comm);
       k.recompute += W * wr.compute;
+    }
+    if (mp.unit_working_bytes > 0) {  // CPU bf16 storage (memory_params_for.h)
+      const Bf16StorageCost b = CpuBf16StorageCost(m, p, ch, hw);
+      k.fwd_compute += b.fwd;
+      k.bwd_compute += b.bwd;
+      k.recompute += b.recompute;
     }
     k.moe_layers = pc.ep_overlap.fwd_layer > 0 ? static_cast<int>(L) : 0;
     k.ep_fwd = k.moe_layers * pc.ep_overlap.fwd_layer;

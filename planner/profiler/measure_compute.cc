@@ -89,36 +89,50 @@ double ConcurrentMedianSeconds(const MeasureConfig& cfg, const std::function<voi
   return AllMax(cfg.sync, t.median_s);
 }
 
+namespace {
+// Shape i of n on cfg's backend, called as runtime/ops/linear.cc calls it.
+GemmPoint MeasureGemm(const MeasureConfig& cfg, const GemmShape& g, size_t i, size_t n, const char* tag) {
+  rt::Backend* be = cfg.be;
+  const int64_t m = g.m, nn = g.n, k = g.k;
+  DevBuf a(be, std::max(m * k, k * nn)), b(be, std::max(nn * k, k * m)), c(be, m * nn);
+  std::function<void()> fn;
+  switch (g.call) {
+    case GemmCall::kForward:  // y[m,n] = x[m,k] W[n,k]^T
+      fn = [&] { be->Gemm(Trans::kNo, Trans::kYes, m, nn, k, 1.0f, a.p, k, b.p, k, 0.0f, c.p, nn); };
+      break;
+    case GemmCall::kDgrad:  // dx[m,n] = dy[m,k] W[k,n]
+      fn = [&] { be->Gemm(Trans::kNo, Trans::kNo, m, nn, k, 1.0f, a.p, k, b.p, nn, 0.0f, c.p, nn); };
+      break;
+    case GemmCall::kWgrad:  // dW[n,m] += dy[k,n]^T x[k,m]
+      fn = [&] { be->Gemm(Trans::kYes, Trans::kNo, nn, m, k, 1.0f, a.p, nn, b.p, m, 1.0f, c.p, m); };
+      break;
+  }
+  GemmPoint p;
+  p.m = m;
+  p.n = nn;
+  p.k = k;
+  p.seconds = ConcurrentMedianSeconds(cfg, fn);
+  Report(cfg, std::string(tag) + "gemm " + std::to_string(i + 1) + "/" + std::to_string(n) + " " +
+                  std::to_string(m) + "x" + std::to_string(nn) + "x" + std::to_string(k) + " (" + g.origin +
+                  "): " + Fmt("%.3f ms, %.1f GFLOP/s", p.seconds * 1e3, p.flops() / p.seconds / 1e9));
+  return p;
+}
+}  // namespace
+
 std::vector<GemmPoint> MeasureGemms(const MeasureConfig& cfg, const std::vector<GemmShape>& shapes) {
   std::vector<GemmPoint> out;
-  rt::Backend* be = cfg.be;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const GemmShape& g = shapes[i];
-    const int64_t m = g.m, n = g.n, k = g.k;
-    DevBuf a(be, std::max(m * k, k * n)), b(be, std::max(n * k, k * m)), c(be, m * n);
-    std::function<void()> fn;
-    switch (g.call) {
-      case GemmCall::kForward:  // y[m,n] = x[m,k] W[n,k]^T
-        fn = [&] { be->Gemm(Trans::kNo, Trans::kYes, m, n, k, 1.0f, a.p, k, b.p, k, 0.0f, c.p, n); };
-        break;
-      case GemmCall::kDgrad:  // dx[m,n] = dy[m,k] W[k,n]
-        fn = [&] { be->Gemm(Trans::kNo, Trans::kNo, m, n, k, 1.0f, a.p, k, b.p, n, 0.0f, c.p, n); };
-        break;
-      case GemmCall::kWgrad:  // dW[n,m] += dy[k,n]^T x[k,m]
-        fn = [&] { be->Gemm(Trans::kYes, Trans::kNo, n, m, k, 1.0f, a.p, n, b.p, m, 1.0f, c.p, m); };
-        break;
-    }
-    GemmPoint p;
-    p.m = m;
-    p.n = n;
-    p.k = k;
-    p.seconds = ConcurrentMedianSeconds(cfg, fn);
-    out.push_back(p);
-    Report(cfg, "gemm " + std::to_string(i + 1) + "/" + std::to_string(shapes.size()) + " " +
-                    std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " (" +
-                    g.origin + "): " + Fmt("%.3f ms, %.1f GFLOP/s", p.seconds * 1e3, p.flops() / p.seconds / 1e9));
-  }
+  for (size_t i = 0; i < shapes.size(); ++i) out.push_back(MeasureGemm(cfg, shapes[i], i, shapes.size(), ""));
   return out;
+}
+
+void MeasureGemmsInterleaved(const MeasureConfig& cfg, const MeasureConfig& second_cfg,
+                             double second_max_flops, const std::vector<GemmShape>& shapes,
+                             std::vector<GemmPoint>* first, std::vector<GemmPoint>* second) {
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    first->push_back(MeasureGemm(cfg, shapes[i], i, shapes.size(), ""));
+    if (shapes[i].flops() <= second_max_flops)
+      second->push_back(MeasureGemm(second_cfg, shapes[i], i, shapes.size(), "bf16 "));
+  }
 }
 
 double MeasureCopyBandwidth(const MeasureConfig& cfg, int64_t bytes) {

@@ -40,6 +40,14 @@ double ConcurrentMedianSeconds(const MeasureConfig& cfg, const std::function<voi
 // One measured GemmPoint per shape (planner keys, runtime call variants).
 std::vector<GemmPoint> MeasureGemms(const MeasureConfig& cfg, const std::vector<GemmShape>& shapes);
 
+// The same on two backends, shape by shape: shape i on cfg, then (when its
+// FLOPs are at most second_max_flops) on second_cfg, so that the two sets
+// see the same machine speed (a VM's speed drifts by 10-20% within minutes:
+// measured one after the other, their ratio would carry that drift).
+void MeasureGemmsInterleaved(const MeasureConfig& cfg, const MeasureConfig& second_cfg,
+                             double second_max_flops, const std::vector<GemmShape>& shapes,
+                             std::vector<GemmPoint>* first, std::vector<GemmPoint>* second);
+
 // Stream copy bandwidth per rank (bytes read + written per second) over
 // buffers of `bytes`, all ranks copying at once.
 double MeasureCopyBandwidth(const MeasureConfig& cfg, int64_t bytes);

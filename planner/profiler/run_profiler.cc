@@ -105,22 +105,21 @@ int RunProfiler(const ProfilerOptions& o, const ProfilerDevice& dev, rt::MpiComm
 
   ms.copy_Bps = MeasureCopyBandwidth(cfg, o.quick ? (16LL << 20) : (128LL << 20));
   ms.tiny_op_s = MeasureTinyOp(cfg);
-  ms.gemms = MeasureGemms(cfg, shapes);
   MeasureConfig bf16_cfg = cfg;
   bf16_cfg.be = dev.bf16_be;
   bf16_cfg.max_reps = std::min(cfg.max_reps, 3);  // median of 3 (time, as below)
-  if (dev.bf16_be != nullptr) {
+  if (dev.bf16_be == nullptr) {
+    ms.gemms = MeasureGemms(cfg, shapes);
+  } else {
     // GEMMs above kBf16MaxFlops run at the plateau rate; the planner prices
     // them at the largest measured point's rate (planner/cost/compute_cost.cc),
     // and leaving them out keeps the whole profile near a minute on 2 cores.
+    // Each bf16 shape right after its fp32 twin: both see the same machine speed.
     constexpr double kBf16MaxFlops = 2e9;
-    std::vector<GemmShape> bf16_shapes;
-    for (const GemmShape& g : shapes)
-      if (g.flops() <= kBf16MaxFlops) bf16_shapes.push_back(g);
-    progress("bf16 GEMM inputs (precision=bf16 plans): " + dev.bf16_gemm + ", " +
-             std::to_string(bf16_shapes.size()) + " shapes up to 2 GFLOP");
+    progress("bf16 GEMM inputs (precision=bf16 plans), shapes up to 2 GFLOP, each after its fp32 twin: " +
+             dev.bf16_gemm);
     ms.bf16_gemm = dev.bf16_gemm;
-    ms.bf16_gemms = MeasureGemms(bf16_cfg, bf16_shapes);
+    MeasureGemmsInterleaved(cfg, bf16_cfg, kBf16MaxFlops, shapes, &ms.gemms, &ms.bf16_gemms);
   }
   for (const ModelSpec& m : models) {
     int seq = o.seq_length > 0 ? o.seq_length : m.seq_length;

@@ -3,7 +3,10 @@
 // runtime's bf16 memory terms and the capability entries that gate it.
 #include <gtest/gtest.h>
 
+#include "planner/cost/compute_cost.h"
 #include "planner/lower/memory_params_for.h"
+#include "planner/lower/plan_costs.h"
+#include "planner/memory/activation_memory.h"
 #include "planner/memory/stage_memory.h"
 #include "planner/memory/zero_units.h"
 #include "planner/profile/profile.h"
@@ -116,6 +119,31 @@ TEST(Precision, CpuBf16GemmOperandCopies) {
   const StageMemory without = EstimateStageMemory(m, p16, no_copies, 0, 1);
   const double T = 8.0 * 64, h = 64, f = 4 * h;
   EXPECT_DOUBLE_EQ(with.temporary - without.temporary, 2 * (T * f + std::max(T, h) * h));
+}
+
+// The CPU runtime's bf16 storage traffic is priced: per microbatch, 6 B per
+// parameter used in the forward (widening) and 18 B in the backward
+// (widening, gradient buffer, accumulation into bf16), 6 B per stashed
+// element each way. On a CPU profile without bf16 GEMM data (same GEMM and
+// memory-bound prices as fp32) that is exactly what a bf16 chunk costs more.
+TEST(Precision, CpuBf16StorageTrafficIsPriced) {
+  const ModelSpec m = TinyGpt();
+  const HardwareProfile cpu = LoadProfile("cpu-generic").value();
+  ASSERT_FALSE(cpu.compute.bf16.available());
+  ClusterSpec c;
+  c.nodes = 1;
+  c.gpus_per_node = 1;
+  const PlanSpec p32 = CpuPlan(Precision::kFp32), p16 = CpuPlan(Precision::kBf16);
+  const PlanCosts k32 = ComputePlanCosts(m, c, p32, cpu), k16 = ComputePlanCosts(m, c, p16, cpu);
+  const ChunkUnits cu = ZeroChunkUnits(m, p16, 0);
+  double uses = 0;
+  for (int64_t u : cu.uses) uses += static_cast<double>(u);
+  const double stash = ActivationBytesPerLayer(m, p16, 2) / 2.0 * 4;  // 4 layers
+  EXPECT_NEAR(k16.chunks[0].fwd_compute - k32.chunks[0].fwd_compute,
+              OpTime(MemoryOp("x", 6.0 * uses + 6.0 * stash), cpu), 1e-12);
+  EXPECT_NEAR(k16.chunks[0].bwd_compute - k32.chunks[0].bwd_compute,
+              OpTime(MemoryOp("x", 18.0 * uses + 6.0 * stash), cpu), 1e-12);
+  EXPECT_GT(k16.chunks[0].fwd_compute, k32.chunks[0].fwd_compute);
 }
 
 TEST(Precision, CapabilitiesGateBf16) {
