@@ -89,14 +89,7 @@ double BareGemmSeconds(const GemmShape& s, int threads, int reps, GemmLibrary li
   const auto a = RandomBuffer(static_cast<size_t>((tra ? s.k : s.m) * s.lda), 1);
   const auto b = RandomBuffer(static_cast<size_t>((trb ? s.n : s.k) * s.ldb), 2);
   auto c = RandomBuffer(static_cast<size_t>(s.m * s.ldc), 3);
-  Run(s, lib, a.data(), b.data(), c.data(), threads);  // warm-up
-  std::vector<double> times;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    Run(s, lib, a.data(), b.data(), c.data(), threads);
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return Median(times);
+  return MedianOf(reps, [&] { Run(s, lib, a.data(), b.data(), c.data(), threads); });
 }
 
 }  // namespace dt::rt::bench
