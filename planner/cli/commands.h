@@ -33,6 +33,7 @@ struct DimensionOptions {
   std::optional<bool> sp;
   bool sp_on = false, sp_off = false;  // the --sp / --no-sp flags as parsed
   bool fp8_param_gather = false;  // --fp8-param-gather
+  std::string fp8_recipe;         // --fp8-recipe: "" (delayed), delayed or tensorwise
   std::string adam_moments;       // --adam-moments fp32|bf16
   bool moe_a2a_overlap = false;  // --moe-a2a-overlap
   bool no_overlap_grad_reduce = false;  // --no-overlap-grad-reduce

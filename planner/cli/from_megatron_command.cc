@@ -85,6 +85,7 @@ int RunFromMegatron(const PlanOptions& o) {
   k.moe_a2a_overlap = mine.moe_a2a_overlap;  // and combined 1F1B when the job has it
   k.overlap_grad_reduce = mine.overlap_grad_reduce;  // and the job's gradient-reduction overlap
   k.fp8_param_gather = mine.fp8_param_gather;  // and FP8 parameters
+  k.fp8_recipe = mine.fp8_recipe;  // and the job's FP8 scaling recipe
   k.adam_moment_bytes = mine.adam_moment_bytes;  // and the job's Adam moment dtype
   // --recompute-modules: the best plan's selective recompute uses the job's
   // modules too (searched plans without recompute, or with full, ignore them).

@@ -63,6 +63,10 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
                 "FP8 plans: keep the linear weights in FP8 and all-gather them in FP8 (Megatron-LM's "
                 "--fp8-param-gather; plans with the distributed optimizer, zero 1, only; default off, as in "
                 "Megatron-LM)");
+  app->add_option("--fp8-recipe", d->fp8_recipe,
+                  "FP8 plans: delayed (default; scales from an amax history, one read per cast) or tensorwise "
+                  "(current scaling: an amax pass before every cast, amax all-reduced over TP for inputs that "
+                  "sequence parallelism gathers); Megatron-LM's --fp8-recipe; not searched");
   app->add_option("--adam-moments", d->adam_moments,
                   "Adam's m and v in fp32 (default) or bf16 (Megatron-LM's --use-precision-aware-optimizer "
                   "--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16; the master weights stay fp32); not searched")

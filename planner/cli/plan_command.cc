@@ -31,6 +31,11 @@ Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
     if (!m.ok()) return InvalidArgument("--moe-dispatcher: " + m.status().message());
     k->moe_dispatcher = *m;
   }
+  if (!d.fp8_recipe.empty()) {
+    auto r = ParseFp8Recipe(d.fp8_recipe);
+    if (!r.ok()) return InvalidArgument("--fp8-recipe: " + r.status().message());
+    k->fp8_recipe = *r;
+  }
   k->moe_a2a_overlap = d.moe_a2a_overlap;
   k->overlap_grad_reduce = !d.no_overlap_grad_reduce;
   k->fp8_param_gather = d.fp8_param_gather;

@@ -62,6 +62,23 @@ Op CollectiveOp(const char* name, CollKind c, GroupKind g, int size, double byte
   return op;
 }
 
+double Fp8WeightCastBytes(const PlanSpec& p, int bytes_per_element) {
+  if (p.fp8_param_gather) return 2.0;
+  const double e = bytes_per_element;
+  return (p.fp8_recipe == Fp8Recipe::kTensorwise ? 2.0 * e : e) + 2.0;
+}
+
+void AppendFp8Quantize(const PlanSpec& p, bool fp8, double e, const char* name, double elements, double imbalance,
+                       int tp_gather, std::vector<Op>* ops) {
+  if (!fp8) return;
+  if (p.fp8_recipe == Fp8Recipe::kTensorwise) {
+    ops->push_back(MemoryOp("fp8_amax", e * elements, imbalance));
+    if (tp_gather > 1)
+      ops->push_back(CollectiveOp("fp8_amax_allreduce", CollKind::kAllReduce, GroupKind::kTp, tp_gather, 4.0));
+  }
+  ops->push_back(MemoryOp(name, (e + 2.0) * elements, imbalance));
+}
+
 double SumFlops(const std::vector<Op>& ops) {
   double f = 0;
   for (const Op& op : ops) f += op.flops;
@@ -151,7 +168,7 @@ Dims MakeDims(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   if (d.mla) d.kv_local = d.a_local;  // K and V are up-projected for every (local) head
   d.fp8 = p.precision == Precision::kFp8;
   d.num_microbatches = std::max(1, p.num_microbatches);
-  d.fp8_weight_cast_bytes = p.fp8_param_gather ? 2.0 : d.e + 2.0;
+  d.fp8_weight_cast_bytes = Fp8WeightCastBytes(p, bytes_per_element);
   return d;
 }
 
@@ -178,8 +195,10 @@ Op Linear(const Dims& d, const char* name, int64_t m, int64_t n, int64_t k) {
 // `elements` bf16 values into FP8 (the amax for delayed scaling is taken in
 // the same pass): read e bytes, write the FP8 copy and its FP8 transpose
 // (the other GEMM of the pair needs the transposed layout on Hopper).
-void Fp8Cast(const Dims& d, const char* name, double elements, std::vector<Op>* ops) {
-  if (d.fp8) ops->push_back(MemoryOp(name, (d.e + 2.0) * elements));
+// `gathered`: the input sequence parallelism all-gathers over TP (the QKV
+// and fc1 inputs forward, the proj and fc2 output gradients backward).
+void Fp8Cast(const Dims& d, const char* name, double elements, std::vector<Op>* ops, bool gathered = false) {
+  AppendFp8Quantize(*d.plan, d.fp8, d.e, name, elements, 1.0, gathered && d.sp ? d.tp : 1, ops);
 }
 
 // Attention core softmax(QK^T)V of the local heads: queries = local
@@ -307,7 +326,7 @@ void Norm2Forward(const Dims& d, std::vector<Op>* f) {
 void DenseMlpForward(const Dims& d, std::vector<Op>* f) {
   const double e = d.e;
   TpEnterForward(d, "sp_allgather_mlp", f);
-  Fp8Cast(d, "fp8_cast_fc1_input", static_cast<double>(d.T) * d.h, f);
+  Fp8Cast(d, "fp8_cast_fc1_input", static_cast<double>(d.T) * d.h, f, /*gathered=*/true);
   if (!d.gated) {
     f->push_back(Linear(d, "fc1", d.T, d.f_local, d.h));
     f->push_back(MemoryOp("bias_gelu", 2 * e * d.T * d.f_local));
@@ -345,7 +364,7 @@ std::vector<Op> LayerForward(const Dims& d) {
   if (d.mla) {
     MlaForward(d, &f);
   } else {
-    Fp8Cast(d, "fp8_cast_qkv_input", static_cast<double>(d.T) * d.h, &f);
+    Fp8Cast(d, "fp8_cast_qkv_input", static_cast<double>(d.T) * d.h, &f, /*gathered=*/true);
     f.push_back(Linear(d, "qkv", d.T, n_qkv, d.h));
     if (d.bias || d.qkv_bias) f.push_back(MemoryOp("qkv_bias", 2 * e * d.T * n_qkv));
     if (d.qk_norm) f.push_back(MemoryOp("qk_rmsnorm", 2 * e * d.T * (d.a_local + d.kv_local) * d.d));
@@ -399,7 +418,7 @@ std::vector<Op> LayerBackward(const Dims& d) {
     g.insert(g.end(), moe.begin(), moe.end());
   } else {
     TpExitBackward(d, "sp_allgather_mlp_grad", &g);
-    Fp8Cast(d, "fp8_cast_fc2_grad", static_cast<double>(d.T) * d.h, &g);
+    Fp8Cast(d, "fp8_cast_fc2_grad", static_cast<double>(d.T) * d.h, &g, /*gathered=*/true);
     GemmBackward(Linear(d, "fc2", d.T, d.h, d.f_local), "fc2_dgrad", "fc2_wgrad", &g);
     if (!d.gated) {
       g.push_back(MemoryOp("bias_gelu_bwd", 3 * e * d.T * d.f_local));
@@ -426,7 +445,7 @@ std::vector<Op> LayerBackward(const Dims& d) {
     g.push_back(MemoryOp("residual_add_attn_bwd", 3 * e * d.T_r * d.h));
   if (d.norms == 4) g.push_back(MemoryOp("post_attn_rmsnorm_bwd", 3 * e * d.T_r * d.h));
   TpExitBackward(d, "sp_allgather_attn_grad", &g);
-  Fp8Cast(d, "fp8_cast_proj_grad", static_cast<double>(d.T) * d.h, &g);
+  Fp8Cast(d, "fp8_cast_proj_grad", static_cast<double>(d.T) * d.h, &g, /*gathered=*/true);
   GemmBackward(Linear(d, "proj", d.T, d.h, d.a_local * d.dv), "proj_dgrad", "proj_wgrad", &g);
   CpRing(d, &g, /*backward=*/true);
   g.push_back(AttentionCore(d, "attn_core_bwd", 2.0));

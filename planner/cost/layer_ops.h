@@ -76,6 +76,21 @@ struct LayerOps {
 // Builders shared by the op lists (layer_ops.cc, moe_ops.cc).
 Op MemoryOp(const char* name, double bytes, double imbalance = 1.0);
 Op CollectiveOp(const char* name, CollKind c, GroupKind g, int size, double bytes);
+// FP8 plans (docs/fp8.md): bytes the once-per-step cast of one linear
+// weight moves: read it (e bytes), write its FP8 copy and transpose (2);
+// with --fp8-param-gather only the transpose (the weight is FP8 already,
+// its scale set by the optimizer). Tensorwise (current) scaling reads the
+// bf16 weight once more for its amax.
+double Fp8WeightCastBytes(const PlanSpec& p, int bytes_per_element);
+// Appends Transformer Engine's quantization of a GEMM operand of
+// `elements` values (e bytes each) to FP8: the fused cast-transpose (read
+// e, write the FP8 copy and its transpose: e + 2 bytes per element), after,
+// under tensorwise scaling, an amax pass over the input (e bytes per
+// element, TE docs: "two tensor reads per quantization") and, for an input
+// that sequence parallelism gathers over `tp_gather` > 1 ranks, the
+// all-reduce of that amax (one fp32) over the TP group. Nothing unless fp8.
+void AppendFp8Quantize(const PlanSpec& p, bool fp8, double e, const char* name, double elements, double imbalance,
+                       int tp_gather, std::vector<Op>* ops);
 
 // Ops of one transformer layer for one microbatch (an MoE layer's MLP block
 // is planner/cost/moe_ops.h's). `windowed`: a sliding-window layer of a

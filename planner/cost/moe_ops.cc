@@ -22,7 +22,8 @@ struct MoeDims {
   double cf;       // load-imbalance allowance
   bool fp8;        // expert and shared-expert GEMMs in FP8 (Transformer Engine grouped linear)
   int nmb;         // microbatches per step: FP8 weight casts happen once per step
-  double fp8_weight_cast_bytes;  // per weight: e + 2, or 2 with --fp8-param-gather (layer_ops.cc)
+  double fp8_weight_cast_bytes;  // per weight: Fp8WeightCastBytes (layer_ops.h)
+  const PlanSpec* plan;
   bool dedup;      // deduplicating dispatcher (PlanSpec::moe_dispatcher)
 };
 
@@ -48,7 +49,8 @@ MoeDims MakeMoeDims(const ModelSpec& m, const PlanSpec& p, int bytes_per_element
   d.cf = ExpertLoadImbalance(p);
   d.fp8 = p.precision == Precision::kFp8;
   d.nmb = std::max(1, p.num_microbatches);
-  d.fp8_weight_cast_bytes = p.fp8_param_gather ? 2.0 : d.e + 2.0;
+  d.fp8_weight_cast_bytes = Fp8WeightCastBytes(p, bytes_per_element);
+  d.plan = &p;
   d.dedup = p.moe_dispatcher == MoeDispatcher::kDeduplicated;
   return d;
 }
@@ -77,7 +79,7 @@ Op Fp8(Op op, const MoeDims& d) {
   return op;
 }
 void Fp8Cast(const MoeDims& d, const char* name, double elements, double imbalance, std::vector<Op>* ops) {
-  if (d.fp8) ops->push_back(MemoryOp(name, (d.e + 2.0) * elements, imbalance));
+  AppendFp8Quantize(*d.plan, d.fp8, d.e, name, elements, imbalance, 1, ops);
 }
 
 // The grouped GEMM of the E/ep local experts: per expert rows/(E/ep) rows

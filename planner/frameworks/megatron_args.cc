@@ -158,9 +158,9 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
     add("--exp-avg-sq-dtype", "bf16");
   }
   if (bf16) add("--bf16");
-  if (p.precision == Precision::kFp8) {  // Transformer Engine FP8 GEMMs, delayed scaling (docs/fp8.md)
+  if (p.precision == Precision::kFp8) {  // Transformer Engine FP8 GEMMs, per-tensor scaling (docs/fp8.md)
     add("--fp8-format", "hybrid");
-    add("--fp8-recipe", "delayed");
+    add("--fp8-recipe", ToString(p.fp8_recipe));
     if (p.fp8_param_gather) add("--fp8-param-gather");  // FP8 weights, all-gathered in FP8
   }
   return f;

@@ -653,10 +653,10 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
     const std::string fmt = v.at("--fp8-format"), recipe = str("--fp8-recipe", "delayed");
     if (fmt != "hybrid" && fmt != "e4m3")
       return InvalidArgument("--fp8-format '" + fmt + "': use hybrid or e4m3");
-    if (recipe != "delayed")
-      return InvalidArgument("--fp8-recipe " + recipe + " is not modeled; dtplan prices Transformer Engine's delayed "
-                             "scaling (--fp8-recipe delayed)");
+    auto r = ParseFp8Recipe(recipe);
+    if (!r.ok()) return InvalidArgument("--fp8-recipe " + recipe + ": " + r.status().message());
     p.precision = Precision::kFp8;  // e4m3 and hybrid: same bytes and Tensor Core rate
+    p.fp8_recipe = *r;
   } else if (has("--fp8-recipe")) {
     return InvalidArgument("--fp8-recipe needs --fp8-format");
   }

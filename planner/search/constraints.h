@@ -43,6 +43,8 @@ struct SearchConstraints {
   // sources from 11.4% to 15.3% (docs/validation.md), so it stays the
   // user's choice.
   bool fp8_param_gather = false;
+  // PlanSpec::fp8_recipe: copied into every FP8 plan, not searched.
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
   bool dropout = true;          // GPT dropout (the bundled CPU runtime has none)
   int max_micro_batch = 16;  // searched microbatch sizes are divisors up to this
   int max_vpp = 8;           // searched virtual stages per rank

@@ -77,9 +77,12 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
     probe.recompute = Recompute::kSelective;
     probe.recompute_modules = k.recompute_modules;
     probe.precision = k.precision;
+    probe.fp8_recipe = k.fp8_recipe;
     probe.moe_a2a_overlap = k.moe_a2a_overlap;
     if (Status s = CheckRecomputeModules(probe, m); !s.ok()) return InvalidArgument("--recompute-modules: " + s.message());
   }
+  if (k.fp8_recipe != Fp8Recipe::kDelayed && k.precision != Precision::kFp8)
+    return InvalidArgument(std::string("--fp8-recipe ") + ToString(k.fp8_recipe) + " scales FP8 tensors: it needs --precision fp8");
   if (k.fp8_param_gather && k.precision != Precision::kFp8)
     return InvalidArgument("--fp8-param-gather keeps the weights in FP8: it needs --precision fp8");
   if (k.fp8_param_gather && k.zero_stage && *k.zero_stage != 1)
@@ -233,6 +236,7 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   p.grad_bytes = k.grad_bytes;
                   p.adam_moment_bytes = k.adam_moment_bytes;
                   p.precision = k.precision;
+                  p.fp8_recipe = k.fp8_recipe;
                   p.moe_a2a_overlap = k.moe_a2a_overlap;
                   // DeepSpeed overlaps the gradient reduction with the
                   // backward only under ZeRO without a pipeline

@@ -55,6 +55,21 @@ StatusOr<MoeDispatcher> ParseMoeDispatcher(const std::string& s) {
                          "dispatcher) or deduplicated (DeepEP / HybridEP: once per destination rank and node)");
 }
 
+const char* ToString(Fp8Recipe r) { return r == Fp8Recipe::kTensorwise ? "tensorwise" : "delayed"; }
+
+StatusOr<Fp8Recipe> ParseFp8Recipe(const std::string& s) {
+  if (s == "delayed") return Fp8Recipe::kDelayed;
+  if (s == "tensorwise") return Fp8Recipe::kTensorwise;
+  if (s == "mxfp8")
+    return InvalidArgument("FP8 recipe 'mxfp8' (MX block scaling) runs on Blackwell Tensor Cores only; no bundled "
+                           "profile has them: use delayed or tensorwise on H100");
+  if (s == "blockwise" || s == "custom")
+    return InvalidArgument("FP8 recipe '" + s + "' is not modeled (its block scales change the GEMM kernels and "
+                           "their speed); use delayed or tensorwise (per-tensor scaling)");
+  return InvalidArgument("FP8 recipe '" + s + "' is unknown; use delayed (amax history) or tensorwise (current "
+                         "scaling), Megatron-LM's --fp8-recipe names");
+}
+
 StatusOr<Schedule> ParseSchedule(const std::string& s) {
   if (s == "gpipe") return Schedule::kGpipe;
   if (s == "1f1b") return Schedule::k1F1B;
@@ -220,10 +235,11 @@ Status CheckRecomputeModules(const PlanSpec& p, const ModelSpec& m) {
     return lacks("mlp", "dense MLP (every layer's MLP is a mixture of experts)",
                  "use 'moe' (the whole MoE block) or 'moe_act' instead");
   // Megatron-LM (TransformerConfig.__post_init__): moe_act and layernorm
-  // recompute do not work with FP8 delayed scaling, the recipe dtplan prices.
-  if (p.precision == Precision::kFp8 && (p.recompute_modules & (kRecomputeMoeAct | kRecomputeLayernorm)))
+  // recompute do not work with FP8 delayed scaling (tensorwise is fine).
+  if (p.precision == Precision::kFp8 && p.fp8_recipe == Fp8Recipe::kDelayed &&
+      (p.recompute_modules & (kRecomputeMoeAct | kRecomputeLayernorm)))
     return bad(list + " with precision fp8: Megatron-LM refuses moe_act and layernorm recompute with FP8 "
-               "delayed scaling (the FP8 recipe dtplan prices); remove them or use precision bf16");
+               "delayed scaling; remove them, use fp8_recipe tensorwise (current scaling) or precision bf16");
   if (p.moe_a2a_overlap && (p.recompute_modules & kRecomputeMoe))
     return bad("recompute_modules has 'moe' with moe_a2a_overlap: Megatron-LM refuses the pair "
                "(--overlap-moe-expert-parallel-comm); remove 'moe' or moe_a2a_overlap");
@@ -245,6 +261,8 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
   if (p.fp8_param_gather && (p.precision != Precision::kFp8 || p.zero_stage != 1))
     return bad("fp8_param_gather needs precision fp8 and zero_stage 1 (Megatron-LM's --fp8-param-gather with the "
                "distributed optimizer); set both or omit fp8_param_gather");
+  if (p.fp8_recipe != Fp8Recipe::kDelayed && p.precision != Precision::kFp8)
+    return bad(std::string("fp8_recipe '") + ToString(p.fp8_recipe) + "' needs precision fp8; set it or omit fp8_recipe");
   if (m.mtp_layers > 0 && p.zero_stage > 1)
     return bad("zero_stage " + num(p.zero_stage) + " with multi-token prediction layers is not modeled (ZeRO-2/3 "
                "units of the MTP modules); use zero_stage 0 or 1");
@@ -368,6 +386,7 @@ json ToJson(const PlanSpec& p) {
   if (p.force_balanced_routing) j["force_balanced_routing"] = true;                 // absent: false
   if (p.moe_dispatcher != MoeDispatcher::kAllToAll) j["moe_dispatcher"] = ToString(p.moe_dispatcher);  // absent: alltoall
   if (p.fp8_param_gather) j["fp8_param_gather"] = true;                             // absent: false
+  if (p.fp8_recipe != Fp8Recipe::kDelayed) j["fp8_recipe"] = ToString(p.fp8_recipe);  // absent: delayed
   if (p.adam_moment_bytes != 0) j["adam_moment_bytes"] = p.adam_moment_bytes;        // absent: 0 (fp32 moments)
   if (p.moe_a2a_overlap) j["moe_a2a_overlap"] = true;                               // absent: false
   if (!p.overlap_grad_reduce) j["overlap_grad_reduce"] = false;                     // absent: true
@@ -437,6 +456,11 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
     auto d = ParseMoeDispatcher(r.Str("moe_dispatcher"));
     if (!d.ok()) r.Fail(d.status().message());
     else p.moe_dispatcher = *d;
+  }
+  if (r.Has("fp8_recipe")) {
+    auto fr = ParseFp8Recipe(r.Str("fp8_recipe"));
+    if (!fr.ok()) r.Fail(fr.status().message());
+    else p.fp8_recipe = *fr;
   }
   p.grad_bytes = IntField(r, "grad_bytes", 0);
   if (r.ok() && p.grad_bytes != 0 && p.grad_bytes != 2 && p.grad_bytes != 4)
@@ -537,6 +561,7 @@ std::string Describe(const PlanSpec& p) {
      << (p.flash_attention ? "" : " unfused") << " zero"
      << p.zero_stage;
   if (p.precision != Precision::kProfile) os << " " << ToString(p.precision);  // absent: the profile's dtype
+  if (p.fp8_recipe != Fp8Recipe::kDelayed) os << "(" << ToString(p.fp8_recipe) << ")";  // fp8(tensorwise)
   if (p.fp8_param_gather) os << " fp8-params";
   if (p.adam_moment_bytes == 2) os << " bf16-moments";
   if (p.moe_a2a_overlap) os << " a2a-overlap";

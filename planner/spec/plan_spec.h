@@ -47,6 +47,21 @@ StatusOr<Precision> ParsePrecision(const std::string& s);  // fp32 | bf16 | fp8
 enum class MoeDispatcher { kAllToAll, kDeduplicated };
 const char* ToString(MoeDispatcher d);
 StatusOr<MoeDispatcher> ParseMoeDispatcher(const std::string& s);  // alltoall | deduplicated
+
+// How an FP8 plan scales its tensors into FP8 (Transformer Engine recipes,
+// Megatron-LM's --fp8-recipe; never searched, like precision). Both use one
+// fp32 scale per tensor and cost the same FP8 GEMMs; they differ in the
+// quantization passes (TE docs, features/low_precision_training):
+// kDelayed: the scale comes from an amax history, so a cast reads its bf16
+// input once (the amax is taken in the same pass). kTensorwise ("current
+// scaling"): the amax of the tensor itself, so every quantization reads its
+// input twice (an amax pass, then the cast), and an input that sequence
+// parallelism gathers needs its amax all-reduced over the TP group first.
+// Not modeled, refused by ParseFp8Recipe: mxfp8 (Blackwell block scaling),
+// blockwise (1x128 / 128x128 block scales), custom.
+enum class Fp8Recipe { kDelayed, kTensorwise };
+const char* ToString(Fp8Recipe r);
+StatusOr<Fp8Recipe> ParseFp8Recipe(const std::string& s);  // delayed | tensorwise
 StatusOr<Schedule> ParseSchedule(const std::string& s);    // gpipe | 1f1b | interleaved
 StatusOr<Recompute> ParseRecompute(const std::string& s);  // none | selective | full
 
@@ -144,6 +159,8 @@ struct PlanSpec {
   // the ZeRO-1 parameter all-gather moves those weights in FP8. Costed in
   // stage_memory.cc, plan_costs.cc and layer_ops.cc (docs/fp8.md).
   bool fp8_param_gather = false;
+  // FP8 plans only (precision fp8): the scaling recipe (see the enum).
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
   // MoE with ep > 1: Megatron-LM's --overlap-moe-expert-parallel-comm
   // ("combined 1F1B"): in the 1F1B steady state a forward and an independent
   // backward run layer by layer together, each one's EP dispatch / combine

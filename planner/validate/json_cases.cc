@@ -114,6 +114,12 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   k.overlap_grad_reduce = p.BoolOr("overlap_grad_reduce", true);
   // --fp8-param-gather (FP8 cases): absent or null = off, Megatron-LM's default.
   k.fp8_param_gather = p.BoolOr("fp8_param_gather", false);
+  // FP8 scaling recipe: "delayed" (absent or null) or "tensorwise" (current scaling).
+  if (p.Has("fp8_recipe")) {
+    auto r = ParseFp8Recipe(p.Str("fp8_recipe"));
+    if (!r.ok()) p.Fail("'fp8_recipe': " + r.status().message());
+    else k.fp8_recipe = *r;
+  }
   // Adam moments: "fp32" (absent) or "bf16" (a precision-aware optimizer).
   if (p.Has("adam_moments")) {
     const std::string am = p.Str("adam_moments");
@@ -183,6 +189,8 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   auto precision = ParsePrecision(prec_name);
   if (!precision.ok()) return InvalidArgument(where + ": " + precision.status().message());
   k.precision = *precision;
+  if (k.fp8_recipe != Fp8Recipe::kDelayed && k.precision != Precision::kFp8)
+    return InvalidArgument(where + ": plan 'fp8_recipe' is set but the case's 'precision' is not fp8");
   // MoE: "force_balanced" when the run spread tokens evenly over the experts
   // (Megatron's --moe-router-force-load-balancing, as NVIDIA's MoE benchmark
   // tables state); absent or "learned": the load-imbalance allowance.

@@ -59,6 +59,7 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     p.force_balanced_routing = k.force_balanced_routing;
     p.moe_dispatcher = k.moe_dispatcher;
     p.fp8_param_gather = Fp8ParamGatherFor(k, p.zero_stage);
+    p.fp8_recipe = k.fp8_recipe;
     p.moe_a2a_overlap = k.moe_a2a_overlap;
     p.overlap_grad_reduce = k.overlap_grad_reduce;
     p.adam_moment_bytes = k.adam_moment_bytes;

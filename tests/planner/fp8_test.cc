@@ -232,6 +232,89 @@ TEST(Fp8, PlanJsonRoundTripsThePrecision) {
   EXPECT_NE(refused.status().message().find("fp4"), std::string::npos);
 }
 
+// Tensorwise (current) scaling: every quantization reads its input twice
+// (an amax pass, then the cast), the inputs sequence parallelism gathers
+// all-reduce their amax over TP first, the per-step weight cast reads each
+// weight once more; the FP8 GEMMs and the memory are those of delayed
+// scaling. Exact byte counts against the delayed plan's casts.
+TEST(Fp8, TensorwiseScalingReadsEachInputTwice) {
+  const ModelSpec m = testing_models::Llama8B();
+  for (int tp : {1, 2}) {
+    const PlanSpec d = Plan(m, Precision::kFp8, tp);
+    PlanSpec t = d;
+    t.fp8_recipe = Fp8Recipe::kTensorwise;
+    ASSERT_TRUE(Validate(t, m, "plan").ok());
+    const LayerOps ld = TransformerLayerOps(m, d, 2), lt = TransformerLayerOps(m, t, 2);
+    for (const auto& [dl, tl] : {std::pair{&ld.forward, &lt.forward}, std::pair{&ld.backward, &lt.backward}}) {
+      double cast_bytes = 0, amax_bytes = 0, weight_bytes_d = 0, weight_bytes_t = 0;
+      int casts = 0, amaxes = 0, allreduces = 0;
+      for (const Op& op : *dl) {
+        const std::string n = op.name;
+        if (n == "fp8_cast_weights") weight_bytes_d = op.bytes;
+        else if (n.rfind("fp8_cast_", 0) == 0) cast_bytes += op.bytes, ++casts;
+      }
+      for (const Op& op : *tl) {
+        const std::string n = op.name;
+        if (n == "fp8_cast_weights") weight_bytes_t = op.bytes;
+        if (n == "fp8_amax") amax_bytes += op.bytes, ++amaxes;
+        if (n == "fp8_amax_allreduce") {
+          ++allreduces;
+          EXPECT_EQ(op.coll, CollKind::kAllReduce);
+          EXPECT_EQ(op.group_size, tp);
+          EXPECT_DOUBLE_EQ(op.bytes, 4.0);
+        }
+      }
+      EXPECT_GT(casts, 0);
+      EXPECT_EQ(amaxes, casts) << "tp " << tp;
+      EXPECT_DOUBLE_EQ(amax_bytes, cast_bytes * 2.0 / 4.0) << "tp " << tp;  // e of the cast's e + 2 bytes
+      // Gathered under SP: the QKV and fc1 inputs, the proj and fc2 output gradients.
+      EXPECT_EQ(allreduces, tp > 1 ? 2 : 0) << "tp " << tp;
+      EXPECT_EQ(tl->size(), dl->size() + amaxes + allreduces);
+      if (dl == &ld.forward) {
+        const double w = static_cast<double>(LinearWeightParamsPerRank(m, d)) / d.num_microbatches;
+        EXPECT_DOUBLE_EQ(weight_bytes_d, 4.0 * w);  // read bf16, write FP8 + transpose
+        EXPECT_DOUBLE_EQ(weight_bytes_t, 6.0 * w);  // and the amax read
+      }
+    }
+    EXPECT_DOUBLE_EQ(SumFlops(lt.forward), SumFlops(ld.forward));
+    const MemoryParams mp = MemoryParams::MixedPrecision(80e9);
+    EXPECT_DOUBLE_EQ(EstimateStageMemory(m, t, mp, 0, 1).total, EstimateStageMemory(m, d, mp, 0, 1).total);
+    const ClusterSpec c = testing_models::Cluster(1, tp);
+    auto pd = SimulatePlan(m, c, d, H100()), pt = SimulatePlan(m, c, t, H100());
+    ASSERT_TRUE(pd.ok() && pt.ok()) << (pd.ok() ? pt.status().message() : pd.status().message());
+    EXPECT_GT(pt->step_time_s, pd->step_time_s);
+    EXPECT_LT(pt->step_time_s, 1.1 * pd->step_time_s);  // memory-bound passes beside FP8 GEMMs
+  }
+}
+
+TEST(Fp8, RecipesAreNamedAsMegatronNamesThem) {
+  const ModelSpec m = testing_models::Llama8B();
+  PlanSpec p = Plan(m, Precision::kFp8);
+  p.fp8_recipe = Fp8Recipe::kTensorwise;
+  const json j = ToJson(p);
+  EXPECT_EQ(j.at("fp8_recipe"), "tensorwise");
+  auto back = PlanFromJson(j, m, "test");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->fp8_recipe, Fp8Recipe::kTensorwise);
+  EXPECT_NE(Describe(p).find("fp8(tensorwise)"), std::string::npos) << Describe(p);
+  p.fp8_recipe = Fp8Recipe::kDelayed;
+  EXPECT_FALSE(ToJson(p).contains("fp8_recipe"));  // absent: delayed
+  // Only with FP8; the recipes that are not modeled are refused by name.
+  PlanSpec b = Plan(m, Precision::kBf16);
+  b.fp8_recipe = Fp8Recipe::kTensorwise;
+  Status s = Validate(b, m, "plan");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("needs precision fp8"), std::string::npos) << s.message();
+  for (const char* name : {"mxfp8", "blockwise", "custom", "current"}) {
+    json bad = j;
+    bad["fp8_recipe"] = name;
+    auto refused = PlanFromJson(bad, m, "test");
+    ASSERT_FALSE(refused.ok()) << name;
+    EXPECT_NE(refused.status().message().find(std::string("'") + name + "'"), std::string::npos)
+        << refused.status().message();
+  }
+  EXPECT_NE(ParseFp8Recipe("mxfp8").status().message().find("Blackwell"), std::string::npos);
+}
 
 // --fp8-param-gather: the linear weights are the FP8 parameters themselves
 // (1 byte plus the cached transpose, not bf16 plus both copies), the

@@ -534,6 +534,7 @@ TEST(Frameworks, MegatronMoeMlaAndFp8FlagsRoundTrip) {
     int tp, pp, ep;
     Precision precision;
     bool fp8_param_gather = false;
+    Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
   };
   for (const Case& c : {Case{"mixtral-8x7b.json", 2, 4, 4, Precision::kProfile},
                         Case{"deepseek-v3.json", 1, 8, 8, Precision::kProfile},
@@ -542,7 +543,9 @@ TEST(Frameworks, MegatronMoeMlaAndFp8FlagsRoundTrip) {
                         // GLM-4.5: 96 heads of 128 over hidden 5120, QKV biases, half-rotary heads
                         Case{"glm-4.5.json", 2, 4, 8, Precision::kProfile},
                         Case{"qwen3-8b.json", 2, 2, 1, Precision::kProfile},
-                        Case{"", 2, 1, 1, Precision::kFp8}, Case{"", 2, 1, 1, Precision::kFp8, true}}) {
+                        Case{"", 2, 1, 1, Precision::kFp8}, Case{"", 2, 1, 1, Precision::kFp8, true},
+                        Case{"", 2, 1, 1, Precision::kFp8, false, Fp8Recipe::kTensorwise},
+                        Case{"qwen3-30b-a3b.json", 2, 2, 8, Precision::kFp8, false, Fp8Recipe::kTensorwise}}) {
     ModelSpec m = testing_models::Llama8B();
     if (*c.config) {
       auto model = LoadModel(std::string(DT_SOURCE_DIR) + "/tests/planner/hf_configs/" + c.config);
@@ -563,6 +566,7 @@ TEST(Frameworks, MegatronMoeMlaAndFp8FlagsRoundTrip) {
     p.zero_stage = 1;
     p.precision = c.precision;
     p.fp8_param_gather = c.fp8_param_gather;
+    p.fp8_recipe = c.fp8_recipe;
     p.layers_per_chunk = EvenSplit(m.num_layers, p.pp);
     // DeepSeek-V3: 61 layers over 8 stages export as --pipeline-model-parallel-layout.
     ASSERT_TRUE(Validate(p, m, "plan").ok()) << c.config;
@@ -587,6 +591,7 @@ TEST(Frameworks, MegatronMoeMlaAndFp8FlagsRoundTrip) {
     EXPECT_EQ(job->plan.ep, p.ep) << c.config;
     EXPECT_EQ(job->plan.precision, p.precision) << c.config;
     EXPECT_EQ(job->plan.fp8_param_gather, p.fp8_param_gather) << c.config;
+    EXPECT_EQ(job->plan.fp8_recipe, p.fp8_recipe) << c.config;
     EXPECT_EQ(Describe(job->plan), Describe(p)) << c.config;
   }
 }
@@ -630,6 +635,7 @@ TEST(Frameworks, MegatronMoeAndFp8FlagsItCannotPriceAreRefusedByName) {
       {{"--mtp-num-layers", "2", "--pipeline-model-parallel-size", "2", "--pipeline-model-parallel-layout", "Ett|ttmL"},
        "--mtp-num-layers is 2"},
       {{"--fp8-format", "hybrid", "--fp8-recipe", "mxfp8"}, "--fp8-recipe mxfp8"},
+      {{"--fp8-format", "hybrid", "--fp8-recipe", "blockwise"}, "--fp8-recipe blockwise"},
       {{"--fp8-param-gather"}, "--fp8-param-gather needs --fp8-format"},
       {{"--fp8-format", "hybrid", "--fp8-param-gather"}, "--use-distributed-optimizer"}};
   for (const auto& [extra, name] : refused) {
