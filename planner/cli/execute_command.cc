@@ -35,6 +35,24 @@ int RunValidateExecute(const ValidateOptions& o) {
   auto setup = LoadSetup(common);
   if (!setup.ok()) return Fail(setup.status().message());
   const auto& [model, cluster, hw, setup_note] = *setup;
+  // --speed-check: checked before the search, run beside every plan.
+  std::vector<std::string> speed_check;
+  if (o.speed_check) {
+    std::string why;
+    if (cluster.device != "cpu") why = "it re-measures a CPU profile's whole-step checks; use --device cpu";
+    else if (hw.compute.step_checks.empty() || hw.machine.ranks_per_node <= 0)
+      why = "profile '" + hw.name + "' has no whole-step checks (only `dtplan profile --device cpu` writes them); "
+            "measure one first";
+    if (!why.empty()) return Fail("--speed-check: " + why);
+    auto path = ProfilePath(common.profile.empty() ? "local-cpu" : common.profile);
+    if (!path.ok()) return Fail("--speed-check: " + path.status().message());
+    std::error_code ec;  // this dtplan (argv[0] may be a bare name found on PATH)
+    std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) self = std::filesystem::absolute(std::filesystem::path(o.argv0));
+    speed_check = {self.string(), "profile", "--device", "cpu", "--speed-check",
+                   std::filesystem::absolute(*path).string(), "--ranks", std::to_string(hw.machine.ranks_per_node),
+                   "--no-progress"};
+  }
   SearchConstraints k;
   k.seq_length = model.seq_length;
   k.global_batch = o.global_batch > 0 ? o.global_batch : 8LL * cluster.world();
@@ -86,6 +104,7 @@ int RunValidateExecute(const ValidateOptions& o) {
   std::vector<RankedPlan> chosen;
   for (size_t i : picked) chosen.push_back(runnable[i]);
   ExecuteOptions eo;
+  eo.speed_check = speed_check;
   eo.dtrun = FindDtrun(o);
   eo.steps = o.steps;
   eo.rounds = o.rounds;
@@ -127,6 +146,16 @@ int RunValidateExecute(const ValidateOptions& o) {
                 "regret of the chosen plan %.1f%%; %d failed\n",
                 100 * rep->time_mape, 100 * rep->time_max_error, rep->spearman, 100 * rep->memory_max_error,
                 100 * rep->regret, rep->failed);
+    if (rep->speed_checked) {
+      std::string rounds;
+      for (double s : rep->round_median_speed) rounds += (rounds.empty() ? "" : " / ") + std::to_string(s).substr(0, 5);
+      std::printf("machine speed beside the runs (speed check: the profile's whole-step checks now against when "
+                  "profiled): median %.3fx, range %.3f-%.3fx, per round %s\n"
+                  "step time at the profile's machine speed (each run x its round's median speed): MAPE %.1f%%, "
+                  "max error %.1f%%, Spearman %.3f, regret %.1f%%\n",
+                  rep->median_speed, rep->min_speed, rep->max_speed, rounds.c_str(), 100 * rep->adjusted_time_mape,
+                  100 * rep->adjusted_time_max_error, rep->adjusted_spearman, 100 * rep->adjusted_regret);
+    }
   }
   return rep->failed == static_cast<int>(rep->plans.size()) ? 1 : 0;
 }

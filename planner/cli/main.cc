@@ -133,6 +133,11 @@ static int Run(int argc, char** argv) {
                       "plan's time is the median of its runs, so a machine whose speed drifts slows every plan alike "
                       "(default 3)")
       ->check(CLI::Range(1, 100));
+  val_cmd->add_flag("--speed-check", val.speed_check,
+                    "with --execute on a CPU profile measured by `dtplan profile`: right before every plan run, "
+                    "re-measure the profile's whole-step checks (a few seconds) and also report every error "
+                    "against the step time scaled to the machine speed of the profile (tells the model's error "
+                    "from a drifting machine's)");
   val_cmd->add_option("--dtrun", val.dtrun, "with --execute: dtrun binary (default: next to dtplan)");
   val_cmd->add_option("--work-dir", val.work_dir, "with --execute: where plans, logs and metrics go");
 

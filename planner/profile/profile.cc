@@ -191,6 +191,12 @@ std::vector<std::string> BundledProfileNames() {
 }
 
 StatusOr<HardwareProfile> LoadProfile(const std::string& name_or_path) {
+  DT_ASSIGN_OR_RETURN(std::string path, ProfilePath(name_or_path));
+  DT_ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
+  return ProfileFromJson(j, "profile '" + path + "'");
+}
+
+StatusOr<std::string> ProfilePath(const std::string& name_or_path) {
   std::string path = name_or_path;
   bool is_path = name_or_path.find('/') != std::string::npos ||
                  (name_or_path.size() > 5 &&
@@ -211,8 +217,7 @@ StatusOr<HardwareProfile> LoadProfile(const std::string& name_or_path) {
                       "] (aliases a100, h100, cpu) or a path to a profile JSON file");
     }
   }
-  DT_ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
-  return ProfileFromJson(j, "profile '" + path + "'");
+  return path;
 }
 
 StatusOr<HardwareProfile> ProfileFromJsonText(const std::string& text, const std::string& path) {

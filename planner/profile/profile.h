@@ -177,6 +177,9 @@ std::vector<std::string> BundledProfileNames();
 
 // Bundled name, alias ("a100", "h100", "cpu") or path to a JSON file.
 StatusOr<HardwareProfile> LoadProfile(const std::string& name_or_path);
+// The file LoadProfile reads for `name_or_path` (NotFound for an unknown
+// bundled name, with the list).
+StatusOr<std::string> ProfilePath(const std::string& name_or_path);
 
 // For a profile with step checks (ComputeProfile::step_checks, written by
 // `dtplan profile`): one line with the range of its prediction errors on

@@ -39,10 +39,12 @@ std::string ProfilerUsage() {
   return "usage: dtplan profile [--device cpu|cuda] [--model FILE]... [--out FILE] [--quick]\n"
          "       [--ranks N] [--seq-length S] [--micro-batches 1,2,4] [--max-tp T]\n"
          "       [--max-gemm-gflop G] [--max-message-bytes 256M] [--reps R] [--warmup W]\n"
-         "       [--name NAME] [--no-progress]\n"
+         "       [--name NAME] [--no-progress] [--speed-check PROFILE]\n"
          "Measures this machine with the runtime's own GEMM, kernels and collectives and\n"
          "writes a hardware profile (docs/profiler.md). Run it under `mpirun -np N` with the\n"
          "ranks per node to measure, or let `dtplan profile --ranks N` launch them.\n"
+         "--speed-check PROFILE re-measures only that profile's whole-step checks and prints\n"
+         "one JSON line: how fast this machine runs them now against when it was profiled.\n"
          "Exit codes: 0 ok, 1 internal error, 2 bad input, 3 device unavailable.\n"
          "Or, from the cluster's nccl-tests output (nothing measured; docs/profiles.md):\n"
          "       dtplan profile --from-nccl-tests DIR --base PROFILE [--out FILE] [--name NAME]\n";
@@ -104,6 +106,8 @@ StatusOr<ProfilerOptions> ParseProfilerArgs(const std::vector<std::string>& args
       o.quick = true;
     } else if (a == "--no-progress") {
       o.progress = false;
+    } else if (a == "--speed-check") {
+      DT_RETURN_IF_ERROR(value(&o.speed_check));
     } else if (a == "--ranks") {
       DT_RETURN_IF_ERROR(int_value(1, 1024, &v));
       o.ranks = static_cast<int>(v);

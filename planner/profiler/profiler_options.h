@@ -27,6 +27,12 @@ struct ProfilerOptions {
   int reps = 0;                             // timed repetitions per point (median)
   int warmup = 1;                           // untimed calls before timing
   bool progress = true;                     // progress lines on rank 0's stderr
+  // A CPU profile written by this profiler: re-measure only its end checks
+  // (the whole-model training steps of step_checks, at most 15 ms each),
+  // print how fast this machine runs them now against then (one JSON line
+  // on rank 0's stdout) and write nothing. `validate --execute
+  // --speed-check` runs it beside every plan (docs/validation.md).
+  std::string speed_check;
 };
 
 // Fills defaults that depend on --quick (models, microbatches, caps, reps).

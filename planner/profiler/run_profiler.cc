@@ -12,6 +12,7 @@
 #include "planner/profiler/bench_timer.h"
 #include "planner/cost/layer_ops.h"
 #include "planner/profiler/gemm_shapes.h"
+#include "planner/profiler/speed_check.h"
 #include "planner/spec/model_spec.h"
 
 namespace dt {
@@ -82,6 +83,7 @@ int RunProfiler(const ProfilerOptions& o, const ProfilerDevice& dev, rt::MpiComm
     if (root) std::cerr << "dtplan: error: " << (error.empty() ? "a rank could not load a model" : error) << "\n";
     return 2;
   }
+  if (!o.speed_check.empty()) return RunSpeedCheck(o, dev, world, models, node.size());
   const int max_tp = o.max_tp > 0 ? o.max_tp : node.size();
   std::vector<GemmShape> all = GenericGemmGrid(o.max_gemm_flops);
   for (const ModelSpec& m : models) {

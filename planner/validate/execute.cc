@@ -69,6 +69,23 @@ double Median(std::vector<double> v) {
 
 }  // namespace
 
+StatusOr<double> ReadSpeedCheck(const std::string& log) {
+  std::ifstream in(log);
+  if (!in) return IoError("no speed-check output '" + log + "'");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("{\"speed_check\"", 0) != 0) continue;
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j["speed_check"].is_object() ||
+        !j["speed_check"]["speed"].is_number())
+      return InvalidArgument("bad speed-check line in '" + log + "': " + line.substr(0, 200));
+    const double s = j["speed_check"]["speed"].get<double>();
+    if (!(s > 0) || s > 100) return InvalidArgument("speed-check speed " + std::to_string(s) + " in '" + log + "'");
+    return s;
+  }
+  return InvalidArgument("the speed check printed no result: " + Tail(log));
+}
+
 Status ReadMetrics(const std::string& path, const PlanSpec& p, ExecutedPlan* out) {
   std::ifstream in(path);
   if (!in) return IoError("no metrics file '" + path + "'");
@@ -150,6 +167,13 @@ StatusOr<ExecuteReport> ExecutePlans(const ModelSpec& m, const ClusterSpec& c,
         std::fprintf(stderr, "[%zu/%zu%s] running %s ...\n", i + 1, n,
                      rounds > 1 ? (", round " + std::to_string(round + 1) + "/" + std::to_string(rounds)).c_str() : "",
                      Describe(e.plan).c_str());
+      double speed = 0;
+      if (!opt.speed_check.empty()) {
+        auto src = RunChild(opt.speed_check, run + ".speed.log", opt.timeout_s);
+        if (!src.ok()) return src.status();
+        if (*src != 0) return InvalidArgument("the speed check exited " + std::to_string(*src) + ": " + Tail(run + ".speed.log"));
+        DT_ASSIGN_OR_RETURN(speed, ReadSpeedCheck(run + ".speed.log"));
+      }
       auto rc = RunChild(argv, run + ".log", opt.timeout_s);
       if (!rc.ok()) return rc.status();
       ExecutedPlan r = e;
@@ -159,17 +183,29 @@ StatusOr<ExecuteReport> ExecutePlans(const ModelSpec& m, const ClusterSpec& c,
         e.error = s.message();
       } else {
         e.round_step_s.push_back(r.measured_step_s);
+        e.run_round.push_back(round);
+        if (speed > 0) e.round_speed.push_back(speed);
         e.measured_peak_bytes = std::max(e.measured_peak_bytes, r.measured_peak_bytes);
         e.stage_measured_bytes.resize(r.stage_measured_bytes.size(), 0.0);
         for (size_t s = 0; s < r.stage_measured_bytes.size(); ++s)
           e.stage_measured_bytes[s] = std::max(e.stage_measured_bytes[s], r.stage_measured_bytes[s]);
         if (opt.verbose)
-          std::fprintf(stderr, "        measured %.4f s (predicted %.4f s), peak %.1f MiB (predicted %.1f MiB)\n",
+          std::fprintf(stderr, "        measured %.4f s (predicted %.4f s), peak %.1f MiB (predicted %.1f MiB)%s\n",
                        r.measured_step_s, e.predicted.step_time_s, r.measured_peak_bytes / 1048576.0,
-                       e.predicted_peak_bytes / 1048576.0);
+                       e.predicted_peak_bytes / 1048576.0,
+                       speed > 0 ? (", machine at " + std::to_string(speed).substr(0, 5) + "x the profile's speed").c_str() : "");
       }
       if (!e.error.empty() && opt.verbose) std::fprintf(stderr, "        FAILED: %s\n", e.error.c_str());
     }
+  }
+  // Each round's machine speed: the median of its checks.
+  std::vector<double> round_median(rounds, 0.0);
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<double> s;
+    for (const ExecutedPlan& e : runs)
+      for (size_t k = 0; k < e.round_speed.size() && k < e.run_round.size(); ++k)
+        if (e.run_round[k] == round) s.push_back(e.round_speed[k]);
+    round_median[round] = Median(s);
   }
   for (ExecutedPlan& e : runs) {
     e.ok = e.error.empty() && !e.round_step_s.empty();
@@ -178,6 +214,13 @@ StatusOr<ExecuteReport> ExecutePlans(const ModelSpec& m, const ClusterSpec& c,
       e.time_error = (e.predicted.step_time_s - e.measured_step_s) / e.measured_step_s;
       e.memory_error = e.measured_peak_bytes > 0
                            ? (e.predicted_peak_bytes - e.measured_peak_bytes) / e.measured_peak_bytes : 0;
+      if (!opt.speed_check.empty() && e.round_speed.size() == e.round_step_s.size()) {
+        std::vector<double> adjusted;
+        for (size_t r = 0; r < e.round_step_s.size(); ++r)
+          adjusted.push_back(e.round_step_s[r] * round_median[e.run_round[r]]);
+        e.speed_adjusted_step_s = Median(adjusted);
+        e.speed_adjusted_error = (e.predicted.step_time_s - e.speed_adjusted_step_s) / e.speed_adjusted_step_s;
+      }
     } else {
       ++rep.failed;
     }
@@ -203,6 +246,30 @@ StatusOr<ExecuteReport> ExecutePlans(const ModelSpec& m, const ClusterSpec& c,
     rep.spearman = Spearman(pred, meas);
     rep.regret = chosen / best - 1;
   }
+  // The same against the speed-adjusted times.
+  std::vector<double> apred, ameas, speeds;
+  double abest = 1e300, achosen = -1;
+  bool all_checked = !opt.speed_check.empty();
+  for (const auto& e : rep.plans) {
+    if (!e.ok) continue;
+    if (e.speed_adjusted_step_s <= 0) all_checked = false;
+    speeds.insert(speeds.end(), e.round_speed.begin(), e.round_speed.end());
+    apred.push_back(e.predicted.step_time_s);
+    ameas.push_back(e.speed_adjusted_step_s);
+    abest = std::min(abest, e.speed_adjusted_step_s);
+    if (achosen < 0) achosen = e.speed_adjusted_step_s;
+  }
+  if (all_checked && !apred.empty()) {
+    rep.speed_checked = true;
+    rep.round_median_speed = round_median;
+    rep.median_speed = Median(speeds);
+    rep.min_speed = *std::min_element(speeds.begin(), speeds.end());
+    rep.max_speed = *std::max_element(speeds.begin(), speeds.end());
+    rep.adjusted_time_mape = Mape(apred, ameas);
+    rep.adjusted_time_max_error = MaxApe(apred, ameas);
+    rep.adjusted_spearman = Spearman(apred, ameas);
+    rep.adjusted_regret = achosen / abest - 1;
+  }
   return rep;
 }
 
@@ -218,16 +285,27 @@ json ToJson(const ExecuteReport& r) {
       j["measured_peak_bytes"] = e.measured_peak_bytes;
       j["stage_measured_bytes"] = e.stage_measured_bytes;
       j["time_error"] = e.time_error;
+      if (!e.round_speed.empty()) {
+        j["round_speed"] = e.round_speed;
+        j["speed_adjusted_step_s"] = e.speed_adjusted_step_s;
+        j["speed_adjusted_error"] = e.speed_adjusted_error;
+      }
       j["memory_error"] = e.memory_error;
     } else {
       j["error"] = e.error;
     }
     plans.push_back(j);
   }
-  return json{{"plans", plans},           {"time_mape", r.time_mape},
-              {"time_max_error", r.time_max_error}, {"memory_max_error", r.memory_max_error},
-              {"spearman", r.spearman},   {"regret", r.regret},
-              {"failed", r.failed}};
+  json j{{"plans", plans},           {"time_mape", r.time_mape},
+         {"time_max_error", r.time_max_error}, {"memory_max_error", r.memory_max_error},
+         {"spearman", r.spearman},   {"regret", r.regret},
+         {"failed", r.failed}};
+  if (r.speed_checked)
+    j["speed_check"] = {{"median_speed", r.median_speed}, {"min_speed", r.min_speed}, {"max_speed", r.max_speed},
+                        {"round_median_speed", r.round_median_speed},
+                        {"time_mape", r.adjusted_time_mape}, {"time_max_error", r.adjusted_time_max_error},
+                        {"spearman", r.adjusted_spearman}, {"regret", r.adjusted_regret}};
+  return j;
 }
 
 }  // namespace dt

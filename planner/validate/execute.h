@@ -30,6 +30,13 @@ struct ExecuteOptions {
   int top = 8;                  // how many of the ranked plans to run (0: all fitting)
   double timeout_s = 300;
   bool verbose = true;          // progress on stderr
+  // argv of `dtplan profile --speed-check PROFILE` (planner/profiler/
+  // speed_check.h), run right before every plan run; empty: not run. Each
+  // run's time is then also scaled by the speed the check measured (step
+  // time at the machine speed of the profile), and the report gives the
+  // errors both ways, so the model's error can be told from the machine's
+  // drift. A failed check fails the whole execution (the user asked for it).
+  std::vector<std::string> speed_check;
 };
 
 struct ExecutedPlan {
@@ -39,6 +46,15 @@ struct ExecutedPlan {
   std::string error;            // why the run failed
   double measured_step_s = 0;   // median over rounds of the median over steps 2..S of the max over ranks
   std::vector<double> round_step_s;  // each round's median
+  // With ExecuteOptions::speed_check: the machine's speed against the
+  // profile's, measured right before each of those runs (1 = as profiled),
+  // and the step time at the profile's speed: median over the runs of
+  // round_step_s x the median speed of that run's round (one check is
+  // noisy, +-10% on a shared VM; the round's median over every plan's check
+  // follows the drift of minutes), and its error.
+  std::vector<double> round_speed;
+  std::vector<int> run_round;  // the round of each entry of round_step_s
+  double speed_adjusted_step_s = 0, speed_adjusted_error = 0;
   double measured_peak_bytes = 0;   // max over ranks
   double predicted_peak_bytes = 0;  // max over stages, without the reserved baseline
   double time_error = 0, memory_error = 0;  // (pred - meas) / meas
@@ -51,7 +67,17 @@ struct ExecuteReport {
   double time_mape = 0, time_max_error = 0, memory_max_error = 0, spearman = 0;
   double regret = 0;  // measured time of the predicted-best plan / best measured - 1
   int failed = 0;
+  // With ExecuteOptions::speed_check: the median of every run's speed, each
+  // round's median, and the step-time metrics against the speed-adjusted times.
+  bool speed_checked = false;
+  double median_speed = 0, min_speed = 0, max_speed = 0;
+  std::vector<double> round_median_speed;
+  double adjusted_time_mape = 0, adjusted_time_max_error = 0, adjusted_spearman = 0, adjusted_regret = 0;
 };
+
+// Reads the JSON line `dtplan profile --speed-check` printed into `log`:
+// its "speed" (> 0). An error value when there is none.
+StatusOr<double> ReadSpeedCheck(const std::string& log);
 
 StatusOr<ExecuteReport> ExecutePlans(const ModelSpec& m, const ClusterSpec& c,
                                      const HardwareProfile& hw, const std::vector<RankedPlan>& plans,

@@ -95,6 +95,9 @@ expect 2 "not valid JSON.*expected end of input" -- "$DTPLAN" --model <(cat "$M/
 expect 2 "--threads: Value -1 not in range" -- "$DTPLAN" --model "$M/gpt-tiny.json" --threads -1 --out "$T/x.json"
 expect 0 "wrote" -- "$DTPLAN" --model "$M/gpt-tiny.json" --device cpu --nodes 1 --gpus 2 --threads 0 --threads 1 --out "$T/t0.json"
 expect 0 "profile +measure this machine" -- "$DTPLAN" --help
+# --speed-check needs a CPU profile measured by `dtplan profile` (it re-runs its whole-step checks).
+expect 2 "--speed-check: profile 'cpu-generic' has no whole-step checks" -- "$DTPLAN" validate --execute --model "$M/gpt-tiny.json" --nodes 1 --gpus 2 --device cpu --profile cpu-generic --speed-check --dtrun /bin/false --work-dir "$T/sc"
+expect 2 "--speed-check: it re-measures a CPU profile" -- "$DTPLAN" validate --execute --model "$M/gpt-tiny.json" --nodes 1 --gpus 2 --speed-check --dtrun /bin/false --work-dir "$T/sc"
 # validate --execute --top N runs exactly N plans (a dtrun that fails at once: only the count matters here).
 out=$("$DTPLAN" validate --execute --model "$M/gpt-tiny.json" --nodes 1 --gpus 2 --device cpu --top 3 --steps 2 --dtrun /bin/false --work-dir "$T/ex" 2>&1)
 echo "$out" | grep -q "^running 3 of " && [ "$(echo "$out" | grep -c '^\[[0-9]/3[],]')" -eq 3 ] \

@@ -9,6 +9,10 @@
 #include "planner/validate/execute.h"
 #include "planner/validate/metrics.h"
 #include "planner/validate/run_validation.h"
+#include "planner/search/search.h"
+#include "tests/planner/test_models.h"
+
+#include <sys/stat.h>
 
 namespace dt {
 namespace {
@@ -390,6 +394,80 @@ TEST(ExecuteMetrics, MedianOfTheSlowestRankAndTypedRecords) {
   }
   ExecutedPlan none;
   EXPECT_FALSE(ReadMetrics(::testing::TempDir() + "no_such_metrics.jsonl", p, &none).ok());
+}
+
+// The speed check's JSON line is read back; anything else is an error value.
+TEST(ExecuteSpeedCheck, ReadsTheSpeedLine) {
+  auto ok = ReadSpeedCheck(WriteTemp("speed_ok.log",
+                                     "dtplan profile: mpirun ...\n{\"speed_check\":{\"checks\":[],\"speed\":0.87}}\n"));
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_DOUBLE_EQ(*ok, 0.87);
+  for (const char* bad : {"no json here\n", "{\"speed_check\":{\"speed\":\"fast\"}}\n",
+                          "{\"speed_check\":{\"speed\":-1}}\n", "{\"speed_check\":{\"speed\":0.9\n"}) {
+    auto r = ReadSpeedCheck(WriteTemp("speed_bad.log", bad));
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+  EXPECT_FALSE(ReadSpeedCheck(::testing::TempDir() + "no_such_speed.log").ok());
+}
+
+std::string WriteScript(const std::string& name, const std::string& text) {
+  const std::string path = WriteTemp(name, "#!/bin/sh\n" + text);
+  chmod(path.c_str(), 0755);
+  return path;
+}
+
+// With a speed check, every run is paired with one; a run's time at the
+// profile's speed is its time x the median speed of its round, and a plan's
+// adjusted time the median over its rounds. Stand-ins for mpirun, dtrun and
+// the check: round r's runs take 10 / 30 / 20 ms, its checks say 0.5 /
+// 0.25 / 1.0.
+TEST(ExecuteSpeedCheck, RunsAreScaledByTheirRoundsSpeed) {
+  const std::string dir = ::testing::TempDir() + "speed_exec";
+  mkdir(dir.c_str(), 0755);
+  const std::string counter = dir + "/checks";
+  std::remove(counter.c_str());
+  ExecuteOptions eo;
+  eo.mpirun = WriteScript("fake_mpirun.sh", "shift 4\nexec \"$@\"\n");  // drop --allow.. --oversubscribe -np N
+  eo.dtrun = WriteScript("fake_dtrun.sh",
+                         "while [ $# -gt 0 ]; do [ \"$1\" = --metrics ] && m=\"$2\"; shift; done\n"
+                         "case \"$m\" in *.round2.jsonl) t=0.030;; *.round3.jsonl) t=0.020;; *) t=0.010;; esac\n"
+                         "for s in 1 2 3; do echo \"{\\\"step\\\":$s,\\\"rank\\\":0,\\\"step_time_s\\\":$t}\" >> \"$m\"; done\n");
+  eo.speed_check = {WriteScript("fake_check.sh",
+                                "n=$(cat '" + counter + "' 2>/dev/null || echo 0); echo $((n + 1)) > '" + counter + "'\n"
+                                "case $((n / 2)) in 0) s=0.5;; 1) s=0.25;; *) s=1.0;; esac\n"
+                                "echo \"{\\\"speed_check\\\":{\\\"speed\\\":$s}}\"\n")};
+  eo.work_dir = dir;
+  eo.rounds = 3;
+  eo.top = 0;
+  eo.verbose = false;
+  const ModelSpec m = testing_models::Llama8B();
+  std::vector<RankedPlan> plans(2);
+  for (RankedPlan& r : plans) {
+    r.plan.micro_batch = 1;
+    r.plan.num_microbatches = 1;
+    r.plan.seq_length = 128;
+    r.plan.layers_per_chunk = {m.num_layers};
+    r.prediction.step_time_s = 0.0075;
+  }
+  auto rep = ExecutePlans(m, testing_models::Cluster(1, 1), LoadProfile("cpu-generic").value(), plans, "cpu-generic", eo);
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  ASSERT_TRUE(rep->speed_checked);
+  EXPECT_EQ(rep->round_median_speed, (std::vector<double>{0.5, 0.25, 1.0}));
+  EXPECT_DOUBLE_EQ(rep->median_speed, 0.5);
+  for (const ExecutedPlan& e : rep->plans) {
+    ASSERT_TRUE(e.ok) << e.error;
+    EXPECT_DOUBLE_EQ(e.measured_step_s, 0.020);          // median of 10, 30, 20 ms
+    EXPECT_DOUBLE_EQ(e.speed_adjusted_step_s, 0.0075);  // median of 5, 7.5, 20 ms
+    EXPECT_NEAR(e.speed_adjusted_error, 0.0, 1e-12);
+  }
+  EXPECT_NEAR(rep->adjusted_time_mape, 0.0, 1e-12);
+  EXPECT_NEAR(rep->time_mape, 0.625, 1e-12);  // 7.5 against 20 ms
+  // A failing check fails the execution.
+  eo.speed_check = {"/bin/false"};
+  auto failed = ExecutePlans(m, testing_models::Cluster(1, 1), LoadProfile("cpu-generic").value(), plans,
+                             "cpu-generic", eo);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("speed check exited"), std::string::npos) << failed.status().message();
 }
 
 }  // namespace
