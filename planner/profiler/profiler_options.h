@@ -28,7 +28,7 @@ struct ProfilerOptions {
   int warmup = 1;                           // untimed calls before timing
   bool progress = true;                     // progress lines on rank 0's stderr
   // A CPU profile written by this profiler: re-measure only its end checks
-  // (the whole-model training steps of step_checks, at most 15 ms each),
+  // (the whole-model training steps of step_checks of at most 15 ms, or the cheapest),
   // print how fast this machine runs them now against then (one JSON line
   // on rank 0's stdout) and write nothing. `validate --execute
   // --speed-check` runs it beside every plan (docs/validation.md).

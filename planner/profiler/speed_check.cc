@@ -44,17 +44,22 @@ int RunSpeedCheck(const ProfilerOptions& o, const ProfilerDevice& dev, rt::MpiCo
   // The checks to re-run, per model, in the profile's order.
   std::map<std::string, const ModelSpec*> by_name;
   for (const ModelSpec& m : models) by_name.emplace(m.name, &m);
-  std::vector<std::pair<const StepCheck*, const ModelSpec*>> checks;
+  std::vector<std::pair<const StepCheck*, const ModelSpec*>> checks, cheapest;
   for (const StepCheck& c : p->compute.step_checks) {
     std::string name;
     int mbs = 0;
-    if (c.measured_s <= 0 || c.measured_s > kMaxCheckSeconds || !ParseCheck(c.what, &name, &mbs)) continue;
+    if (c.measured_s <= 0 || !ParseCheck(c.what, &name, &mbs)) continue;
     auto it = by_name.find(name);
-    if (it != by_name.end()) checks.emplace_back(&c, it->second);
+    if (it == by_name.end()) continue;
+    if (c.measured_s <= kMaxCheckSeconds) checks.emplace_back(&c, it->second);
+    if (cheapest.empty() || c.measured_s < cheapest[0].first->measured_s) cheapest = {{&c, it->second}};
   }
+  // A slow machine (or a sanitizer build) may have no check that short: then
+  // the cheapest one alone.
+  if (checks.empty()) checks = cheapest;
   if (checks.empty())
-    return fail("the profile has no whole-step check of at most 15 ms of the models measured (it was not "
-                "written by `dtplan profile --device cpu`, or with other --model files); re-profile");
+    return fail("the profile has no whole-step check of the models measured (it was not written by "
+                "`dtplan profile --device cpu`, or with other --model files); re-profile");
 
   MeasureConfig cfg;
   cfg.be = dev.be;

@@ -12,7 +12,8 @@
 //    "measured_s"}, ...]}}
 // with s = median over checks of recorded_s / measured_s (1 = as fast as when
 // profiled, 0.8 = steps take 1.25x as long now). Only checks of at most 15 ms
-// are re-run (a few seconds in all). Returns the exit code, the same on every
+// are re-run (a few seconds in all); on a machine with none that short, the
+// cheapest one. Returns the exit code, the same on every
 // rank: 2 (message on rank 0's stderr) when the profile cannot be read, has
 // no step checks of the given models, or was measured with another number of
 // ranks per node.
