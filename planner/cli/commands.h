@@ -28,6 +28,7 @@ struct DimensionOptions {
   std::optional<int> dp, tp, pp, cp, vpp, mbs, zero, ep, etp;
   std::string schedule, recompute;
   std::string recompute_modules;  // "" (Megatron's default, core_attn) or "layernorm,moe_act"
+  int recompute_layers = 0;       // --recompute-layers N (with --recompute full); 0: every layer
   std::string precision;  // "" (the profile's dtype), fp32, bf16 or fp8
   std::string moe_dispatcher;  // "" (alltoall), alltoall or deduplicated
   std::optional<bool> sp;

@@ -90,6 +90,7 @@ int RunFromMegatron(const PlanOptions& o) {
   // --recompute-modules: the best plan's selective recompute uses the job's
   // modules too (searched plans without recompute, or with full, ignore them).
   if (mine.recompute == Recompute::kSelective) k.recompute_modules = mine.recompute_modules;
+  if (mine.recompute == Recompute::kFull) k.recompute_num_layers = mine.recompute_num_layers;
   k.framework = *framework;
   k.grad_bytes = job_grad_bytes > 0 && *framework == Framework::kMegatron ? job_grad_bytes
                                                                           : FrameworkGradBytes(*framework, job->bf16);

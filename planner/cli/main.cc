@@ -44,6 +44,10 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
                   "with --recompute selective: the modules to recompute, comma-separated Megatron-LM names "
                   "(core_attn, layernorm, moe_act, mlp, moe, shared_experts, mla_up_proj; Megatron-LM's "
                   "--recompute-modules; default core_attn); not searched");
+  app->add_option("--recompute-layers", d->recompute_layers,
+                  "with --recompute full: recompute only the first N layers of each model chunk, the others keep "
+                  "their activations (Megatron-LM's --recompute-method block --recompute-num-layers N); not searched")
+      ->check(CLI::Range(1, 1 << 20));
   app->add_option("--zero", d->zero, "fix the ZeRO stage (0-3; 1 = distributed optimizer)");
   app->add_option("--precision", d->precision,
                   "training precision: fp32, bf16 (mixed: bf16 weights, activations, gradients; fp32 master "

@@ -60,6 +60,12 @@ Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
                              "selective");
     k->recompute_modules = *mods;
   }
+  if (d.recompute_layers > 0) {
+    if (!k->recompute || *k->recompute != Recompute::kFull)
+      return InvalidArgument("--recompute-layers " + std::to_string(d.recompute_layers) +
+                             " chooses how many layers of each chunk full recompute covers: add --recompute full");
+    k->recompute_num_layers = d.recompute_layers;
+  }
   return Status::Ok();
 }
 

@@ -111,6 +111,11 @@ StatusOr<FrameworkExport> ExportTorchtitan(const PlanFile& f) {
                           "per-op policy chooses by operator, not by module; the step time and memory of this "
                           "export are not the ones dtplan priced");
   }
+  if (p.recompute == Recompute::kFull && p.recompute_num_layers > 0)
+    out.notes.push_back("full recompute of the first " + Str(p.recompute_num_layers) +
+                        " layers of each chunk (Megatron-LM's block method) has no torchtitan counterpart: mode "
+                        "\"full\" checkpoints every layer, so this export recomputes more and stores less than "
+                        "dtplan priced");
   if (p.zero_stage == 2)
     out.notes.push_back("ZeRO-2 maps to FSDP with fsdp_reshard_after_forward = \"never\" (parameters stay gathered "
                         "from forward to backward)");
@@ -141,11 +146,15 @@ StatusOr<FrameworkExport> ExportDeepSpeed(const PlanFile& f) {
     out.notes.push_back("pipeline: build the model as deepspeed.pipe.PipelineModule(layers=..., num_stages=" +
                         Str(p.pp) + ") with layers per stage [" + split +
                         "] (partition_method=\"uniform\" may split them differently: check its log)");
-    if (p.recompute == Recompute::kFull)
+    if (p.recompute == Recompute::kFull && p.recompute_num_layers == 0)
       out.notes.push_back("full recompute: PipelineModule(..., activation_checkpoint_interval=1)");
-  } else if (p.recompute == Recompute::kFull) {
+  } else if (p.recompute == Recompute::kFull && p.recompute_num_layers == 0) {
     out.notes.push_back("full recompute: wrap each transformer layer in deepspeed.checkpointing.checkpoint");
   }
+  if (p.recompute == Recompute::kFull && p.recompute_num_layers > 0)
+    out.notes.push_back("full recompute of the first " + Str(p.recompute_num_layers) +
+                        " layers of each stage only: wrap just those transformer layers in "
+                        "deepspeed.checkpointing.checkpoint (model code, no config key)");
   if (p.recompute == Recompute::kSelective && p.recompute_modules == kDefaultRecomputeModules)
     out.notes.push_back("selective recompute (attention core only) is model code in DeepSpeed: checkpoint the "
                         "softmax(QK^T)V block, not the whole layer");

@@ -138,8 +138,13 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
       break;
     case Recompute::kFull:
       add("--recompute-granularity", "full");
-      add("--recompute-method", "uniform");
-      add("--recompute-num-layers", "1");
+      if (p.recompute_num_layers > 0) {  // the first N layers of each chunk
+        add("--recompute-method", "block");
+        add("--recompute-num-layers", std::to_string(p.recompute_num_layers));
+      } else {
+        add("--recompute-method", "uniform");
+        add("--recompute-num-layers", "1");
+      }
       break;
   }
   switch (p.zero_stage) {

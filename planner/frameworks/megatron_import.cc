@@ -620,10 +620,17 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
   } else if (granularity == "full") {
     const std::string method = str("--recompute-method", "uniform");
     const int64_t n = get("--recompute-num-layers", 1);
-    if (method != "uniform" || n != 1)
+    if (method == "block") {
+      // The first n layers of every model chunk recomputed, the rest not.
+      if (n < 1) return InvalidArgument("--recompute-method block --recompute-num-layers " + std::to_string(n) +
+                                        ": use a layer count >= 1");
+      p.recompute_num_layers = static_cast<int>(std::min<int64_t>(n, m.num_layers));
+    } else if (method != "uniform" || n != 1) {
       return InvalidArgument("--recompute-method " + method + " --recompute-num-layers " + std::to_string(n) +
                              " is not modeled; dtplan models full recompute of every layer (--recompute-method uniform "
-                             "--recompute-num-layers 1) or --recompute-granularity selective");
+                             "--recompute-num-layers 1), of the first N layers of each chunk (--recompute-method "
+                             "block --recompute-num-layers N) or --recompute-granularity selective");
+    }
     p.recompute = Recompute::kFull;
   } else if (!granularity.empty()) {
     return InvalidArgument("--recompute-granularity '" + granularity + "': use full or selective");

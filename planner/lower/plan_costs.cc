@@ -142,13 +142,18 @@ Bf16StorageCost CpuBf16StorageCost(const ModelSpec& m, const PlanSpec& p, int ch
   double uses = 0;
   for (int64_t u : cu.uses) uses += static_cast<double>(u);
   const double layers = p.layers_per_chunk[ch];
-  const double stash = ActivationBytesPerLayer(m, p, 2) / 2.0 * layers;  // stored elements
+  const double recomputed = p.RecomputedLayers(ch);  // full recompute: all, or the first N
+  const double stash = (ActivationBytesPerLayerFor(m, p, 2, Recompute::kFull) * recomputed +
+                        ActivationBytesPerLayer(m, p, 2) * (p.recompute == Recompute::kFull ? 0.0 : layers) +
+                        ActivationBytesPerLayerFor(m, p, 2, Recompute::kNone) *
+                            (p.recompute == Recompute::kFull ? layers - recomputed : 0.0)) /
+                       2.0;  // stored elements
   Bf16StorageCost c;
   c.fwd = OpTime(MemoryOp("bf16_widen_units_narrow_stash", 6.0 * uses + 6.0 * stash), hw);
   double rc_bytes = 0;
   if (p.recompute == Recompute::kFull)
-    rc_bytes = 6.0 * static_cast<double>(cu.layer) * layers +
-               12.0 * ActivationBytesPerLayerFor(m, p, 2, Recompute::kNone) / 2.0 * layers;
+    rc_bytes = 6.0 * static_cast<double>(cu.layer) * recomputed +
+               12.0 * ActivationBytesPerLayerFor(m, p, 2, Recompute::kNone) / 2.0 * recomputed;
   c.recompute = rc_bytes > 0 ? OpTime(MemoryOp("bf16_recompute_widen_and_stash", rc_bytes), hw) : 0.0;
   c.bwd = OpTime(MemoryOp("bf16_widen_units_grad_buffers_widen_stash", 18.0 * uses + 6.0 * stash), hw) + c.recompute;
   return c;
@@ -242,16 +247,22 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     const double L = k.layers - D;                  // layers of the model's own kind
     k.fwd_compute = L * lf.compute + D * df.compute;
     k.fwd_comm = L * lf.comm + D * df.comm;
-    k.bwd_compute = L * (lb.compute + lr.compute) + D * (db.compute + dr.compute);
-    k.bwd_comm = L * (lb.comm + lr.comm) + D * (db.comm + dr.comm);
-    k.recompute = L * lr.compute + D * dr.compute;
+    // Full recompute of only the first recompute_num_layers layers of the
+    // chunk (Megatron's block method): that share of each kind's recompute
+    // (exact for a chunk of one layer kind; with dense leading or windowed
+    // layers, which come first, an approximation).
+    const double fr = p.recompute == Recompute::kFull && k.layers > 0
+                          ? static_cast<double>(p.RecomputedLayers(ch)) / k.layers : 1.0;
+    k.bwd_compute = L * (lb.compute + fr * lr.compute) + D * (db.compute + fr * dr.compute);
+    k.bwd_comm = L * (lb.comm + fr * lr.comm) + D * (db.comm + fr * dr.comm);
+    k.recompute = fr * (L * lr.compute + D * dr.compute);
     if (windows) {
       const double W = m.WindowedLayers(p.ChunkFirstLayer(ch), k.layers);
       k.fwd_compute += W * wf.compute;
       k.fwd_comm += W * wf.comm;
-      k.bwd_compute += W * (wb.compute + wr.compute);
-      k.bwd_comm += W * (wb.comm + wr.comm);
-      k.recompute += W * wr.compute;
+      k.bwd_compute += W * (wb.compute + fr * wr.compute);
+      k.bwd_comm += W * (wb.comm + fr * wr.comm);
+      k.recompute += fr * W * wr.compute;
     }
     if (mp.unit_working_bytes > 0) {  // CPU bf16 storage (memory_params_for.h)
       const Bf16StorageCost b = CpuBf16StorageCost(m, p, ch, hw);

@@ -131,9 +131,23 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // StageLayers/vpp layers on average. What stays stored between a
   // microbatch's forward and backward:
   const double in_flight = in_flight_microbatches;
-  s.activations =
-      over_layers([&](const ModelSpec& k) { return ActivationBytesPerLayer(k, p, mp.activation_bytes); }) / p.vpp *
-      in_flight;
+  double stored = over_layers([&](const ModelSpec& k) { return ActivationBytesPerLayer(k, p, mp.activation_bytes); });
+  if (p.recompute == Recompute::kFull && p.recompute_num_layers > 0) {
+    // Only the first recompute_num_layers layers of each chunk keep just
+    // their input; the rest keep everything (the rank's share of each).
+    double recomputed = 0, layers = 0;
+    for (int local = 0; local < p.vpp; ++local) {
+      const int chunk = local * p.pp + pipeline_rank;
+      recomputed += p.RecomputedLayers(chunk);
+      layers += p.layers_per_chunk[chunk];
+    }
+    const double f = layers > 0 ? recomputed / layers : 1.0;
+    auto mode = [&](Recompute r) {
+      return over_layers([&](const ModelSpec& k) { return ActivationBytesPerLayerFor(k, p, mp.activation_bytes, r); });
+    };
+    stored = f * mode(Recompute::kFull) + (1 - f) * mode(Recompute::kNone);
+  }
+  s.activations = stored / p.vpp * in_flight;
   // The first and last model chunks are one of the rank's vpp chunks: their
   // in-flight count is approximated by ceil(in_flight / vpp).
   const double end_in_flight = std::ceil(static_cast<double>(in_flight) / p.vpp);
@@ -210,7 +224,16 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // inside the ring above -- a fused core rebuilds them tile by tile inside
   // its backward kernel, never whole -- plus what the plan's other
   // recompute modules dropped, all counted alive together).
-  if (p.recompute == Recompute::kFull) {
+  // With only the first N layers of each chunk recomputed (and N short of
+  // the chunk), the backward reaches them after the chunk's other layers
+  // have freed this microbatch's stored activations, at least one layer's
+  // worth: the rebuilt layer fits in that space.
+  bool rebuilds_on_top = false;
+  for (int local = 0; local < p.vpp; ++local) {
+    const int chunk = local * p.pp + pipeline_rank;
+    rebuilds_on_top |= p.RecomputedLayers(chunk) > 0 && p.RecomputedLayers(chunk) == p.layers_per_chunk[chunk];
+  }
+  if (p.recompute == Recompute::kFull && rebuilds_on_top) {
     layer_bwd += larger_kind([&](const ModelSpec& k) {
       return ActivationBytesPerLayerFor(k, p, static_cast<int>(w), Recompute::kNone) -
              ActivationBytesPerLayerFor(k, p, static_cast<int>(w), Recompute::kFull);

@@ -24,6 +24,10 @@ struct SearchConstraints {
   // every plan with recompute selective, not searched (a user choice, like
   // the dispatcher). Checked against the model by the enumeration.
   uint32_t recompute_modules = kDefaultRecomputeModules;
+  // Full recompute of the first N layers of each chunk only
+  // (PlanSpec::recompute_num_layers; 0 = every layer): copied into every
+  // plan with recompute full, not searched.
+  int recompute_num_layers = 0;
   std::optional<bool> sequence_parallel;
   bool flash_attention = true;  // a software choice, not searched
   Precision precision = Precision::kProfile;  // copied into every plan, not searched

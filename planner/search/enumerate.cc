@@ -81,6 +81,10 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
     probe.moe_a2a_overlap = k.moe_a2a_overlap;
     if (Status s = CheckRecomputeModules(probe, m); !s.ok()) return InvalidArgument("--recompute-modules: " + s.message());
   }
+  if (k.recompute_num_layers < 0) return InvalidArgument("--recompute-layers must be >= 1");
+  if (k.recompute_num_layers > 0 && k.recompute && *k.recompute != Recompute::kFull)
+    return InvalidArgument("--recompute-layers chooses how many layers of each chunk full recompute covers: add "
+                           "--recompute full");
   if (k.fp8_recipe != Fp8Recipe::kDelayed && k.precision != Precision::kFp8)
     return InvalidArgument(std::string("--fp8-recipe ") + ToString(k.fp8_recipe) + " scales FP8 tensors: it needs --precision fp8");
   if (k.fp8_param_gather && k.precision != Precision::kFp8)
@@ -229,6 +233,7 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   p.micro_batch = mbs; p.num_microbatches = nmb; p.seq_length = k.seq_length;
                   p.schedule = sched; p.recompute = rc; p.sequence_parallel = sp; p.zero_stage = z;
                   if (rc == Recompute::kSelective) p.recompute_modules = k.recompute_modules;
+                  if (rc == Recompute::kFull) p.recompute_num_layers = k.recompute_num_layers;
                   p.flash_attention = k.flash_attention;
                   p.force_balanced_routing = k.force_balanced_routing;
                   p.moe_dispatcher = k.moe_dispatcher;

@@ -177,6 +177,12 @@ int PlanSpec::ChunkFirstLayer(int chunk) const {
   return n;
 }
 
+int PlanSpec::RecomputedLayers(int chunk) const {
+  if (recompute != Recompute::kFull) return 0;
+  const int layers = layers_per_chunk.at(chunk);
+  return recompute_num_layers > 0 ? std::min(recompute_num_layers, layers) : layers;
+}
+
 std::vector<int> EvenSplit(int layers, int chunks) {
   std::vector<int> v(chunks, layers / chunks);
   for (int i = 0; i < layers % chunks; ++i) v[i] += 1;
@@ -261,6 +267,11 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
   if (p.fp8_param_gather && (p.precision != Precision::kFp8 || p.zero_stage != 1))
     return bad("fp8_param_gather needs precision fp8 and zero_stage 1 (Megatron-LM's --fp8-param-gather with the "
                "distributed optimizer); set both or omit fp8_param_gather");
+  if (p.recompute_num_layers < 0)
+    return bad("recompute_num_layers " + num(p.recompute_num_layers) + " must be >= 0 (0: every layer)");
+  if (p.recompute_num_layers > 0 && p.recompute != Recompute::kFull)
+    return bad("recompute_num_layers " + num(p.recompute_num_layers) + " with recompute \"" + ToString(p.recompute) +
+               "\": it chooses how many layers of each chunk full recompute covers; set recompute \"full\" or omit it");
   if (p.fp8_recipe != Fp8Recipe::kDelayed && p.precision != Precision::kFp8)
     return bad(std::string("fp8_recipe '") + ToString(p.fp8_recipe) + "' needs precision fp8; set it or omit fp8_recipe");
   if (m.mtp_layers > 0 && p.zero_stage > 1)
@@ -392,6 +403,7 @@ json ToJson(const PlanSpec& p) {
   if (!p.overlap_grad_reduce) j["overlap_grad_reduce"] = false;                     // absent: true
   if (p.recompute_modules != kDefaultRecomputeModules)                              // absent: [core_attn]
     j["recompute_modules"] = RecomputeModuleNames(p.recompute_modules);
+  if (p.recompute_num_layers > 0) j["recompute_num_layers"] = p.recompute_num_layers;  // absent: every layer
   return j;
 }
 
@@ -462,6 +474,7 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
     if (!fr.ok()) r.Fail(fr.status().message());
     else p.fp8_recipe = *fr;
   }
+  p.recompute_num_layers = IntField(r, "recompute_num_layers", 0);
   p.grad_bytes = IntField(r, "grad_bytes", 0);
   if (r.ok() && p.grad_bytes != 0 && p.grad_bytes != 2 && p.grad_bytes != 4)
     r.Fail("'grad_bytes' must be 0 (the profile's), 2 or 4");
@@ -557,6 +570,7 @@ std::string Describe(const PlanSpec& p) {
   os << " mbs=" << p.micro_batch << " m=" << p.num_microbatches << " " << ToString(p.schedule)
      << " rc=" << ToString(p.recompute);
   if (p.recompute_modules != kDefaultRecomputeModules) os << "(" << RecomputeModulesString(p.recompute_modules) << ")";
+  if (p.recompute_num_layers > 0) os << "(" << p.recompute_num_layers << " layers/chunk)";
   os << (p.sequence_parallel ? " sp" : "")
      << (p.flash_attention ? "" : " unfused") << " zero"
      << p.zero_stage;

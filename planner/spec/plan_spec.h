@@ -134,6 +134,11 @@ struct PlanSpec {
   // the dispatcher). The default, the attention core, is selective recompute
   // as it was before modules existed; other values need recompute kSelective.
   uint32_t recompute_modules = kDefaultRecomputeModules;
+  // Full recompute only: 0 = every layer; N > 0 = only the first N layers of
+  // every model chunk (Megatron-LM's --recompute-method block
+  // --recompute-num-layers N), the others keep their activations. Never
+  // searched, a user choice like the modules.
+  int recompute_num_layers = 0;
   bool sequence_parallel = false;
   // Fused (FlashAttention-style) attention core: no s x s score matrix is
   // stored or streamed. false = the unfused softmax(QK^T)V of Megatron-LM
@@ -204,6 +209,10 @@ struct PlanSpec {
   bool Recomputes(RecomputeModule mod) const {
     return recompute == Recompute::kSelective && (recompute_modules & mod) != 0;
   }
+  // Layers of model chunk `chunk` (layers_per_chunk[chunk]) whose forward is
+  // recomputed: all of them under full recompute (or only the first
+  // recompute_num_layers), none otherwise.
+  int RecomputedLayers(int chunk) const;
   int64_t global_batch() const { return static_cast<int64_t>(dp) * micro_batch * num_microbatches; }
   int64_t tokens_per_step() const { return global_batch() * seq_length; }
   // Layers held by pipeline rank `stage` (sum over its vpp chunks).

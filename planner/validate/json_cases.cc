@@ -77,6 +77,14 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
       k.recompute_modules = *bits;
     }
   }
+  // Megatron-LM's --recompute-method block --recompute-num-layers N (with
+  // recompute "full"); absent or null: every layer.
+  if (p.Has("recompute_num_layers")) {
+    const int64_t n = p.Int("recompute_num_layers");
+    if (n < 1) p.Fail("'recompute_num_layers' must be >= 1");
+    else if (!k.recompute || *k.recompute != Recompute::kFull) p.Fail("'recompute_num_layers' needs \"recompute\": \"full\"");
+    else k.recompute_num_layers = static_cast<int>(n);
+  }
   if (p.Has("schedule")) {
     auto s = ParseSchedule(p.Str("schedule"));
     if (!s.ok()) p.Fail(s.status().message());

@@ -51,6 +51,7 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     p.seq_length = k.seq_length;
     p.schedule = *k.schedule; p.recompute = *k.recompute;
     if (p.recompute == Recompute::kSelective) p.recompute_modules = k.recompute_modules;
+    if (p.recompute == Recompute::kFull) p.recompute_num_layers = k.recompute_num_layers;
     p.sequence_parallel = *k.sequence_parallel; p.zero_stage = *k.zero_stage;
     p.flash_attention = k.flash_attention;
     p.precision = k.precision;

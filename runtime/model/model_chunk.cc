@@ -303,7 +303,12 @@ Tensor ModelChunk::Forward(int mb, const Tensor* input, const int32_t* tokens, c
   s.layers.resize(layers_.size());
   for (size_t l = 0; l < layers_.size(); ++l) {
     BeginUse({layer_units_[l]}, false);
-    x = layers_[l]->Forward(std::move(x), plan_.recompute, &s.layers[l]);
+    // Full recompute of the first recompute_num_layers layers only (0: all).
+    const Recompute mode = plan_.recompute == Recompute::kFull && plan_.recompute_num_layers > 0 &&
+                                   static_cast<int>(l) >= plan_.recompute_num_layers
+                               ? Recompute::kNone
+                               : plan_.recompute;
+    x = layers_[l]->Forward(std::move(x), mode, &s.layers[l]);
     EndUse({layer_units_[l]}, false);
     NarrowStash(ctx_, &s.layers[l]);
   }

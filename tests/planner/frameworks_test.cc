@@ -406,12 +406,24 @@ TEST(Frameworks, MegatronImportRefusesWhatItCannotPrice) {
   auto ok = ImportMegatron(*words, 0, "x");
   ASSERT_TRUE(ok.ok());
   EXPECT_NE(std::find(ok->ignored.begin(), ok->ignored.end(), "--lr"), ok->ignored.end());
-  // Partial recompute, missing vocabulary, shell variables: by name.
-  auto rc = ImportMegatron({"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length",
-                            "32", "--micro-batch-size", "1", "--vocab-size", "100", "--recompute-granularity", "full",
-                            "--recompute-method", "block", "--recompute-num-layers", "2"}, 1, "x");
+  // Block recompute is read (the first N layers of each chunk); uniform
+  // groups of N > 1 layers, missing vocabulary, shell variables: refused by name.
+  const std::vector<std::string> rc_base = {"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4",
+                                            "--seq-length", "32", "--micro-batch-size", "1", "--vocab-size", "100",
+                                            "--recompute-granularity", "full"};
+  auto with_rc = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> w = rc_base;
+    w.insert(w.end(), extra.begin(), extra.end());
+    return ImportMegatron(w, 1, "x");
+  };
+  auto block = with_rc({"--recompute-method", "block", "--recompute-num-layers", "2"});
+  ASSERT_TRUE(block.ok()) << block.status().message();
+  EXPECT_EQ(block->plan.recompute, Recompute::kFull);
+  EXPECT_EQ(block->plan.recompute_num_layers, 2);
+  auto rc = with_rc({"--recompute-method", "uniform", "--recompute-num-layers", "2"});
   ASSERT_FALSE(rc.ok());
-  EXPECT_NE(rc.status().message().find("--recompute-method block"), std::string::npos);
+  EXPECT_NE(rc.status().message().find("--recompute-method uniform --recompute-num-layers 2"), std::string::npos)
+      << rc.status().message();
   auto nv = ImportMegatron({"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length",
                             "32", "--micro-batch-size", "1"}, 1, "x");
   ASSERT_FALSE(nv.ok());
