@@ -143,11 +143,7 @@ Bf16StorageCost CpuBf16StorageCost(const ModelSpec& m, const PlanSpec& p, int ch
   for (int64_t u : cu.uses) uses += static_cast<double>(u);
   const double layers = p.layers_per_chunk[ch];
   const double recomputed = p.RecomputedLayers(ch);  // full recompute: all, or the first N
-  const double stash = (ActivationBytesPerLayerFor(m, p, 2, Recompute::kFull) * recomputed +
-                        ActivationBytesPerLayer(m, p, 2) * (p.recompute == Recompute::kFull ? 0.0 : layers) +
-                        ActivationBytesPerLayerFor(m, p, 2, Recompute::kNone) *
-                            (p.recompute == Recompute::kFull ? layers - recomputed : 0.0)) /
-                       2.0;  // stored elements
+  const double stash = StoredBytesPerLayer(m, p, 2, layers > 0 ? recomputed / layers : 1.0) / 2.0 * layers;  // stored elements
   Bf16StorageCost c;
   c.fwd = OpTime(MemoryOp("bf16_widen_units_narrow_stash", 6.0 * uses + 6.0 * stash), hw);
   double rc_bytes = 0;

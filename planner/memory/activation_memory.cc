@@ -137,6 +137,12 @@ double AttentionScoreBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int by
   return ScoreBytes(MakeLocal(m, p, bytes_per_element));
 }
 
+double StoredBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, double recomputed_share) {
+  if (p.recompute != Recompute::kFull || recomputed_share >= 1.0) return ActivationBytesPerLayer(m, p, bytes_per_element);
+  return recomputed_share * ActivationBytesPerLayerFor(m, p, bytes_per_element, Recompute::kFull) +
+         (1.0 - recomputed_share) * ActivationBytesPerLayerFor(m, p, bytes_per_element, Recompute::kNone);
+}
+
 double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,
                                   Recompute mode) {
   const Local l = MakeLocal(m, p, bytes_per_element);

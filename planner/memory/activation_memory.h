@@ -18,6 +18,10 @@ double ActivationBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_
 // Same, for an explicit recompute mode (the plan's own mode is ignored).
 double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,
                                   Recompute mode);
+// Mean stored bytes per layer over layers of which `recomputed_share` run
+// full recompute and the rest none (PlanSpec::recompute_num_layers); for a
+// plan without full recompute, ActivationBytesPerLayer.
+double StoredBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, double recomputed_share);
 // Bytes selective-recompute module `module` alone drops from one layer's
 // stored tensors (core_attn: the score term; 0 for a module the model lacks).
 double RecomputeModuleBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,

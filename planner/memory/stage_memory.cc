@@ -131,23 +131,18 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // StageLayers/vpp layers on average. What stays stored between a
   // microbatch's forward and backward:
   const double in_flight = in_flight_microbatches;
-  double stored = over_layers([&](const ModelSpec& k) { return ActivationBytesPerLayer(k, p, mp.activation_bytes); });
-  if (p.recompute == Recompute::kFull && p.recompute_num_layers > 0) {
-    // Only the first recompute_num_layers layers of each chunk keep just
-    // their input; the rest keep everything (the rank's share of each).
-    double recomputed = 0, layers = 0;
-    for (int local = 0; local < p.vpp; ++local) {
-      const int chunk = local * p.pp + pipeline_rank;
-      recomputed += p.RecomputedLayers(chunk);
-      layers += p.layers_per_chunk[chunk];
-    }
-    const double f = layers > 0 ? recomputed / layers : 1.0;
-    auto mode = [&](Recompute r) {
-      return over_layers([&](const ModelSpec& k) { return ActivationBytesPerLayerFor(k, p, mp.activation_bytes, r); });
-    };
-    stored = f * mode(Recompute::kFull) + (1 - f) * mode(Recompute::kNone);
+  // Full recompute of only the first recompute_num_layers layers of each
+  // chunk: the rank's recomputed share keeps just the layer inputs.
+  double recomputed = 0, layers = 0;
+  for (int local = 0; local < p.vpp; ++local) {
+    const int chunk = local * p.pp + pipeline_rank;
+    recomputed += p.RecomputedLayers(chunk);
+    layers += p.layers_per_chunk[chunk];
   }
-  s.activations = stored / p.vpp * in_flight;
+  const double share = layers > 0 ? recomputed / layers : 1.0;
+  s.activations =
+      over_layers([&](const ModelSpec& k) { return StoredBytesPerLayer(k, p, mp.activation_bytes, share); }) / p.vpp *
+      in_flight;
   // The first and last model chunks are one of the rank's vpp chunks: their
   // in-flight count is approximated by ceil(in_flight / vpp).
   const double end_in_flight = std::ceil(static_cast<double>(in_flight) / p.vpp);

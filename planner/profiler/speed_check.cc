@@ -8,6 +8,7 @@
 
 #include "base/json_fields.h"
 #include "planner/profile/profile.h"
+#include "planner/profiler/bench_timer.h"
 #include "planner/profiler/measure_compute.h"
 
 namespace dt {
@@ -79,9 +80,7 @@ int RunSpeedCheck(const ProfilerOptions& o, const ProfilerDevice& dev, rt::MpiCo
     out.push_back({{"what", check->what}, {"recorded_s", check->measured_s}, {"measured_s", s[0].seconds}});
   }
   if (ratios.empty()) return fail("no check could be measured");
-  std::sort(ratios.begin(), ratios.end());
-  const size_t n = ratios.size();
-  const double speed = n % 2 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2]);
+  const double speed = Median(ratios);
   if (root) {
     json j = {{"speed_check", {{"profile", o.speed_check}, {"speed", speed}, {"checks", out}}}};
     std::printf("%s\n", j.dump().c_str());

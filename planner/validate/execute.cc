@@ -61,6 +61,21 @@ std::string Tail(const std::string& path, size_t max_chars = 400) {
   return all.size() > max_chars ? all.substr(all.size() - max_chars) : all;
 }
 
+// Step-time metrics of plans in predicted order (the first is the one
+// dtplan would choose).
+struct TimeScore {
+  double mape = 0, max_error = 0, spearman = 0, regret = 0;
+};
+TimeScore ScoreTimes(const std::vector<double>& pred, const std::vector<double>& meas) {
+  TimeScore t;
+  if (pred.empty()) return t;
+  t.mape = Mape(pred, meas);
+  t.max_error = MaxApe(pred, meas);
+  t.spearman = Spearman(pred, meas);
+  t.regret = meas.front() / *std::min_element(meas.begin(), meas.end()) - 1;
+  return t;
+}
+
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -226,49 +241,38 @@ StatusOr<ExecuteReport> ExecutePlans(const ModelSpec& m, const ClusterSpec& c,
     }
     rep.plans.push_back(std::move(e));
   }
-  std::vector<double> pred, meas;
-  double best = 1e300, chosen = -1;
+  std::vector<double> pred, meas, ameas, speeds;  // plans are in predicted order
+  bool all_checked = !opt.speed_check.empty();
   for (const auto& e : rep.plans) {
     if (!e.ok) continue;
     pred.push_back(e.predicted.step_time_s);
     meas.push_back(e.measured_step_s);
-    best = std::min(best, e.measured_step_s);
-    if (chosen < 0) chosen = e.measured_step_s;  // plans are in predicted order
+    ameas.push_back(e.speed_adjusted_step_s);
+    if (e.speed_adjusted_step_s <= 0) all_checked = false;
+    speeds.insert(speeds.end(), e.round_speed.begin(), e.round_speed.end());
     for (size_t s = 0; s < e.stage_measured_bytes.size() && s < e.stage_predicted_bytes.size(); ++s)
       if (e.stage_measured_bytes[s] > 0)
         rep.memory_max_error = std::max(rep.memory_max_error,
                                         std::abs(e.stage_predicted_bytes[s] - e.stage_measured_bytes[s]) /
                                             e.stage_measured_bytes[s]);
   }
-  if (!pred.empty()) {
-    rep.time_mape = Mape(pred, meas);
-    rep.time_max_error = MaxApe(pred, meas);
-    rep.spearman = Spearman(pred, meas);
-    rep.regret = chosen / best - 1;
-  }
+  const TimeScore raw = ScoreTimes(pred, meas);
+  rep.time_mape = raw.mape;
+  rep.time_max_error = raw.max_error;
+  rep.spearman = raw.spearman;
+  rep.regret = raw.regret;
   // The same against the speed-adjusted times.
-  std::vector<double> apred, ameas, speeds;
-  double abest = 1e300, achosen = -1;
-  bool all_checked = !opt.speed_check.empty();
-  for (const auto& e : rep.plans) {
-    if (!e.ok) continue;
-    if (e.speed_adjusted_step_s <= 0) all_checked = false;
-    speeds.insert(speeds.end(), e.round_speed.begin(), e.round_speed.end());
-    apred.push_back(e.predicted.step_time_s);
-    ameas.push_back(e.speed_adjusted_step_s);
-    abest = std::min(abest, e.speed_adjusted_step_s);
-    if (achosen < 0) achosen = e.speed_adjusted_step_s;
-  }
-  if (all_checked && !apred.empty()) {
+  if (all_checked && !pred.empty()) {
+    const TimeScore adj = ScoreTimes(pred, ameas);
     rep.speed_checked = true;
     rep.round_median_speed = round_median;
     rep.median_speed = Median(speeds);
     rep.min_speed = *std::min_element(speeds.begin(), speeds.end());
     rep.max_speed = *std::max_element(speeds.begin(), speeds.end());
-    rep.adjusted_time_mape = Mape(apred, ameas);
-    rep.adjusted_time_max_error = MaxApe(apred, ameas);
-    rep.adjusted_spearman = Spearman(apred, ameas);
-    rep.adjusted_regret = achosen / abest - 1;
+    rep.adjusted_time_mape = adj.mape;
+    rep.adjusted_time_max_error = adj.max_error;
+    rep.adjusted_spearman = adj.spearman;
+    rep.adjusted_regret = adj.regret;
   }
   return rep;
 }
