@@ -279,8 +279,13 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
                           head_bwd + (last ? zero_head_bytes + unit_head_bytes + copy_head_bytes : 0.0));
 
   s.reserved = mp.reserved_bytes;
-  const double allocated = s.weights + s.gradients + s.optimizer + s.activations + s.temporary;
-  s.total = allocated * (1.0 + mp.fragmentation) + s.reserved;
+  // The allocator's slack comes from reusing freed blocks for tensors of
+  // other sizes: only what is freed and allocated again every microbatch
+  // (activations, temporaries) fragments. Weights, gradients, optimizer
+  // states and FP8 weight caches are allocated once, before the first step,
+  // and live to the end (Megatron's contiguous grad / param buffers).
+  const double persistent = s.weights + s.gradients + s.optimizer;
+  s.total = persistent + (s.activations + s.temporary) * (1.0 + mp.fragmentation) + s.reserved;
   return s;
 }
 

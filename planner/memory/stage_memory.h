@@ -13,7 +13,7 @@ namespace dt {
 
 struct StageMemory {  // bytes per GPU
   double weights = 0, gradients = 0, optimizer = 0, activations = 0, temporary = 0, reserved = 0;
-  double total = 0;  // (sum of the above but reserved) * (1 + fragmentation) + reserved
+  double total = 0;  // weights + gradients + optimizer + (activations + temporary) * (1 + fragmentation) + reserved
 };
 
 // in_flight_microbatches: peak (microbatch, chunk) pairs live on the rank,

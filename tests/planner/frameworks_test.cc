@@ -525,9 +525,9 @@ TEST(Frameworks, MegatronFp32MainGradientsCostMemoryAndTime) {
   p.grad_bytes = 4;
   auto fp32 = SimulatePlan(m, c, p, *hw);
   ASSERT_TRUE(base.ok() && fp32.ok());
-  // 2 more bytes per parameter held (ZeRO-0: every parameter's gradient).
-  EXPECT_NEAR(fp32->peak_memory_bytes - base->peak_memory_bytes, 2.0 * m.TotalParams() * (1 + hw->device.fragmentation),
-              0.15 * 2.0 * m.TotalParams());
+  // 2 more bytes per parameter held (ZeRO-0: every parameter's gradient;
+  // a persistent buffer, so no fragmentation on top).
+  EXPECT_NEAR(fp32->peak_memory_bytes - base->peak_memory_bytes, 2.0 * m.TotalParams(), 0.15 * 2.0 * m.TotalParams());
   EXPECT_GT(fp32->step_time_s, base->step_time_s);  // twice the all-reduce bytes
 }
 

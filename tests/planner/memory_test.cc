@@ -168,6 +168,30 @@ TEST(StageMemory, ModelStatesFollowZeroPaperBytesPerParameter) {
   EXPECT_DOUBLE_EQ(f.weights + f.gradients + f.optimizer, 16 * psi);  // 4 + 4 + 8
 }
 
+// The allocator's slack is charged on what is freed and allocated again
+// every microbatch (activations, temporaries), not on the model states,
+// which are allocated once: more gradient bytes raise the total by exactly
+// those bytes, more activations by (1 + fragmentation) times them.
+TEST(StageMemory, FragmentationOnlyOnActivationsAndTemporaries) {
+  const ModelSpec m = Gpt(4096, 32, 36);
+  MemoryParams mp = MemoryParams::MixedPrecision(80e9);
+  mp.fragmentation = 0.25;
+  PlanSpec p = Plan(m, 2, 2, true, Recompute::kNone);
+  p.dp = 4;
+  p.zero_stage = 1;
+  const StageMemory s = EstimateStageMemory(m, p, mp, 0, 1);
+  EXPECT_DOUBLE_EQ(s.total, s.weights + s.gradients + s.optimizer + 1.25 * (s.activations + s.temporary) + s.reserved);
+  MemoryParams mp4 = mp;
+  mp4.grad_bytes = 4;
+  const StageMemory g = EstimateStageMemory(m, p, mp4, 0, 1);
+  EXPECT_DOUBLE_EQ(g.gradients, 2 * s.gradients);
+  EXPECT_NEAR(g.total - s.total, s.gradients + 1.25 * (g.temporary - s.temporary), 1.0);
+  p.micro_batch = 4;
+  const StageMemory a = EstimateStageMemory(m, p, mp, 0, 1);
+  EXPECT_DOUBLE_EQ(a.weights + a.gradients + a.optimizer, s.weights + s.gradients + s.optimizer);
+  EXPECT_NEAR(a.total - s.total, 1.25 * (a.activations + a.temporary - s.activations - s.temporary), 1.0);
+}
+
 TEST(StageMemory, ActivationsScaleWithInFlightAndRecompute) {
   const ModelSpec m = Gpt(12288, 96, 96);
   const MemoryParams mp = MemoryParams::MixedPrecision(80e9);
