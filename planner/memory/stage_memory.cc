@@ -194,9 +194,17 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   const double s_local = static_cast<double>(p.seq_length / p.cp);
   // Unfused ring attention carries K/V expanded to the query heads (GQA).
   const double kv_local = p.flash_attention ? (m.kv_heads >= p.tp ? m.kv_heads / p.tp : 1) : a_local;
-  const double attn_bwd = p.cp > 1 ? 2 * w * s_local * s_local + 5 * 2 * w * tok.T * kv_local * m.head_dim() +
-                                         4.0 * p.micro_batch * a_local * s_local
-                                   : 2 * w * scores;
+  // A fused (flash) core without CP never materialises the scores either:
+  // its backward holds the fp32 dQ accumulator (FlashAttention-2's
+  // dq_accum; cuDNN's backward workspace likewise), the dQ, dK, dV it
+  // writes and the fp32 D = rowsum(dO O) per query row and head.
+  const double attn_bwd =
+      p.cp > 1 ? 2 * w * s_local * s_local + 5 * 2 * w * tok.T * kv_local * m.head_dim() +
+                     4.0 * p.micro_batch * a_local * s_local
+      : p.flash_attention
+          ? 4.0 * tok.T * a_local * m.head_dim() + w * tok.T * (a_local + 2 * kv_local) * m.head_dim() +
+                4.0 * p.micro_batch * a_local * s_local
+          : 2 * w * scores;
   // SwiGLU's backward holds the activation gradient next to the gate and
   // up gradients it produces (3 T f); GeLU's works in place (T f).
   double mlp_bwd = (m.gated_mlp() ? 3 : 1) * w * tok.T * f_local;

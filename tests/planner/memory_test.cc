@@ -259,5 +259,25 @@ TEST(ActivationMemory, FlashAttentionDropsTheScoreMatrix) {
   EXPECT_NEAR(ActivationBytesPerLayer(m, p, 2), flash, 0.01 * flash);
 }
 
+// A fused core's backward works tile by tile: its temporaries grow with the
+// tokens, not with the square of the sequence (the unfused core's dP, dS).
+// Same tokens per microbatch (b x s), sequence 4x longer.
+TEST(StageMemory, FlashBackwardHoldsNoScoreMatrix) {
+  const ModelSpec m = Llama8B();
+  const MemoryParams mp = MemoryParams::MixedPrecision(80e9);
+  auto temporary = [&](bool flash, int b, int s) {
+    PlanSpec p = Plan(m, 2, b, true, Recompute::kNone);
+    p.flash_attention = flash;
+    p.seq_length = s;
+    p.pp = 2;  // the first stage: no LM head, whose logit gradients would set the peak
+    p.layers_per_chunk = {16, 16};
+    return EstimateStageMemory(m, p, mp, 0, 2).temporary;
+  };
+  EXPECT_NEAR(temporary(true, 1, 16384), temporary(true, 4, 4096), 0.01 * temporary(true, 4, 4096));
+  EXPECT_GT(temporary(false, 1, 16384), 3 * temporary(false, 4, 4096));
+  // 2 e b a_l s^2 bytes of dP and dS at s = 16384 (16 local heads): 17 GB.
+  EXPECT_GT(temporary(false, 1, 16384) - temporary(true, 1, 16384), 0.9 * 2 * 2 * 16.0 * 16384 * 16384);
+}
+
 }  // namespace
 }  // namespace dt
