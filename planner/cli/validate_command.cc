@@ -91,7 +91,12 @@ int RunValidate(const ValidateOptions& o) {
     }
     std::string flags;
     if (c.searched) flags += "  (searched)";
-    if (!c.fits) flags += "  (predicted not to fit)";
+    if (!c.fits) {
+      char mem[96];
+      std::snprintf(mem, sizeof mem, "  (predicted not to fit: %.1f of %.1f GiB)", c.peak_memory_bytes / 1073741824.0,
+                    c.capacity_bytes / 1073741824.0);
+      flags += mem;
+    }
     if (!c.measured_from.empty()) flags += "  (measured " + c.measured_from + ")";
     std::printf("%-44s %-44s %9.3fs %9.3fs %+7.1f%%%s\n", c.id.c_str(), Describe(c.plan).c_str(),
                 c.measured_s, c.predicted_s, 100 * c.error, flags.c_str());

@@ -76,6 +76,8 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     r.predicted_s = pred.step_time_s;
     r.breakdown = pred.time;
     r.fits = pred.fits;
+    r.peak_memory_bytes = pred.peak_memory_bytes;
+    r.capacity_bytes = pred.capacity_bytes;
   } else if (!c.layers_per_chunk.empty()) {
     return InvalidArgument("case '" + c.id + "': plan.pipeline_layout needs the plan fully fixed (tp, pp, dp, "
                            "microbatch_size, schedule, recompute, zero_stage or distributed_optimizer, "
@@ -90,12 +92,16 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
       r.plan = s.top[0].plan;
       r.predicted_s = s.top[0].prediction.step_time_s;
       r.breakdown = s.top[0].prediction.time;
+      r.peak_memory_bytes = s.top[0].prediction.peak_memory_bytes;
+      r.capacity_bytes = s.top[0].prediction.capacity_bytes;
     } else if (s.closest) {  // nothing fits: score the plan closest to fitting
       DT_ASSIGN_OR_RETURN(Prediction pred, SimulatePlan(m, c.cluster, s.closest->plan, hw));
       r.plan = s.closest->plan;
       r.predicted_s = pred.step_time_s;
       r.breakdown = pred.time;
       r.fits = false;
+      r.peak_memory_bytes = pred.peak_memory_bytes;
+      r.capacity_bytes = pred.capacity_bytes;
     } else {
       return Infeasible("case '" + c.id + "': no plan satisfies the case's constraints");
     }
@@ -194,6 +200,8 @@ json ToJson(const ValidationReport& r) {
                                       {"pipeline_bubble", c.breakdown.bubble},
                                       {"optimizer", c.breakdown.optimizer}}},
                      {"fits", c.fits},
+                     {"peak_memory_bytes", c.peak_memory_bytes},
+                     {"capacity_bytes", c.capacity_bytes},
                      {"measured_from", c.measured_from},
                      {"skipped", c.skipped},
                      {"invalid", c.invalid}});

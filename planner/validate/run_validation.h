@@ -26,6 +26,7 @@ struct CaseResult {
   double measured_s = 0, predicted_s = 0;
   double error = 0;     // (predicted - measured) / measured
   bool fits = true;     // predicted memory fits (vTrain plans all ran)
+  double peak_memory_bytes = 0, capacity_bytes = 0;  // predicted peak per GPU (largest stage), device capacity
   bool searched = false;
   TimeBreakdown breakdown;  // of the predicted step
   std::string measured_from;  // how measured_s was derived, when not given as a time

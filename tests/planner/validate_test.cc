@@ -318,6 +318,9 @@ TEST(JsonCases, Fp8AndNonFittingCasesAreScored) {
   for (int i : {0, 1, 2}) {
     EXPECT_FALSE(report->cases[i].fits) << report->cases[i].id;  // 7B, full Adam on one GPU, no recompute
     EXPECT_GT(report->cases[i].predicted_s, 0) << report->cases[i].id;
+    // The case says by how much: its peak above the device's capacity.
+    EXPECT_GT(report->cases[i].peak_memory_bytes, report->cases[i].capacity_bytes) << report->cases[i].id;
+    EXPECT_GT(report->cases[i].capacity_bytes, 0) << report->cases[i].id;
   }
   EXPECT_TRUE(report->cases[2].searched);
 }
