@@ -46,7 +46,8 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
                   "--recompute-modules; default core_attn); not searched");
   app->add_option("--recompute-layers", d->recompute_layers,
                   "with --recompute full: recompute only the first N layers of each model chunk, the others keep "
-                  "their activations (Megatron-LM's --recompute-method block --recompute-num-layers N); not searched")
+                  "their activations (Megatron-LM's --recompute-method block --recompute-num-layers N); when the recompute mode is searched, "
+                  "each fitting full-recompute plan that does not fit without recompute also comes with the fewest N that fits (table: full/N)")
       ->check(CLI::Range(1, 1 << 20));
   app->add_option("--zero", d->zero, "fix the ZeRO stage (0-3; 1 = distributed optimizer)");
   app->add_option("--precision", d->precision,

@@ -16,12 +16,19 @@ std::string Fmt(const char* f, double v) {
   return buf;
 }
 
+// "full" recomputing only the first N layers of each chunk reads "full/N".
+std::string RecomputeColumn(const PlanSpec& p) {
+  std::string s = ToString(p.recompute);
+  if (p.recompute == Recompute::kFull && p.recompute_num_layers > 0) s += "/" + std::to_string(p.recompute_num_layers);
+  return s;
+}
+
 std::string Row(const PlanSpec& p, const Prediction& d, int rank) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "%3d  %4d %3d %3d %3d %3d %4d %5d  %-11s %-9s %-3s %4d  %9.3f %12.0f %5.1f%%  %6s/%-6s\n",
                 rank, p.dp, p.tp, p.pp, p.cp, p.vpp, p.micro_batch, p.num_microbatches,
-                ToString(p.schedule), ToString(p.recompute), p.sequence_parallel ? "on" : "off",
+                ToString(p.schedule), RecomputeColumn(p).c_str(), p.sequence_parallel ? "on" : "off",
                 p.zero_stage, d.step_time_s, d.tokens_per_s, 100 * d.mfu,
                 Gib(d.peak_memory_bytes).c_str(), Gib(d.capacity_bytes).c_str());
   std::string row = buf;

@@ -47,6 +47,44 @@ class TopTimes {
   std::atomic<double> threshold_{1e300};
 };
 
+// Whether the search adds, beside full recompute of every layer, full
+// recompute of only the first N layers of each chunk: when the user fixed
+// neither the recompute mode nor N, for frameworks that express it
+// (Megatron-LM's --recompute-method block; torchtitan's and DeepSpeed's
+// full modes checkpoint every layer).
+bool SearchesPartialRecompute(const SearchConstraints& k) {
+  return !k.recompute && k.recompute_num_layers == 0 &&
+         (k.framework == Framework::kAny || k.framework == Framework::kMegatron);
+}
+
+// The fewest layers per chunk whose full recompute lets a fitting
+// every-layer full-recompute plan still fit, when that is fewer than its
+// largest chunk; 0 otherwise. Memory only shrinks as N grows (fewer
+// layers keep their activations) up to the last layer of the chunk, and
+// time only grows: that N is the one partial plan worth simulating.
+int FewestRecomputedLayersThatFit(const ModelSpec& m, const PlanSpec& full, const HardwareProfile& hw) {
+  if (full.recompute != Recompute::kFull || full.recompute_num_layers != 0) return 0;
+  const int largest = *std::max_element(full.layers_per_chunk.begin(), full.layers_per_chunk.end());
+  if (largest < 2) return 0;
+  PlanSpec q = full;
+  // Where the plan fits without recompute, that plan is faster than any
+  // partial one and is a candidate of its own.
+  q.recompute = Recompute::kNone;
+  if (PredictMemory(m, q, hw).fits) return 0;
+  q.recompute = Recompute::kFull;
+  auto fits = [&](int n) {
+    q.recompute_num_layers = n;
+    return PredictMemory(m, q, hw).fits;
+  };
+  if (!fits(largest - 1)) return 0;
+  int lo = 1, hi = largest - 1;  // fits(hi)
+  while (lo < hi) {
+    const int mid = lo + (hi - lo) / 2;
+    if (fits(mid)) hi = mid; else lo = mid + 1;
+  }
+  return hi;
+}
+
 }  // namespace
 
 StatusOr<SearchResult> SearchPlans(const ModelSpec& m, const ClusterSpec& c,
@@ -65,7 +103,7 @@ StatusOr<SearchResult> SearchPlans(const ModelSpec& m, const ClusterSpec& c,
   r.plan_rejects = e.plan_rejects;
   int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
   r.threads_used = threads;
-  const int64_t n = static_cast<int64_t>(e.plans.size());
+  int64_t n = static_cast<int64_t>(e.plans.size());
 
   // 1. Memory check and lower bound for every candidate.
   std::vector<Prediction> mem(n);
@@ -74,6 +112,30 @@ StatusOr<SearchResult> SearchPlans(const ModelSpec& m, const ClusterSpec& c,
     mem[i] = PredictMemory(m, e.plans[i], hw);
     if (mem[i].fits) bound[i] = StepTimeLowerBound(e.plans[i], ComputePlanCosts(m, c, e.plans[i], hw));
   });
+  // 1b. Partial full recompute: beside each fitting full-recompute plan, the
+  // same plan recomputing only the fewest layers per chunk that fit.
+  if (SearchesPartialRecompute(k)) {
+    std::vector<int> fewest(n, 0);
+    ParallelFor(n, threads, [&](int64_t i) {
+      if (mem[i].fits) fewest[i] = FewestRecomputedLayersThatFit(m, e.plans[i], hw);
+    });
+    for (int64_t i = 0; i < n; ++i) {
+      if (fewest[i] == 0) continue;
+      PlanSpec q = e.plans[i];
+      q.recompute_num_layers = fewest[i];
+      e.plans.push_back(std::move(q));
+      ++r.plans_considered;
+    }
+    const int64_t added = static_cast<int64_t>(e.plans.size()) - n;
+    mem.resize(n + added);
+    bound.resize(n + added, 0);
+    ParallelFor(added, threads, [&](int64_t j) {
+      const int64_t i = n + j;
+      mem[i] = PredictMemory(m, e.plans[i], hw);
+      bound[i] = StepTimeLowerBound(e.plans[i], ComputePlanCosts(m, c, e.plans[i], hw));
+    });
+    n += added;
+  }
   std::vector<int64_t> order;
   int64_t closest = -1;
   for (int64_t i = 0; i < n; ++i) {

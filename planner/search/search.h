@@ -2,7 +2,10 @@
 // cluster, returning the fastest plans that fit in memory.
 //
 // Pipeline: enumerate candidates (counting structural rejections), check
-// memory (closed form, cheap), compute a lower bound on step time for each
+// memory (closed form, cheap), add beside each fitting full-recompute plan
+// that needs recompute the same plan recomputing only the fewest layers per
+// chunk that fit (when the recompute mode is searched and the framework can
+// express it), compute a lower bound on step time for each
 // survivor, then simulate in lower-bound order on all cores, skipping a plan
 // only when its lower bound exceeds the N-th best simulated time so far —
 // so pruning never drops a plan that could enter the top N. The returned top

@@ -12,9 +12,11 @@
 
 #include "planner/frameworks/megatron_args.h"
 #include "planner/lower/plan_costs.h"
+#include "planner/lower/simulate.h"
 #include "planner/memory/memory_params.h"
 #include "planner/memory/stage_memory.h"
 #include "planner/profile/profile.h"
+#include "planner/search/search.h"
 #include "tests/planner/test_models.h"
 
 namespace dt {
@@ -60,6 +62,62 @@ TEST(RecomputeLayers, BetweenNoneAndFullInProportion) {
     EXPECT_NEAR(cp.chunks[ch].bwd_compute, cn.chunks[ch].bwd_compute + 0.25 * cf.chunks[ch].recompute, 1e-12);
     EXPECT_DOUBLE_EQ(cp.chunks[ch].fwd_compute, cf.chunks[ch].fwd_compute);
   }
+}
+
+// The search adds, beside each fitting plan with full recompute of every
+// layer, the same plan recomputing the fewest layers per chunk that fit:
+// here (Llama 8B, seq 8192, mbs 2, pp 2 on 8 H100s) no recompute does not
+// fit, and the partial plan beats both full recompute and selective.
+// Not added when the user fixed the recompute mode or for a framework that
+// cannot express it.
+TEST(RecomputeLayers, SearchedAsTheFewestLayersThatFit) {
+  const ModelSpec m = testing_models::Llama8B();
+  const HardwareProfile hw = LoadProfile("h100").value();
+  ClusterSpec c;
+  c.nodes = 1;
+  c.gpus_per_node = 8;
+  SearchConstraints k;
+  k.global_batch = 64;
+  k.seq_length = 8192;
+  k.dp = 4; k.tp = 1; k.pp = 2; k.cp = 1; k.micro_batch = 2; k.zero_stage = 1;
+  k.schedule = Schedule::k1F1B;
+  SearchOptions so;
+  so.top = 100;
+  so.threads = 1;
+  auto r = SearchPlans(m, c, hw, k, so);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_FALSE(r->top.empty());
+  const PlanSpec& best = r->top[0].plan;
+  ASSERT_EQ(best.recompute, Recompute::kFull) << Describe(best);
+  const int n = best.recompute_num_layers;
+  ASSERT_GT(n, 0);
+  ASSERT_LT(n, 16);
+  PlanSpec q = best;
+  EXPECT_TRUE(PredictMemory(m, q, hw).fits);
+  if (n > 1) {
+    q.recompute_num_layers = n - 1;
+    EXPECT_FALSE(PredictMemory(m, q, hw).fits) << "N - 1 fits too";
+  }
+  q.recompute_num_layers = 0;
+  q.recompute = Recompute::kNone;
+  EXPECT_FALSE(PredictMemory(m, q, hw).fits);
+  bool saw_full = false;
+  for (const RankedPlan& rp : r->top)
+    if (rp.plan.recompute == Recompute::kFull && rp.plan.recompute_num_layers == 0 && rp.plan.sequence_parallel == best.sequence_parallel) {
+      saw_full = true;
+      EXPECT_LT(r->top[0].prediction.step_time_s, rp.prediction.step_time_s);
+    }
+  EXPECT_TRUE(saw_full);
+
+  k.recompute = Recompute::kFull;
+  auto fixed = SearchPlans(m, c, hw, k, so);
+  ASSERT_TRUE(fixed.ok());
+  for (const RankedPlan& rp : fixed->top) EXPECT_EQ(rp.plan.recompute_num_layers, 0) << Describe(rp.plan);
+  k.recompute.reset();
+  k.framework = Framework::kTorchtitan;
+  auto titan = SearchPlans(m, c, hw, k, so);
+  ASSERT_TRUE(titan.ok());
+  for (const RankedPlan& rp : titan->top) EXPECT_EQ(rp.plan.recompute_num_layers, 0) << Describe(rp.plan);
 }
 
 TEST(RecomputeLayers, PlanFilesLinesAndRefusals) {
