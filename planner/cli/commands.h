@@ -37,6 +37,7 @@ struct DimensionOptions {
   std::string fp8_recipe;         // --fp8-recipe: "" (delayed), delayed or tensorwise
   std::string adam_moments;       // --adam-moments fp32|bf16
   bool moe_a2a_overlap = false;  // --moe-a2a-overlap
+  bool tp_comm_overlap = false;  // --tp-comm-overlap
   bool no_overlap_grad_reduce = false;  // --no-overlap-grad-reduce
 };
 // Copies the fixed dimensions into k; InvalidArgument for a bad

@@ -61,6 +61,10 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
                 "MoE with ep > 1: overlap the EP all-to-alls of one microbatch with another's compute "
                 "(Megatron-LM's --overlap-moe-expert-parallel-comm, combined 1F1B; one more warmup forward; "
                 "no full recompute; pp 1 or interleaved)");
+  app->add_flag("--tp-comm-overlap", d->tp_comm_overlap,
+                "plans with tp > 1 and sequence parallelism overlap their all-gathers and reduce-scatters with the "
+                "GEMMs next to them (Megatron-LM's --tp-comm-overlap, Transformer Engine userbuffers with its default "
+                "methods); not searched; dtrun does not execute it");
   app->add_flag("--no-overlap-grad-reduce", d->no_overlap_grad_reduce,
                 "start the data-parallel gradient reduction after the whole backward, as Megatron-LM runs "
                 "without --overlap-grad-reduce (default: overlapped with the last backward, in buckets)");

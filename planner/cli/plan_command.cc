@@ -37,6 +37,7 @@ Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
     k->fp8_recipe = *r;
   }
   k->moe_a2a_overlap = d.moe_a2a_overlap;
+  k->tp_comm_overlap = d.tp_comm_overlap;
   k->overlap_grad_reduce = !d.no_overlap_grad_reduce;
   k->fp8_param_gather = d.fp8_param_gather;
   if (!d.adam_moments.empty()) k->adam_moment_bytes = d.adam_moments == "bf16" ? 2 : 0;

@@ -116,6 +116,10 @@ StatusOr<FrameworkExport> ExportTorchtitan(const PlanFile& f) {
                         " layers of each chunk (Megatron-LM's block method) has no torchtitan counterpart: mode "
                         "\"full\" checkpoints every layer, so this export recomputes more and stores less than "
                         "dtplan priced");
+  if (p.tp_comm_overlap)
+    out.notes.push_back("TP communication overlap was priced as Transformer Engine's userbuffers (Megatron-LM's "
+                        "--tp-comm-overlap); torchtitan's nearest is parallelism.enable_async_tensor_parallel = true "
+                        "(with compile), a different implementation whose overlap dtplan has not priced");
   if (p.zero_stage == 2)
     out.notes.push_back("ZeRO-2 maps to FSDP with fsdp_reshard_after_forward = \"never\" (parameters stay gathered "
                         "from forward to backward)");
@@ -155,6 +159,10 @@ StatusOr<FrameworkExport> ExportDeepSpeed(const PlanFile& f) {
     out.notes.push_back("full recompute of the first " + Str(p.recompute_num_layers) +
                         " layers of each stage only: wrap just those transformer layers in "
                         "deepspeed.checkpointing.checkpoint (model code, no config key)");
+  if (p.tp_comm_overlap)
+    out.notes.push_back("TP communication overlap (priced as Transformer Engine's userbuffers) has no DeepSpeed "
+                        "config key: AutoTP runs the collectives in line, so this export is slower than dtplan "
+                        "priced");
   if (p.recompute == Recompute::kSelective && p.recompute_modules == kDefaultRecomputeModules)
     out.notes.push_back("selective recompute (attention core only) is model code in DeepSpeed: checkpoint the "
                         "softmax(QK^T)V block, not the whole layer");

@@ -125,6 +125,7 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
     add("--num-layers-per-virtual-pipeline-stage", Str(p.layers_per_chunk[0]));
   }
   if (p.sequence_parallel) add("--sequence-parallel");
+  if (p.tp_comm_overlap) add("--tp-comm-overlap");  // TE userbuffers with its default methods, as priced
   add("--micro-batch-size", Str(p.micro_batch));
   add("--global-batch-size", Str(p.global_batch()));
   switch (p.recompute) {

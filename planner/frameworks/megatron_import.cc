@@ -37,7 +37,7 @@ const std::set<std::string> kBoolFlags = {
     "--moe-grouped-gemm", "--multi-latent-attention", "--moe-enable-deepep",
     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--fp8-param-gather",
     "--overlap-moe-expert-parallel-comm", "--moe-layer-recompute", "--qk-layernorm",
-    "--use-precision-aware-optimizer"};
+    "--use-precision-aware-optimizer", "--tp-comm-overlap"};
 // Flags that change neither the memory nor the step time dtplan predicts:
 // data, tokenizer files, checkpoints, logging, learning-rate schedule,
 // optimizer hyper-parameters, initialization, kernel fusion switches.
@@ -668,6 +668,7 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
     return InvalidArgument("--fp8-recipe needs --fp8-format");
   }
   p.moe_a2a_overlap = has("--overlap-moe-expert-parallel-comm");  // Validate checks Megatron's rules
+  p.tp_comm_overlap = has("--tp-comm-overlap");  // Validate: tp > 1 and --sequence-parallel, as Megatron requires
   if (has("--fp8-param-gather")) {
     if (p.precision != Precision::kFp8) return InvalidArgument("--fp8-param-gather needs --fp8-format (FP8 training)");
     if (p.zero_stage != 1)

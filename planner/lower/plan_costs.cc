@@ -9,6 +9,7 @@
 #include "planner/cost/outside_profile.h"
 #include "planner/lower/group_topology.h"
 #include "planner/lower/memory_params_for.h"
+#include "planner/lower/tp_overlap.h"
 #include "planner/memory/activation_memory.h"
 #include "planner/memory/param_count.h"
 #include "planner/memory/zero_units.h"
@@ -28,7 +29,9 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
                  const HardwareProfile& hw, bool* outside) {
   OpListCost r;
   double attention = 0, cp_comm = 0;
-  for (const Op& op : ops) {
+  std::vector<double> comm(ops.size(), 0.0);  // collectives' in-line times
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
     if (op.kind == OpKind::kCollective) {
       GroupTopology g = TopologyOf(p, op.group, c.gpus_per_node);
       *outside |= OpOutsideProfile(op, g.per_node, g.spans_nodes, hw);
@@ -44,8 +47,14 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
     GroupTopology g = TopologyOf(p, op.group, c.gpus_per_node);
     double t = OpCollectiveTime(op, g.per_node, g.spans_nodes, hw);
     if (t > 0) t = std::max(t, hw.compute.host_overhead_s);
-    if (op.group == GroupKind::kCp) cp_comm += t;
-    else r.comm += t;
+    comm[i] = t;
+  }
+  // --tp-comm-overlap: the SP collectives under their GEMMs (tp_overlap.h).
+  if (p.tp_comm_overlap) ChargeOverlappedTpComm(ops, p.tp, hw, &comm);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].kind != OpKind::kCollective) continue;
+    if (ops[i].group == GroupKind::kCp) cp_comm += comm[i];
+    else r.comm += comm[i];
   }
   r.comm += std::max(0.0, cp_comm - attention);
   return r;

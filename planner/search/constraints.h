@@ -37,6 +37,9 @@ struct SearchConstraints {
   // searched; plans it cannot run with (ep 1, full recompute, pp > 1 without
   // the interleaved schedule) are rejected with the reason.
   bool moe_a2a_overlap = false;
+  // PlanSpec::tp_comm_overlap: set on every plan with tp > 1 and sequence
+  // parallelism (the framework overlaps what it can), not searched.
+  bool tp_comm_overlap = false;
   // PlanSpec::overlap_grad_reduce: copied into every plan, not searched.
   bool overlap_grad_reduce = true;
   // --fp8-param-gather (PlanSpec::fp8_param_gather): FP8 plans with the

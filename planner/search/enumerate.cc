@@ -65,6 +65,10 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
   if (k.etp && !m.moe())
     return InvalidArgument("--etp " + Num(*k.etp) + ": the model has no experts; drop --etp");
   if (k.etp && *k.etp < 1) return InvalidArgument("--etp must be >= 1");
+  if (k.tp_comm_overlap && k.tp && *k.tp < 2)
+    return InvalidArgument("--tp-comm-overlap overlaps tensor-parallel collectives: it needs tp > 1; drop it or raise --tp");
+  if (k.tp_comm_overlap && k.sequence_parallel && !*k.sequence_parallel)
+    return InvalidArgument("--tp-comm-overlap needs sequence parallelism (as Megatron-LM does): drop --no-sp or it");
   if (k.moe_a2a_overlap && !m.moe())
     return InvalidArgument("--moe-a2a-overlap overlaps expert-parallel all-to-alls: the model has no experts; drop it");
   if (k.moe_a2a_overlap && k.recompute && *k.recompute == Recompute::kFull)
@@ -243,6 +247,8 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   p.precision = k.precision;
                   p.fp8_recipe = k.fp8_recipe;
                   p.moe_a2a_overlap = k.moe_a2a_overlap;
+                  // Where it applies: the other plans have no SP collectives to hide.
+                  p.tp_comm_overlap = k.tp_comm_overlap && tp > 1 && sp;
                   // DeepSpeed overlaps the gradient reduction with the
                   // backward only under ZeRO without a pipeline
                   // (DeepSpeedOverlapsGradReduce): its plans are priced so.

@@ -47,6 +47,10 @@ const std::vector<Capability>& CapabilityTable() {
       {Feature::kMoeA2aOverlap, "MoE all-to-alls overlapped with another microbatch (combined 1F1B)", false, false,
        "replan without --moe-a2a-overlap (dtrun runs the all-to-alls in line), or run the plan in Megatron-LM "
        "(--overlap-moe-expert-parallel-comm)"},
+      {Feature::kTpCommOverlap, "TP communication overlapped with the GEMMs (userbuffers, --tp-comm-overlap)", false,
+       false,
+       "replan without --tp-comm-overlap (dtrun runs the sequence-parallel collectives in line), or run the plan in "
+       "Megatron-LM (dtplan export --to megatron writes --tp-comm-overlap)"},
       // dtrun's selective recompute rebuilds the attention probabilities only
       // (runtime/model/gpt_layer.cc, llama_layer.cc): Megatron-LM's default.
       {Feature::kRecomputeModules,
@@ -130,6 +134,7 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kFp8ParamGather: u = p.fp8_param_gather; break;
       case Feature::kMultiTokenPrediction: u = m.mtp_layers > 0; break;
       case Feature::kMoeA2aOverlap: u = p.moe_a2a_overlap; break;
+      case Feature::kTpCommOverlap: u = p.tp_comm_overlap; break;
       case Feature::kRecomputeModules:
         u = p.recompute == Recompute::kSelective && p.recompute_modules != kDefaultRecomputeModules;
         break;
@@ -161,6 +166,7 @@ std::string Where(const ModelSpec& m, const PlanSpec& p, Feature f) {
     case Feature::kExpertFolding:
       return "plan has etp=" + std::to_string(p.expert_tp()) + " and tp=" + std::to_string(p.tp);
     case Feature::kFlashAttention: return "plan assumes flash attention";
+    case Feature::kTpCommOverlap: return "plan has tp_comm_overlap";
     case Feature::kDropout: return "plan has dropout";
     case Feature::kBf16: return "plan has precision=bf16";
     case Feature::kBf16ZeroSharded: return "plan has precision=bf16 and zero_stage=" + std::to_string(p.zero_stage);

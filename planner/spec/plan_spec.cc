@@ -304,6 +304,9 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
       return bad("zero_stage " + num(p.zero_stage) + " with experts is not modeled (ZeRO-2/3 of expert "
                  "parameters); use zero_stage 0 or 1 (Megatron's distributed optimizer)");
   }
+  if (p.tp_comm_overlap && (p.tp < 2 || !p.sequence_parallel))
+    return bad("tp_comm_overlap overlaps the sequence-parallel all-gathers and reduce-scatters with the GEMMs: it "
+               "needs tp > 1 and \"sequence_parallel\": true (as Megatron-LM's --tp-comm-overlap does); omit it");
   if (p.moe_a2a_overlap) {
     if (!m.moe() || p.ep < 2)
       return bad("moe_a2a_overlap hides the expert-parallel all-to-alls: it needs a mixture-of-experts model "
@@ -400,6 +403,7 @@ json ToJson(const PlanSpec& p) {
   if (p.fp8_recipe != Fp8Recipe::kDelayed) j["fp8_recipe"] = ToString(p.fp8_recipe);  // absent: delayed
   if (p.adam_moment_bytes != 0) j["adam_moment_bytes"] = p.adam_moment_bytes;        // absent: 0 (fp32 moments)
   if (p.moe_a2a_overlap) j["moe_a2a_overlap"] = true;                               // absent: false
+  if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;                               // absent: false
   if (!p.overlap_grad_reduce) j["overlap_grad_reduce"] = false;                     // absent: true
   if (p.recompute_modules != kDefaultRecomputeModules)                              // absent: [core_attn]
     j["recompute_modules"] = RecomputeModuleNames(p.recompute_modules);
@@ -463,6 +467,7 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   p.force_balanced_routing = r.BoolOr("force_balanced_routing", false);
   p.fp8_param_gather = r.BoolOr("fp8_param_gather", false);
   p.moe_a2a_overlap = r.BoolOr("moe_a2a_overlap", false);
+  p.tp_comm_overlap = r.BoolOr("tp_comm_overlap", false);
   p.overlap_grad_reduce = r.BoolOr("overlap_grad_reduce", true);
   if (r.Has("moe_dispatcher")) {
     auto d = ParseMoeDispatcher(r.Str("moe_dispatcher"));
@@ -579,6 +584,7 @@ std::string Describe(const PlanSpec& p) {
   if (p.fp8_param_gather) os << " fp8-params";
   if (p.adam_moment_bytes == 2) os << " bf16-moments";
   if (p.moe_a2a_overlap) os << " a2a-overlap";
+  if (p.tp_comm_overlap) os << " tp-overlap";
   if (!p.overlap_grad_reduce) os << " grad-sync-after-backward";
   if (UnevenSplit(p)) {
     os << " layers=";

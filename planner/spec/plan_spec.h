@@ -174,6 +174,13 @@ struct PlanSpec {
   // build_schedule.h). Needs pp 1 or the interleaved schedule and no full
   // recompute (Megatron-LM's rules). Never searched, like the dispatcher.
   bool moe_a2a_overlap = false;
+  // Megatron-LM's --tp-comm-overlap (Transformer Engine userbuffers): the
+  // sequence-parallel all-gathers and reduce-scatters of the linear layers
+  // run in chunks under the GEMM next to them, with TE's default methods
+  // (ring exchange, pipelined reduce-scatter on 16 SMs, bulk overlap in the
+  // backward; planner/lower/tp_overlap.h prices them). Needs tp > 1 and
+  // sequence_parallel. Never searched; dtrun does not execute it.
+  bool tp_comm_overlap = false;
   // The data-parallel gradient reduction starts during each chunk's last
   // backward, in buckets (Megatron-LM --overlap-grad-reduce, PyTorch DDP and
   // FSDP, DeepSpeed overlap_comm): true, the default. false: it starts after

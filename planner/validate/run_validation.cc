@@ -62,6 +62,7 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     p.fp8_param_gather = Fp8ParamGatherFor(k, p.zero_stage);
     p.fp8_recipe = k.fp8_recipe;
     p.moe_a2a_overlap = k.moe_a2a_overlap;
+    p.tp_comm_overlap = k.tp_comm_overlap;
     p.overlap_grad_reduce = k.overlap_grad_reduce;
     p.adam_moment_bytes = k.adam_moment_bytes;
     if (c.dp_bucket_bytes > 0) p.dp_bucket_bytes = c.dp_bucket_bytes;
