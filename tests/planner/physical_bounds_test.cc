@@ -98,6 +98,7 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
     int64_t batch;
     bool moe_a2a_overlap = false;  // combined 1F1B: all-to-alls hidden behind another microbatch
     int adam_moment_bytes = 0;     // 2: bf16 Adam moments
+    bool tp_comm_overlap = false;  // SP collectives under their GEMMs (userbuffers)
   };
   ModelSpec small = testing_models::Gpt(2048, 16, 24);
   ModelSpec mid = testing_models::Gpt(5120, 40, 40);
@@ -141,6 +142,7 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
       {moe, {4, 8, "gpu"}, "H100-SXM5-80GB", 256, true},
       {llama_mtp, {2, 8, "gpu"}, "H100-SXM5-80GB", 128},
       {windowed, {4, 8, "gpu"}, "H100-SXM5-80GB", 256, false, 2},
+      {big, {16, 8, "gpu"}, "H100-SXM5-80GB", 768, false, 0, true},
   };
   std::mt19937_64 rng(20261123);
   int checked = 0, nic_bound_active = 0;
@@ -153,6 +155,7 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
     k.seq_length = cs.m.seq_length;
     k.moe_a2a_overlap = cs.moe_a2a_overlap;
     k.adam_moment_bytes = cs.adam_moment_bytes;
+    k.tp_comm_overlap = cs.tp_comm_overlap;
     auto e = EnumeratePlans(cs.m, cs.c, k);
     ASSERT_TRUE(e.ok()) << e.status().message();
     std::vector<PlanSpec> plans = e->plans;
