@@ -29,7 +29,10 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
                  const HardwareProfile& hw, bool* outside) {
   OpListCost r;
   double attention = 0, cp_comm = 0;
-  std::vector<double> comm(ops.size(), 0.0);  // collectives' in-line times
+  // Collectives' in-line times, kept op by op only where the TP overlap
+  // needs them (no allocation on the search's common path).
+  std::vector<double> comm;
+  if (p.tp_comm_overlap) comm.assign(ops.size(), 0.0);
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
     if (op.kind == OpKind::kCollective) {
@@ -47,14 +50,18 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
     GroupTopology g = TopologyOf(p, op.group, c.gpus_per_node);
     double t = OpCollectiveTime(op, g.per_node, g.spans_nodes, hw);
     if (t > 0) t = std::max(t, hw.compute.host_overhead_s);
-    comm[i] = t;
+    if (p.tp_comm_overlap) comm[i] = t;
+    else if (op.group == GroupKind::kCp) cp_comm += t;
+    else r.comm += t;
   }
   // --tp-comm-overlap: the SP collectives under their GEMMs (tp_overlap.h).
-  if (p.tp_comm_overlap) ChargeOverlappedTpComm(ops, p.tp, hw, &comm);
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (ops[i].kind != OpKind::kCollective) continue;
-    if (ops[i].group == GroupKind::kCp) cp_comm += comm[i];
-    else r.comm += comm[i];
+  if (p.tp_comm_overlap) {
+    ChargeOverlappedTpComm(ops, p.tp, hw, &comm);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].kind != OpKind::kCollective) continue;
+      if (ops[i].group == GroupKind::kCp) cp_comm += comm[i];
+      else r.comm += comm[i];
+    }
   }
   r.comm += std::max(0.0, cp_comm - attention);
   return r;

@@ -132,12 +132,17 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // microbatch's forward and backward:
   const double in_flight = in_flight_microbatches;
   // Full recompute of only the first recompute_num_layers layers of each
-  // chunk: the rank's recomputed share keeps just the layer inputs.
+  // chunk: the rank's recomputed share keeps just the layer inputs. A chunk
+  // that recomputes all its layers rebuilds one on top of what is stored
+  // (rebuilds_on_top, used for the backward working set below).
   double recomputed = 0, layers = 0;
+  bool rebuilds_on_top = false;
   for (int local = 0; local < p.vpp; ++local) {
     const int chunk = local * p.pp + pipeline_rank;
-    recomputed += p.RecomputedLayers(chunk);
+    const int n = p.RecomputedLayers(chunk);
+    recomputed += n;
     layers += p.layers_per_chunk[chunk];
+    rebuilds_on_top |= n > 0 && n == p.layers_per_chunk[chunk];
   }
   const double share = layers > 0 ? recomputed / layers : 1.0;
   s.activations =
@@ -231,11 +236,6 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // the chunk), the backward reaches them after the chunk's other layers
   // have freed this microbatch's stored activations, at least one layer's
   // worth: the rebuilt layer fits in that space.
-  bool rebuilds_on_top = false;
-  for (int local = 0; local < p.vpp; ++local) {
-    const int chunk = local * p.pp + pipeline_rank;
-    rebuilds_on_top |= p.RecomputedLayers(chunk) > 0 && p.RecomputedLayers(chunk) == p.layers_per_chunk[chunk];
-  }
   if (p.recompute == Recompute::kFull && rebuilds_on_top) {
     layer_bwd += larger_kind([&](const ModelSpec& k) {
       return ActivationBytesPerLayerFor(k, p, static_cast<int>(w), Recompute::kNone) -

@@ -108,10 +108,11 @@ StatusOr<SearchResult> SearchPlans(const ModelSpec& m, const ClusterSpec& c,
   // 1. Memory check and lower bound for every candidate.
   std::vector<Prediction> mem(n);
   std::vector<double> bound(n, 0);
-  ParallelFor(n, threads, [&](int64_t i) {
+  auto check = [&](int64_t i) {
     mem[i] = PredictMemory(m, e.plans[i], hw);
     if (mem[i].fits) bound[i] = StepTimeLowerBound(e.plans[i], ComputePlanCosts(m, c, e.plans[i], hw));
-  });
+  };
+  ParallelFor(n, threads, check);
   // 1b. Partial full recompute: beside each fitting full-recompute plan, the
   // same plan recomputing only the fewest layers per chunk that fit.
   if (SearchesPartialRecompute(k)) {
@@ -129,11 +130,7 @@ StatusOr<SearchResult> SearchPlans(const ModelSpec& m, const ClusterSpec& c,
     const int64_t added = static_cast<int64_t>(e.plans.size()) - n;
     mem.resize(n + added);
     bound.resize(n + added, 0);
-    ParallelFor(added, threads, [&](int64_t j) {
-      const int64_t i = n + j;
-      mem[i] = PredictMemory(m, e.plans[i], hw);
-      bound[i] = StepTimeLowerBound(e.plans[i], ComputePlanCosts(m, c, e.plans[i], hw));
-    });
+    ParallelFor(added, threads, [&](int64_t j) { check(n + j); });
     n += added;
   }
   std::vector<int64_t> order;

@@ -33,6 +33,16 @@ bool FullyFixed(const SearchConstraints& k) {
          k.sequence_parallel && (k.vpp || (k.schedule && *k.schedule != Schedule::kInterleaved));
 }
 
+// The scored plan and what its prediction says (time, breakdown, memory).
+void TakePrediction(const PlanSpec& p, const Prediction& pred, CaseResult* r) {
+  r->plan = p;
+  r->predicted_s = pred.step_time_s;
+  r->breakdown = pred.time;
+  r->fits = pred.fits;
+  r->peak_memory_bytes = pred.peak_memory_bytes;
+  r->capacity_bytes = pred.capacity_bytes;
+}
+
 StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base) {
   HardwareProfile hw = Apply(base, c.hardware);
   CaseResult r;
@@ -73,12 +83,7 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     }
     DT_RETURN_IF_ERROR(Validate(p, m, "case '" + c.id + "'"));
     DT_ASSIGN_OR_RETURN(Prediction pred, SimulatePlan(m, c.cluster, p, hw));
-    r.plan = p;
-    r.predicted_s = pred.step_time_s;
-    r.breakdown = pred.time;
-    r.fits = pred.fits;
-    r.peak_memory_bytes = pred.peak_memory_bytes;
-    r.capacity_bytes = pred.capacity_bytes;
+    TakePrediction(p, pred, &r);
   } else if (!c.layers_per_chunk.empty()) {
     return InvalidArgument("case '" + c.id + "': plan.pipeline_layout needs the plan fully fixed (tp, pp, dp, "
                            "microbatch_size, schedule, recompute, zero_stage or distributed_optimizer, "
@@ -90,19 +95,11 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     DT_ASSIGN_OR_RETURN(SearchResult s, SearchPlans(m, c.cluster, hw, k, so));
     r.searched = true;
     if (!s.top.empty()) {
-      r.plan = s.top[0].plan;
-      r.predicted_s = s.top[0].prediction.step_time_s;
-      r.breakdown = s.top[0].prediction.time;
-      r.peak_memory_bytes = s.top[0].prediction.peak_memory_bytes;
-      r.capacity_bytes = s.top[0].prediction.capacity_bytes;
+      TakePrediction(s.top[0].plan, s.top[0].prediction, &r);
     } else if (s.closest) {  // nothing fits: score the plan closest to fitting
       DT_ASSIGN_OR_RETURN(Prediction pred, SimulatePlan(m, c.cluster, s.closest->plan, hw));
-      r.plan = s.closest->plan;
-      r.predicted_s = pred.step_time_s;
-      r.breakdown = pred.time;
+      TakePrediction(s.closest->plan, pred, &r);
       r.fits = false;
-      r.peak_memory_bytes = pred.peak_memory_bytes;
-      r.capacity_bytes = pred.capacity_bytes;
     } else {
       return Infeasible("case '" + c.id + "': no plan satisfies the case's constraints");
     }
