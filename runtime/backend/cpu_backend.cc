@@ -28,6 +28,7 @@
 #include "runtime/backend/bf16_gemm.h"
 #include "runtime/backend/cpu_gemm.h"
 #include "runtime/backend/gelu_math.h"
+#include "runtime/backend/lane_reduce.h"
 #include "runtime/backend/parallel_for.h"
 #include "runtime/backend/vec_exp.h"
 #include "runtime/tensor/allocator.h"
@@ -37,23 +38,6 @@ namespace {
 
 constexpr int64_t kParallelMin = 1 << 14;  // elements below which threads cost more than they save
 constexpr int64_t kGeluChunk = 1024;        // elements per vectorised GeLU chunk
-constexpr int64_t kLanes = 16;              // partial sums per reduction (one AVX-512 register)
-
-// Sum of f(i) for i in [0, n) in a fixed order that vectorises: kLanes
-// interleaved partial sums in double, combined in lane order. The order
-// depends on n only, so results are reproducible (and independent of the
-// thread count: every row is summed by one thread).
-template <typename F>
-double LaneSum(int64_t n, F f) {
-  double lane[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) lane[j] += f(i + j);
-  for (int64_t j = 0; i + j < n; ++j) lane[j] += f(i + j);
-  double s = 0;
-  for (int64_t j = 0; j < kLanes; ++j) s += lane[j];
-  return s;
-}
 
 // Copies the stored rows x cols matrix x (row stride ld) into dense rows.
 template <typename T, typename F>
@@ -264,8 +248,7 @@ class CpuBackend final : public Backend {
       const float* xr = x + r * cols;
       float* yr = y + r * cols;
       const int64_t valid = causal_period > 0 ? std::min(cols, r % causal_period + 1) : cols;
-      float mx = -INFINITY;
-      for (int64_t c = 0; c < valid; ++c) mx = std::max(mx, scale * xr[c]);
+      const float mx = LaneMax(valid, [&](int64_t c) { return scale * xr[c]; });
       // exp with Eigen's vectorised kernel, through an aligned buffer so each
       // element's rounding depends on its column only (libm's scalar expf made
       // the softmax a tenth of the attention time). y may alias x.

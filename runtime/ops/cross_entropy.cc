@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/check.h"
+#include "runtime/backend/lane_reduce.h"
 #include "runtime/backend/parallel_for.h"
 #include "runtime/backend/vec_exp.h"
 #include "runtime/tensor/allocator.h"
@@ -18,7 +19,7 @@ float CrossEntropyForward(const float* logits, int64_t rows, int64_t vocab_start
   std::vector<float> row_max(rows), sum_exp(rows), target_logit(rows, 0.0f);
   ForRange(rows, rows * vocab_local > (1 << 14), [&](int64_t r) {
     const float* l = logits + r * vocab_local;
-    row_max[r] = *std::max_element(l, l + vocab_local);
+    row_max[r] = LaneMax(vocab_local, [l](int64_t c) { return l[c]; });
   });
   if (reduce) tp->AllReduce(row_max.data(), rows, ReduceOp::kMax);
   ForRange(rows, rows * vocab_local > (1 << 14), [&](int64_t r) {
@@ -28,7 +29,7 @@ float CrossEntropyForward(const float* logits, int64_t rows, int64_t vocab_start
     for (int64_t c0 = 0; c0 < vocab_local; c0 += kExpChunk) {
       const int64_t len = std::min(kExpChunk, vocab_local - c0);
       ExpAffine(l + c0, len, 1.0f, row_max[r], e);
-      for (int64_t c = 0; c < len; ++c) s += e[c];
+      s += LaneSum(len, [&e](int64_t c) { return static_cast<double>(e[c]); });
     }
     sum_exp[r] = static_cast<float>(s);
     const int64_t local = static_cast<int64_t>(targets[r]) - vocab_start;

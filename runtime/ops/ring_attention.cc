@@ -1,6 +1,7 @@
 #include "runtime/ops/ring_attention.h"
 #include "runtime/ops/host_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -9,6 +10,8 @@
 #include <vector>
 
 #include "base/check.h"
+#include "runtime/backend/lane_reduce.h"
+#include "runtime/backend/vec_exp.h"
 #include "runtime/ops/cp_layout.h"
 #include "runtime/tensor/allocator.h"
 #include "runtime/tensor/tensor.h"
@@ -78,9 +81,11 @@ void MaskedScores(Backend& be, const AttentionDims& d, const float* q, const flo
 // p = exp(s - lse_row) per row (masked entries 0); p may alias s.
 void ProbsFromLse(const float* s, const float* lse, int64_t n, float* p) {
   for (int64_t t = 0; t < n; ++t)
-    for (int64_t u = 0; u < n; ++u) {
-      const float x = s[t * n + u];
-      p[t * n + u] = x == kNegInf ? 0.0f : std::exp(x - lse[t]);
+    for (int64_t u0 = 0; u0 < n; u0 += kExpChunk) {  // vectorised exp; exp(-inf) = 0
+      const int64_t len = std::min(kExpChunk, n - u0);
+      alignas(64) float e[kExpChunk];
+      ExpAffine(s + t * n + u0, len, 1.0f, lse[t], e);
+      std::memcpy(p + t * n + u0, e, static_cast<size_t>(len) * sizeof(float));
     }
 }
 
@@ -138,8 +143,7 @@ void RingAttentionForward(Backend& be, Comm* cp, const AttentionDims& d, const f
         for (int64_t t = 0; t < n; ++t) {
           const float* st = s + t * n;
           float* pt = p + t * n;
-          float bmax = kNegInf;
-          for (int64_t u = 0; u < n; ++u) bmax = std::max(bmax, st[u]);
+          const float bmax = LaneMax(n, [st](int64_t u) { return st[u]; });
           if (bmax == kNegInf) {  // every key of this block is in the future
             std::fill(pt, pt + n, 0.0f);
             if (probs != nullptr) block_max[slot * n + t] = 0.0f;
@@ -148,11 +152,15 @@ void RingAttentionForward(Backend& be, Comm* cp, const AttentionDims& d, const f
           const float m_new = std::max(m[t], bmax);
           if (probs != nullptr) block_max[slot * n + t] = m_new;
           const float alpha = m[t] == kNegInf ? 0.0f : std::exp(m[t] - m_new);
-          double sum = 0.0;
-          for (int64_t u = 0; u < n; ++u) {
-            pt[u] = st[u] == kNegInf ? 0.0f : std::exp(st[u] - m_new);
-            sum += pt[u];
+          // Vectorised exp (masked keys: exp(-inf) = 0), through an aligned
+          // buffer: the rounding depends on the column only.
+          for (int64_t u0 = 0; u0 < n; u0 += kExpChunk) {
+            const int64_t len = std::min(kExpChunk, n - u0);
+            alignas(64) float e[kExpChunk];
+            ExpAffine(st + u0, len, 1.0f, m_new, e);
+            std::memcpy(pt + u0, e, static_cast<size_t>(len) * sizeof(float));
           }
+          const double sum = LaneSum(n, [pt](int64_t u) { return static_cast<double>(pt[u]); });
           l[t] = l[t] * alpha + static_cast<float>(sum);
           m[t] = m_new;
           float* ot = o + t * ld.out;
@@ -204,9 +212,7 @@ void RingAttentionBackward(Backend& be, Comm* cp, const AttentionDims& d, const 
     for (int64_t hi = 0; hi < heads; ++hi) {
       const float* o = out + t * ld.out + hi * hd;
       const float* g = dout + t * ld.out + hi * hd;
-      double acc = 0.0;
-      for (int64_t c = 0; c < hd; ++c) acc += static_cast<double>(o[c]) * g[c];
-      dsum[hi * n + t] = static_cast<float>(acc);
+      dsum[hi * n + t] = static_cast<float>(LaneSum(hd, [o, g](int64_t c) { return static_cast<double>(o[c]) * g[c]; }));
     }
   Tensor p_scratch({n, n}), ds({n, n});
   Tensor kv = PackKv(d, qkv), kv_next;

@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "runtime/backend/lane_reduce.h"
+#include "runtime/backend/parallel_for.h"
 #include "runtime/ops/host_ops.h"
 
 namespace dt::rt {
@@ -11,15 +13,16 @@ void RmsNormForward(Backend& be, const float* x, const float* gamma, int64_t row
                     float eps, float* y, float* rstd) {
   DT_CHECK(x && gamma && y && rstd) << "rmsnorm forward: null pointer";
   HostAccess(be, "RMSNorm");
-  for (int64_t r = 0; r < rows; ++r) {
+  // Rows are independent (one thread each): the result does not depend on
+  // the thread count.
+  ForRange(rows, rows * cols > (1 << 14), [&](int64_t r) {
     const float* xr = x + r * cols;
-    double ss = 0.0;
-    for (int64_t c = 0; c < cols; ++c) ss += static_cast<double>(xr[c]) * xr[c];
+    const double ss = LaneSum(cols, [xr](int64_t c) { return static_cast<double>(xr[c]) * xr[c]; });
     const float s = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(cols) + eps));
     rstd[r] = s;
     float* yr = y + r * cols;
     for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] * s * gamma[c];
-  }
+  });
 }
 
 void RmsNormBackward(Backend& be, const float* x, const float* gamma, const float* rstd,
@@ -31,8 +34,8 @@ void RmsNormBackward(Backend& be, const float* x, const float* gamma, const floa
     const float* xr = x + r * cols;
     const float* dyr = dy + r * cols;
     const double s = rstd[r];
-    double gx = 0.0;
-    for (int64_t c = 0; c < cols; ++c) gx += static_cast<double>(gamma[c]) * dyr[c] * xr[c];
+    const double gx =
+        LaneSum(cols, [&](int64_t c) { return static_cast<double>(gamma[c]) * dyr[c] * xr[c]; });
     const double k = s * s * s * gx / static_cast<double>(cols);
     float* dxr = dx + r * cols;
     for (int64_t c = 0; c < cols; ++c) {

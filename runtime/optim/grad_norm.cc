@@ -3,31 +3,19 @@
 #include <algorithm>
 #include <vector>
 
+#include "runtime/backend/lane_reduce.h"
 #include "runtime/model/bf16_params.h"
 
 namespace dt::rt {
 
 namespace {
-// Sum of x(i)^2 over [lo, hi) in double, in 16 interleaved partial sums
-// combined in lane order: a fixed order (results reproducible) that
-// vectorises, unlike one running sum.
+// Sum of x(i)^2 over [lo, hi) in double, in LaneSum's fixed order.
 template <typename X>
 double SumOfSquares(int64_t lo, int64_t hi, X x) {
-  constexpr int64_t kLanes = 16;
-  double lane[kLanes] = {};
-  int64_t i = lo;
-  for (; i + kLanes <= hi; i += kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) {
-      const double v = x(i + j);
-      lane[j] += v * v;
-    }
-  for (int64_t j = 0; i + j < hi; ++j) {
-    const double v = x(i + j);
-    lane[j] += v * v;
-  }
-  double s = 0;
-  for (int64_t j = 0; j < kLanes; ++j) s += lane[j];
-  return s;
+  return LaneSum(hi - lo, [&](int64_t i) {
+    const double v = x(lo + i);
+    return v * v;
+  });
 }
 }  // namespace
 

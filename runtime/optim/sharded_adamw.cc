@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/check.h"
+#include "runtime/backend/lane_reduce.h"
 #include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
@@ -47,9 +48,7 @@ double ShardedAdamW::LocalGradSquares(bool count_tied) const {
     if (p.tied && !count_tied) continue;
     const ShardedParams::UnitShard& s = params_->unit_shard(seg.unit);
     const float* x = g + s.slot + (seg.unit_begin - s.begin);
-    double sum = 0.0;
-    for (int64_t i = 0; i < seg.unit_end - seg.unit_begin; ++i) sum += static_cast<double>(x[i]) * x[i];
-    total += sum;
+    total += LaneSum(seg.unit_end - seg.unit_begin, [x](int64_t i) { return static_cast<double>(x[i]) * x[i]; });
   }
   return total;
 }
