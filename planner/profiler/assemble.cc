@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
+#include <tuple>
 
 #include "base/format.h"
 #include "planner/cost/comm_cost.h"
@@ -115,6 +117,52 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
   c.gemm_points = m.gemms;
   c.gemm_efficiency = GemmEfficiencyCurve(m.gemms, peak);
   c.gemm_efficiency_note = "measured GEMM rate / peak_flops, best per power-of-2 FLOP bin";
+  // In situ: a GEMM inside the runtime's training step can take longer than
+  // the same shape called again and again on its own (its operands were
+  // last touched several ops earlier; gpt-tiny's at microbatch 16: 1.15x,
+  // docs/profiler.md). Where the whole-model steps timed a shape, their mean
+  // time per call replaces the isolated one; the curve above keeps the
+  // isolated rates (peak and shapes the steps do not run).
+  std::string in_situ_note;
+  {
+    std::map<std::tuple<int64_t, int64_t, int64_t>, std::pair<double, int>> in_step;
+    for (const ModelSample& s : m.model_steps)
+      for (const GemmPoint& g : s.in_step_gemms) {
+        auto& a = in_step[{g.m, g.n, g.k}];
+        a.first += g.seconds;
+        ++a.second;
+      }
+    std::vector<double> ratios;
+    int added = 0;
+    for (GemmPoint& g : c.gemm_points) {
+      auto it = in_step.find({g.m, g.n, g.k});
+      if (g.batch != 1 || it == in_step.end() || it->second.second <= 0 || !(g.seconds > 0)) continue;
+      const double t = it->second.first / it->second.second;
+      it->second.second = 0;  // used
+      if (!(t > 0)) continue;
+      ratios.push_back(t / g.seconds);
+      g.seconds = t;
+    }
+    // Shapes above the isolated sweep's size cap that the steps ran.
+    for (const auto& [key, a] : in_step) {
+      if (a.second <= 0 || !(a.first > 0)) continue;
+      GemmPoint g;
+      std::tie(g.m, g.n, g.k) = key;
+      g.seconds = a.first / a.second;
+      c.gemm_points.push_back(g);
+      ++added;
+    }
+    const std::string added_note =
+        added > 0 ? " " + std::to_string(added) + " more shapes (above the isolated sweep's cap) measured in the steps only." : "";
+    if (!ratios.empty()) {
+      std::sort(ratios.begin(), ratios.end());
+      in_situ_note = " " + std::to_string(ratios.size()) +
+                     " gemm_points timed inside the whole-model training steps (mean per call) instead of alone: "
+                     "in-step / alone " + ShortNumber(ratios[ratios.size() / 2], 3) + " median, " +
+                     ShortNumber(ratios.front(), 3) + "-" + ShortNumber(ratios.back(), 3) + ".";
+    }
+    in_situ_note += added_note;
+  }
   c.kernel_overhead_s = std::max(0.0, m.tiny_op_s);
   std::string fit_note;
   c.attention_efficiency = AttentionEfficiency(m.attention, peak, c.kernel_overhead_s, "attention_efficiency", &fit_note);
@@ -154,7 +202,7 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
            " shapes); memory_bound_efficiency: a GPT layer's memory-bound kernels against the "
            "planner's bytes (" + std::to_string(m.memory_ops.size()) + " shapes); "
            "optimizer_bytes_per_param: grad norm + AdamW step time expressed as bytes; "
-           "kernel_overhead_s: a 1-element add." + fit_note;
+           "kernel_overhead_s: a 1-element add." + in_situ_note + fit_note;
 
   NetworkProfile& n = p.network;
   n.gpus_per_node = m.ranks_per_node;

@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <set>
+#include <tuple>
 
 #include "base/check.h"
 #include "planner/cost/layer_ops.h"
 #include "planner/profiler/bench_timer.h"
+#include "runtime/bench/profiling_backend.h"
 #include "runtime/model/model_chunk.h"
 #include "runtime/model/param_store.h"
 #include "runtime/ops/attention.h"
@@ -229,6 +233,36 @@ std::vector<KernelSample> MeasureLayerMemoryOps(const MeasureConfig& cfg, const 
   return out;
 }
 
+namespace {
+// The linear-layer GEMMs a timing decorator saw, per planner key (m, n, k):
+// runtime calls map back as planner/profiler/gemm_shapes.h describes
+// (forward NT and dgrad NN keep m, n, k; wgrad TN computes the planner's
+// transpose, so its m and n swap). Only keys among `ops`' GEMMs are kept.
+std::vector<GemmPoint> InStepGemms(const rt::bench::ProfilingBackend& timing, const std::vector<Op>& ops) {
+  std::set<std::tuple<int64_t, int64_t, int64_t>> planner;
+  for (const Op& op : ops)
+    if (op.kind == OpKind::kGemm && op.batch == 1) planner.insert({op.m, op.n, op.k});
+  std::map<std::tuple<int64_t, int64_t, int64_t>, rt::bench::OpStat> by_key;
+  for (const auto& [shape, stat] : timing.gemm_times()) {
+    std::tuple<int64_t, int64_t, int64_t> key{shape.m, shape.n, shape.k};
+    if (shape.ta == Trans::kYes && shape.tb == Trans::kNo) key = {shape.n, shape.m, shape.k};
+    else if (shape.ta == Trans::kYes) continue;
+    if (!planner.count(key)) continue;
+    by_key[key].calls += stat.calls;
+    by_key[key].seconds += stat.seconds;
+  }
+  std::vector<GemmPoint> out;
+  for (const auto& [key, stat] : by_key) {
+    if (stat.calls <= 0) continue;
+    GemmPoint g;
+    std::tie(g.m, g.n, g.k) = key;
+    g.seconds = stat.seconds / static_cast<double>(stat.calls);
+    out.push_back(g);
+  }
+  return out;
+}
+}  // namespace
+
 std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const ModelSpec& m, int seq,
                                            const std::vector<int>& mbs) {
   std::vector<ModelSample> out;
@@ -256,7 +290,10 @@ std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const Model
     add(head.backward, 1);
     add(layer.backward, m.num_layers);
     add(emb.backward, 1);
-    rt::ModelChunk chunk(m, p, /*chunk=*/0, /*tp_rank=*/0, rt::ParallelComms{}, *cfg.be, 1234);
+    // The step runs on a timing decorator when the GEMMs are timed in situ.
+    rt::bench::ProfilingBackend timing(*cfg.be, rt::bench::ProfilingBackend::kGemmsOnly);
+    rt::Backend& be = cfg.time_gemms_in_step ? static_cast<rt::Backend&>(timing) : *cfg.be;
+    rt::ModelChunk chunk(m, p, /*chunk=*/0, /*tp_rank=*/0, rt::ParallelComms{}, be, 1234);
     std::vector<int32_t> tokens(static_cast<size_t>(seq) * b), targets(tokens.size());
     for (size_t i = 0; i < tokens.size(); ++i) {
       tokens[i] = static_cast<int32_t>((i * 7919) % m.vocab);
@@ -281,6 +318,7 @@ std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const Model
     // slowest rank (as in a synchronous job): median over steps of the max
     // over ranks, not the max of per-rank medians.
     for (int i = 0; i < std::max(1, cfg.warmup); ++i) step();
+    timing.Reset();
     std::vector<double> times;
     const int reps = std::max(5, 3 * cfg.max_reps);
     for (int i = 0; i < reps; ++i) {
@@ -292,6 +330,7 @@ std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const Model
     std::sort(times.begin(), times.end());
     s.seconds = times[times.size() / 2];
     s.what = m.name + " training step mbs" + std::to_string(b);
+    if (cfg.time_gemms_in_step) s.in_step_gemms = InStepGemms(timing, s.ops);
     out.push_back(std::move(s));
     Report(cfg, out.back().what + Fmt(": %.3f ms (%.0f planner ops)", out.back().seconds * 1e3,
                                       static_cast<double>(out.back().ops.size())));

@@ -31,6 +31,9 @@ struct MeasureConfig {
   int max_reps = 5;             // repetitions per point (median), at least 3 when time allows
   double point_budget_s = 0.3;  // time spent per point beyond the warmup
   ProgressFn progress;          // may be empty
+  // MeasureModelSteps: also time every GEMM inside the step (host wall
+  // time per call: meaningful on a synchronous backend, the CPU's only).
+  bool time_gemms_in_step = false;
 };
 
 // Runs fn (then be->Synchronize()) concurrently on every rank of
@@ -90,6 +93,10 @@ struct ModelSample {
   std::vector<Op> ops;  // planner ops of the same work (no collectives)
   int64_t params = 0;   // parameters the optimizer step updates
   double seconds = 0;   // zero grads + forward + backward + optimizer step
+  // With MeasureConfig::time_gemms_in_step: this rank's mean time per call
+  // of each linear-layer GEMM inside the timed steps, keyed as the planner
+  // keys it (the shapes of `ops`; attention's per-head GEMMs are left out).
+  std::vector<GemmPoint> in_step_gemms;
 };
 std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const ModelSpec& m, int seq,
                                            const std::vector<int>& mbs);

@@ -2,12 +2,16 @@
 // every call to an inner backend (not owned; must outlive it) and records,
 // per primitive, the number of calls and the wall time spent in it, plus
 // every GEMM's exact shape (transposes, m, n, k, leading dimensions, beta)
-// with its call count. The benchmark derives the step's FLOPs from these
+// with its call count and time. The benchmark derives the step's FLOPs from these
 // shapes (2mnk per call, exactly what was multiplied) and replays them as
 // bare GEMMs (bare_gemm.h).
 //
 // Timing is host wall time around the call, so it is meaningful only for a
 // synchronous backend (the CPU backend). Not thread-safe, like Backend.
+// kGemmsOnly (the profiler's in-step GEMM timing, planner/profiler/
+// measure_compute.cc) forwards every other primitive untimed, so the step
+// around the timed GEMMs runs at nearly the undecorated speed; a GEMM's
+// recorded time is the inner call alone, its bookkeeping outside.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +42,9 @@ struct OpStat {
 
 class ProfilingBackend final : public Backend {
  public:
-  explicit ProfilingBackend(Backend& inner) : inner_(inner) {}
+  enum Mode { kEverything, kGemmsOnly };
+  explicit ProfilingBackend(Backend& inner, Mode mode = kEverything)
+      : inner_(inner), gemms_only_(mode == kGemmsOnly) {}
   const char* name() const override { return inner_.name(); }
   GemmInputs gemm_inputs() const override { return inner_.gemm_inputs(); }
   bool host_accessible() const override { return inner_.host_accessible(); }
@@ -47,6 +53,8 @@ class ProfilingBackend final : public Backend {
   void Reset();
   const std::map<std::string, OpStat>& ops() const { return ops_; }
   const std::map<GemmShape, int64_t>& gemms() const { return gemms_; }
+  // Calls and wall time per GEMM shape.
+  const std::map<GemmShape, OpStat>& gemm_times() const { return gemm_times_; }
   double total_seconds() const;   // time inside any primitive
   double gemm_flops() const;      // sum of 2mnk over recorded GEMM calls
 
@@ -83,8 +91,10 @@ class ProfilingBackend final : public Backend {
   void Timed(const char* op, F&& f);
 
   Backend& inner_;
+  const bool gemms_only_;
   std::map<std::string, OpStat> ops_;
   std::map<GemmShape, int64_t> gemms_;
+  std::map<GemmShape, OpStat> gemm_times_;
 };
 
 }  // namespace dt::rt::bench

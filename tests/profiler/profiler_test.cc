@@ -6,6 +6,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
+#include <set>
+#include <tuple>
 
 #include "planner/cost/comm_cost.h"
 #include "planner/cost/compute_cost.h"
@@ -13,8 +16,10 @@
 #include "planner/profile/profile.h"
 #include "planner/profiler/assemble.h"
 #include "planner/profiler/gemm_shapes.h"
+#include "planner/profiler/measure_compute.h"
 #include "planner/profiler/profile_command.h"
 #include "planner/profiler/profiler_options.h"
+#include "runtime/backend/backend.h"
 
 namespace dt {
 namespace {
@@ -172,6 +177,70 @@ TEST(ProfilerAssemble, MeasuredGemmPricedExactlyAndMonotone) {
   tiny.m = tiny.n = tiny.k = 4;
   tiny.flops = 128;
   EXPECT_TRUE(GemmOutsideProfile(tiny, p));
+}
+
+// A GEMM timed inside the whole-model steps replaces the same shape's
+// isolated point; a shape only the steps ran (above the sweep's cap) is
+// added; the efficiency curve stays the isolated sweep's.
+TEST(ProfilerAssemble, InStepGemmTimesReplaceIsolatedOnes) {
+  Measurements m = Synthetic();
+  const HardwareProfile alone = *AssembleProfile(m);
+  const GemmPoint& iso = m.gemms.back();  // (64, 768, 2304)
+  ModelSample step;
+  step.what = "synthetic step";
+  step.seconds = 1e-3;
+  GemmPoint slower = iso;
+  slower.seconds = 1.3 * iso.seconds;
+  GemmPoint big;
+  big.m = big.n = big.k = 2048;
+  big.seconds = big.flops() / 40e9;
+  step.in_step_gemms = {slower, big};
+  m.model_steps.push_back(step);
+  ModelSample again = step;  // a second microbatch size: the mean per call is kept
+  again.in_step_gemms[0].seconds = 1.1 * iso.seconds;
+  m.model_steps.push_back(again);
+  HardwareProfile p = *AssembleProfile(m);
+  auto time_of = [&](int64_t mm, int64_t n, int64_t k) {
+    Op op;
+    op.kind = OpKind::kGemm;
+    op.m = mm; op.n = n; op.k = k;
+    op.flops = 2.0 * mm * n * k;
+    return OpTime(op, p);
+  };
+  EXPECT_NEAR(time_of(iso.m, iso.n, iso.k), 1.2 * iso.seconds, 1e-12);
+  EXPECT_NEAR(time_of(2048, 2048, 2048), big.seconds, 1e-12);
+  EXPECT_DOUBLE_EQ(time_of(64, 64, 64), m.gemms[2].seconds);  // not in the steps: isolated
+  EXPECT_EQ(p.compute.gemm_points.size(), m.gemms.size() + 1);
+  EXPECT_TRUE(p.compute.gemm_efficiency == alone.compute.gemm_efficiency);
+  EXPECT_NE(p.compute.note.find("timed inside the whole-model training steps"), std::string::npos);
+  EXPECT_NE(p.compute.note.find("1 more shapes"), std::string::npos);
+}
+
+// The runtime's step maps back onto the planner's keys: every linear-layer
+// GEMM the planner prices for the step (forward, dgrad and the swapped
+// wgrad, the LM head) gets an in-step time, and no other shape does.
+TEST(ProfilerSteps, InStepGemmsCoverThePlannersLinearGemms) {
+  StatusOr<ModelSpec> m = LoadModel(std::string(DT_SOURCE_DIR) + "/examples/models/gpt-tiny.json");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  std::unique_ptr<rt::Backend> be = rt::MakeCpuBackend();
+  MeasureConfig cfg;
+  cfg.be = be.get();
+  cfg.max_reps = 1;
+  cfg.point_budget_s = 0.01;
+  cfg.time_gemms_in_step = true;
+  std::vector<ModelSample> s = MeasureModelSteps(cfg, *m, 32, {2});
+  ASSERT_EQ(s.size(), 1u);
+  std::set<std::tuple<int64_t, int64_t, int64_t>> planner, timed;
+  for (const Op& op : s[0].ops)
+    if (op.kind == OpKind::kGemm && op.batch == 1) planner.insert({op.m, op.n, op.k});
+  for (const GemmPoint& g : s[0].in_step_gemms) {
+    EXPECT_GT(g.seconds, 0);
+    timed.insert({g.m, g.n, g.k});
+  }
+  EXPECT_GE(planner.size(), 6u);
+  EXPECT_EQ(timed, planner);
+  cfg.time_gemms_in_step = false;
+  EXPECT_TRUE(MeasureModelSteps(cfg, *m, 32, {2})[0].in_step_gemms.empty());
 }
 
 TEST(ProfilerAssemble, CollectiveCurveExactMonotoneAndFlagged) {
