@@ -220,15 +220,28 @@ Tensor MoeMlp::Backward(const Tensor& in, const Tensor& dout, MoeStash* s) {
   s->back = Tensor();
 
   // To the experts (the dispatch's direction, then the TP gather), their
-  // backward on every gathered row, the TP reduce-scatter, and back.
+  // backward on every gathered row, the TP reduce-scatter, and back. Each
+  // buffer is freed as soon as its rows have moved on (as autograd frees a
+  // framework's), so the expert loop holds only the output and input
+  // gradients of the gathered rows, the three gated-MLP gradients and one
+  // expert's partial input gradient (planner/memory/stage_memory.cc).
   Tensor own({std::max<int64_t>(s->own_rows, 1), h});
   Exchange(dsend.data(), s->send_rows, own.data(), s->recv_rows);
+  dsend = Tensor();
   Tensor gathered = GatherOverTp(*s, std::move(own));
   Tensor dy = Tensor::Uninitialized({all_rows, h});  // every row reordered into
   Reorder(*s, gathered.data(), h, dy.data(), /*to_expert_major=*/true);
+  const int64_t gathered_rows = gathered.dim(0);
+  gathered = Tensor();
   Tensor dx({all_rows, h});
   {
-    Tensor dact({all_rows, fl}), dgate({all_rows, fl}), dup({all_rows, fl}), dtmp({all_rows, h});
+    int64_t most = 0;  // the largest expert's rows: the up branch's input grad
+    for (int64_t j = 0; j < el; ++j) {
+      int64_t n = 0;
+      for (int64_t q = 0; q < tp * ep; ++q) n += s->block_rows[q * el + j];
+      most = std::max(most, n);
+    }
+    Tensor dact({all_rows, fl}), dgate({all_rows, fl}), dup({all_rows, fl}), dtmp({std::max<int64_t>(most, 1), h});
     int64_t r0 = 0;
     for (int64_t j = 0; j < el; ++j) {
       int64_t n = 0;
@@ -242,22 +255,29 @@ Tensor MoeMlp::Backward(const Tensor& in, const Tensor& dout, MoeStash* s) {
                      dup.data() + a);
       LinearBackward(be, x, n, h, ctx_->W(gate_w_[j]), fl, dgate.data() + a, dx.data() + b, ctx_->G(gate_w_[j]),
                      nullptr);
-      LinearBackward(be, x, n, h, ctx_->W(up_w_[j]), fl, dup.data() + a, dtmp.data() + b, ctx_->G(up_w_[j]),
-                     nullptr);
-      be.Axpy(1.0f, dtmp.data() + b, dx.data() + b, n * h);
+      LinearBackward(be, x, n, h, ctx_->W(up_w_[j]), fl, dup.data() + a, dtmp.data(), ctx_->G(up_w_[j]), nullptr);
+      be.Axpy(1.0f, dtmp.data(), dx.data() + b, n * h);
       r0 += n;
     }
   }
+  dy = Tensor();
+  s->x = Tensor();
+  s->gate = Tensor();
+  s->up = Tensor();
+  s->act = Tensor();
   HostAccess(be, "MoE expert input grads (reorder)");
-  gathered.Fill(0.0f);
+  gathered = Tensor({gathered_rows, h});  // padding rows stay zero through the reduce-scatter
   Reorder(*s, dx.data(), h, gathered.data(), /*to_expert_major=*/false);
   dx = Tensor();
   Tensor dx_own = ReduceScatterOverTp(*s, &gathered);
-  Exchange(dx_own.data(), s->recv_rows, dsend.data(), s->send_rows);
+  gathered = Tensor();
+  Tensor dback = Tensor::Uninitialized({rows * k, h});  // every row received
+  Exchange(dx_own.data(), s->recv_rows, dback.data(), s->send_rows);
+  dx_own = Tensor();
 
   Tensor din({rows, h});
   for (int64_t i = 0; i < rows * k; ++i)
-    be.Axpy(1.0f, dsend.data() + s->slot_row[i] * h, din.data() + (i / k) * h, h);
+    be.Axpy(1.0f, dback.data() + s->slot_row[i] * h, din.data() + (i / k) * h, h);
 
   // Router backward on this rank's tokens: the input grad is complete; the
   // weight grad is this shard's share (sp_partial: summed over TP by
