@@ -15,6 +15,10 @@ struct Local {
   // load-imbalance allowance applied), the expert FFN width per expert-TP
   // rank and the shared experts' width per TP rank.
   double rows = 0, f_exp = 0, f_sh = 0;
+  // Qwen2-MoE's gated shared experts: the ungated shared output (e per
+  // element) and the fp32 sigmoid per token of the sequence shard, both
+  // read by the gate's backward.
+  double shared_gate_bytes = 0;
   bool dropout;  // GPT with dropout: masks and dropped-out probabilities stored
 };
 
@@ -41,6 +45,7 @@ Local MakeLocal(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
     l.rows = ExpertLoadImbalance(p) * ExpertRowsPerRank(m, p);
     l.f_exp = (m.moe_ffn_hidden + p.expert_tp() - 1) / p.expert_tp();
     l.f_sh = (m.shared_ffn_hidden + p.tp - 1) / p.tp;
+    if (m.shared_expert_gate && m.shared_ffn_hidden > 0) l.shared_gate_bytes = (l.e * l.h + 4.0) * l.T_r;
   }
   return l;
 }
@@ -93,7 +98,8 @@ double ModuleBytes(const Local& l, const ModelSpec& m, const PlanSpec& p, Recomp
     case kRecomputeSharedExperts: {
       if (!m.moe()) return 0.0;
       const double rows = l.rows, f_exp = l.f_exp, f_sh = l.f_sh;
-      const double shared = inner * e * l.T * f_sh - (fp8 ? (e - 1) * l.T * f_sh : 0.0);
+      const double shared =
+          inner * e * l.T * f_sh - (fp8 ? (e - 1) * l.T * f_sh : 0.0) + l.shared_gate_bytes;
       // moe_act: the activation's output, the expert fc2 input.
       if (mod == kRecomputeMoeAct) return in * rows * f_exp;
       if (mod == kRecomputeSharedExperts) return shared;
@@ -186,7 +192,7 @@ double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int byt
     const double rows = l.rows, f_exp = l.f_exp, f_sh = l.f_sh;
     bytes += 4.0 * l.T_r * m.num_experts;
     bytes += e * rows * l.h + (l.gated ? 3 : 2) * e * rows * f_exp + e * rows / p.expert_tp() * l.h;
-    bytes += (l.gated ? 3 : 2) * e * l.T * f_sh;
+    bytes += (l.gated ? 3 : 2) * e * l.T * f_sh + l.shared_gate_bytes;
   }
   // FP8 (Transformer Engine on Hopper): a linear layer keeps only the FP8
   // transpose of its input for the weight gradient, 1 byte per element

@@ -23,7 +23,7 @@ const std::vector<Capability>& CapabilityTable() {
       // refuse what it does not execute.
       {Feature::kMixtureOfExperts, "mixture of experts (routed experts, expert parallelism)", true, false,
        "plan it for GPUs and run the plan in Megatron-LM (dtplan export --to megatron)"},
-      {Feature::kSharedExperts, "shared experts (Qwen2-MoE / DeepSeek style)", false, false,
+      {Feature::kSharedExperts, "shared experts (Qwen2-MoE / DeepSeek style)", true, false,
        "use a Mixtral-style model (routed experts only, e.g. examples/models/mixtral-tiny.json), or run the plan "
        "in Megatron-LM (dtplan export --to megatron)"},
       {Feature::kUngatedExperts, "mixture of experts in the GPT family (GeLU experts)", false, false,

@@ -45,6 +45,9 @@ struct LayerStash {
                                      // (Llama: fc1 = gate, act = SwiGLU output)
   Tensor up;                         // Llama: up projection [rows, ffn/tp]
   std::shared_ptr<MoeStash> moe;     // MoE layers: the MLP block's stash
+                                     // (shared experts: fc1, up, act as Llama's MLP)
+  Tensor shared_out, shared_g;       // gated shared experts: their output [local_rows, h]
+                                     // and sigmoid gate [local_rows]
   bool complete = false;             // false: only x (full recompute)
 };
 

@@ -37,6 +37,12 @@ struct LayerContext {
   // sharded over the EP group `ep` (null or size 1: all experts here), each
   // expert's FFN split over TP (expert_ffn_local = moe_ffn_hidden / tp).
   int64_t num_experts = 0, top_k = 0, expert_ffn_local = 0;
+  // Shared experts of an MoE layer (Qwen2-MoE, DeepSeek): one dense SwiGLU
+  // MLP of width shared_ffn_local * tp every token uses, split over TP like
+  // the dense MLP; its output scaled by sigmoid(norm output . w) when
+  // shared_expert_gate (Qwen2-MoE). 0: none (Mixtral).
+  int64_t shared_ffn_local = 0;
+  bool shared_expert_gate = false;
   Comm* ep = nullptr;
   int ep_rank = 0, ep_size = 1;
   ParamStore* store = nullptr;

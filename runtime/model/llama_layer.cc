@@ -7,6 +7,7 @@
 #include "runtime/model/init.h"
 #include "runtime/model/tp_ops.h"
 #include "runtime/ops/attention.h"
+#include "runtime/ops/host_ops.h"
 #include "runtime/ops/linear.h"
 #include "runtime/ops/residual.h"
 #include "runtime/ops/ring_attention.h"
@@ -34,6 +35,14 @@ LlamaLayer::LlamaLayer(LayerContext* ctx, int layer, int num_layers)
   norm2_w_ = DeclareParam(ctx, p + "mlp_norm.weight", {h}, ShardKind::kReplicated, true);
   if (ctx->num_experts > 0) {
     moe_ = std::make_unique<MoeMlp>(ctx, p);
+    if (ctx->shared_ffn_local > 0) {
+      const int64_t fs = ctx->shared_ffn_local * ctx->tp_size;
+      shared_gate_w_ = DeclareParam(ctx, p + "mlp.shared.gate.weight", {fs, h}, ShardKind::kSplitDim0, false);
+      shared_up_w_ = DeclareParam(ctx, p + "mlp.shared.up.weight", {fs, h}, ShardKind::kSplitDim0, false);
+      shared_down_w_ = DeclareParam(ctx, p + "mlp.shared.down.weight", {h, fs}, ShardKind::kSplitDim1, false);
+      if (ctx->shared_expert_gate)
+        shared_scale_w_ = DeclareParam(ctx, p + "mlp.shared_expert_gate.weight", {1, h}, ShardKind::kReplicated, true);
+    }
     return;
   }
   gate_w_ = DeclareParam(ctx, p + "mlp.gate.weight", {f, h}, ShardKind::kSplitDim0, false);
@@ -53,6 +62,12 @@ void LlamaLayer::Init(uint64_t seed) {
   InitConstant(ps[norm2_w_], 1.0f, ctx_->W(norm2_w_));
   if (moe_) {
     moe_->Init(seed, out_std);
+    if (shared_gate_w_ >= 0) {
+      normal(shared_gate_w_, 0.02f);
+      normal(shared_up_w_, 0.02f);
+      normal(shared_down_w_, out_std);
+    }
+    if (shared_scale_w_ >= 0) normal(shared_scale_w_, 0.02f);
     return;
   }
   normal(gate_w_, 0.02f);
@@ -144,6 +159,10 @@ void LlamaLayer::ForwardInto(LayerStash* s, bool keep_probs, Tensor* out) {
   if (moe_) {  // on the sequence shard itself (Megatron's MoE layer: no TP gather / reduce around it)
     s->moe = std::make_shared<MoeStash>();
     Tensor mlp = moe_->Forward(s->ln2, s->moe.get());
+    if (shared_gate_w_ >= 0) {
+      Tensor shared = SharedForward(s);
+      be.Axpy(1.0f, shared.data(), mlp.data(), rl * h);
+    }
     *out = Tensor({rl, h});
     ResidualAddForward(be, s->x2.data(), mlp.data(), rl * h, out->data());
     s->complete = true;
@@ -204,6 +223,10 @@ Tensor LlamaLayer::Backward(const Tensor& dout, LayerStash* s) {
   if (moe_) {
     dln2_moe = moe_->Backward(s->ln2, dout, s->moe.get());
     s->moe.reset();
+    if (shared_gate_w_ >= 0) {
+      Tensor dshared = SharedBackward(dout, s);
+      be.Axpy(1.0f, dshared.data(), dln2_moe.data(), rl * h);
+    }
   } else {
     dln2_full = Tensor({rows, h});
     Tensor dmlp_full = GatherSeq(ctx_, dout);
@@ -295,6 +318,93 @@ Tensor LlamaLayer::Backward(const Tensor& dout, LayerStash* s) {
   }
   *s = LayerStash();
   return dx;
+}
+
+
+Tensor LlamaLayer::SharedForward(LayerStash* s) {
+  Backend& be = *ctx_->be;
+  const int64_t rl = ctx_->local_rows, rows = ctx_->rows, h = ctx_->hidden, fs = ctx_->shared_ffn_local;
+  {
+    Tensor full = GatherSeq(ctx_, s->ln2);
+    s->fc1 = Tensor({rows, fs});
+    s->up = Tensor({rows, fs});
+    LinearForward(be, full.data(), rows, h, ctx_->W(shared_gate_w_), nullptr, fs, s->fc1.data());
+    LinearForward(be, full.data(), rows, h, ctx_->W(shared_up_w_), nullptr, fs, s->up.data());
+  }
+  s->act = Tensor({rows, fs});
+  SwiGluForward(be, s->fc1.data(), s->up.data(), rows * fs, s->act.data());
+  Tensor out;
+  {
+    Tensor partial({rows, h});
+    LinearForward(be, s->act.data(), rows, fs, ctx_->W(shared_down_w_), nullptr, h, partial.data());
+    out = ReduceSeq(ctx_, &partial);
+  }
+  if (shared_scale_w_ < 0) return out;
+  // Qwen2-MoE's gate: g = sigmoid(n2 . w) per token of this rank's shard.
+  s->shared_g = Tensor({rl});
+  LinearForward(be, s->ln2.data(), rl, h, ctx_->W(shared_scale_w_), nullptr, 1, s->shared_g.data());
+  HostAccess(be, "shared expert gate");
+  Tensor gated({rl, h});
+  for (int64_t r = 0; r < rl; ++r) {
+    const float g = 1.0f / (1.0f + std::exp(-s->shared_g[r]));
+    s->shared_g[r] = g;
+    const float* o = out.data() + r * h;
+    float* y = gated.data() + r * h;
+    for (int64_t c = 0; c < h; ++c) y[c] = g * o[c];
+  }
+  s->shared_out = std::move(out);
+  return gated;
+}
+
+Tensor LlamaLayer::SharedBackward(const Tensor& dout, LayerStash* s) {
+  Backend& be = *ctx_->be;
+  const int64_t rl = ctx_->local_rows, rows = ctx_->rows, h = ctx_->hidden, fs = ctx_->shared_ffn_local;
+  // Through the gate: d(out) = g dout; d(logit) = (dout . out) g (1 - g).
+  Tensor dshared_out;
+  Tensor dln2_gate;
+  if (shared_scale_w_ >= 0) {
+    HostAccess(be, "shared expert gate backward");
+    dshared_out = Tensor({rl, h});
+    Tensor dlogit({rl});
+    for (int64_t r = 0; r < rl; ++r) {
+      const float g = s->shared_g[r];
+      const float* d = dout.data() + r * h;
+      const float* o = s->shared_out.data() + r * h;
+      float* dy = dshared_out.data() + r * h;
+      float dot = 0.0f;
+      for (int64_t c = 0; c < h; ++c) {
+        dot += d[c] * o[c];
+        dy[c] = g * d[c];
+      }
+      dlogit[r] = dot * g * (1.0f - g);
+    }
+    s->shared_out = Tensor();
+    s->shared_g = Tensor();
+    dln2_gate = Tensor({rl, h});
+    LinearBackward(be, s->ln2.data(), rl, h, ctx_->W(shared_scale_w_), 1, dlogit.data(), dln2_gate.data(),
+                   ctx_->G(shared_scale_w_), nullptr);
+  }
+  Tensor dln2_full({rows, h});
+  {
+    // (Without SP GatherSeq returns a view: dshared_out must outlive it.)
+    Tensor dmlp_full = GatherSeq(ctx_, shared_scale_w_ >= 0 ? dshared_out : dout);
+    Tensor dact({rows, fs});
+    LinearBackward(be, s->act.data(), rows, fs, ctx_->W(shared_down_w_), h, dmlp_full.data(), dact.data(),
+                   ctx_->G(shared_down_w_), nullptr);
+    Tensor dgate({rows, fs}), dup({rows, fs});
+    SwiGluBackward(be, s->fc1.data(), s->up.data(), dact.data(), rows * fs, dgate.data(), dup.data());
+    Tensor ln2_full = GatherSeq(ctx_, s->ln2);
+    LinearBackward(be, ln2_full.data(), rows, h, ctx_->W(shared_gate_w_), fs, dgate.data(), dln2_full.data(),
+                   ctx_->G(shared_gate_w_), nullptr);
+    Tensor dtmp({rows, h});
+    LinearBackward(be, ln2_full.data(), rows, h, ctx_->W(shared_up_w_), fs, dup.data(), dtmp.data(),
+                   ctx_->G(shared_up_w_), nullptr);
+    be.Axpy(1.0f, dtmp.data(), dln2_full.data(), rows * h);
+  }
+  dshared_out = Tensor();
+  Tensor dln2 = ReduceSeq(ctx_, &dln2_full);
+  if (!dln2_gate.empty()) be.Axpy(1.0f, dln2_gate.data(), dln2.data(), rl * h);
+  return dln2;
 }
 
 }  // namespace dt::rt

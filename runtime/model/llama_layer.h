@@ -31,6 +31,18 @@
 // parameters are named layers.L.mlp.router.weight and
 // layers.L.mlp.experts.J.{gate,up,down}.weight.
 //
+// Shared experts (ctx->shared_ffn_local > 0: Qwen2-MoE, DeepSeek): beside
+// the MoeMlp, a dense SwiGLU MLP every token uses, exactly the dense MLP's
+// path above (SP all-gather of the norm output, gate / up column-parallel,
+// down row-parallel, SP reduce-scatter), stashed in the same fields (fc1,
+// up, act); with ctx->shared_expert_gate its output is scaled per token by
+// sigmoid(n2 . w) (Qwen2-MoE's shared_expert_gate, computed on the sequence
+// shard, w replicated and sequence-parallel partial like the norms). The
+// block's output is routed + shared. Parameters: layers.L.mlp.shared.{gate,
+// up,down}.weight ([fs, h], [fs, h], [h, fs]) and
+// layers.L.mlp.shared_expert_gate.weight ([1, h]); init as the dense MLP's,
+// the gate N(0, 0.02).
+//
 // Recompute modes as GptLayer (none / selective: attention probabilities
 // recomputed / full: only the input kept). Stash memory comes from the
 // runtime allocator. Host-memory ops (RMSNorm, SwiGLU, RoPE): CPU backend
@@ -65,6 +77,11 @@ class LlamaLayer : public TransformerLayer {
   // rank's shard) over the TP ranks holding the same KV head and adds them
   // into the store's grads.
   void AddReplicatedKvGrads(const Tensor& dk_w, const Tensor& dv_w);
+  // Shared experts: forward on s->ln2 (returns their gated output for this
+  // rank's rows, complete) and backward (dout: the block output's grad for
+  // those rows; returns the grad of s->ln2 they contribute, complete).
+  Tensor SharedForward(LayerStash* s);
+  Tensor SharedBackward(const Tensor& dout, LayerStash* s);
 
   LayerContext* ctx_;
   int layer_, num_layers_;
@@ -73,6 +90,8 @@ class LlamaLayer : public TransformerLayer {
   bool kv_replicated_;     // tp > kv_heads
   int norm1_w_, q_w_, k_w_, v_w_, o_w_, norm2_w_, gate_w_ = -1, up_w_ = -1, down_w_ = -1;
   std::unique_ptr<MoeMlp> moe_;  // MoE layers only
+  // MoE layers with shared experts only (-1 otherwise).
+  int shared_gate_w_ = -1, shared_up_w_ = -1, shared_down_w_ = -1, shared_scale_w_ = -1;
 };
 
 }  // namespace dt::rt

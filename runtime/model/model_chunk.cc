@@ -69,6 +69,9 @@ ModelChunk::ModelChunk(const ModelSpec& model, const PlanSpec& plan, int chunk, 
     ctx_.num_experts = model.num_experts;
     ctx_.top_k = model.moe_top_k;
     ctx_.expert_ffn_local = model.moe_ffn_hidden / tp;
+    DT_CHECK_EQ(model.shared_ffn_hidden % tp, 0) << "shared_ffn_hidden % tp";
+    ctx_.shared_ffn_local = model.shared_ffn_hidden / tp;
+    ctx_.shared_expert_gate = model.shared_expert_gate && model.shared_ffn_hidden > 0;
     ctx_.ep = plan.ep > 1 ? comms.ep : nullptr;
     ctx_.ep_rank = plan.ep > 1 ? comms.ep->rank() : 0;
     ctx_.ep_size = plan.ep;

@@ -19,6 +19,8 @@ Checks
   predicted                a `dtplan --out` plan runs; the summary shows prediction vs measured.
   moe_resume               mixtral-tiny: bit-exact resume under dp=2 ep=2; save under dp=2 x ep=2 x tp=2,
                            resume on 1 rank and under dp=2 ep=1 (rel 1e-4 against 1 rank).
+  moe_shared_gate          moe-shared-tiny with Qwen2-MoE's gated shared expert: dp=2 x ep=2, with
+                           tp=2 (SP), pp=2 and full recompute, against 1 rank (rel 1e-4).
   llama                    llama-tiny (GQA, untied head): dtplan's plans on 2 and 4 ranks, --tp 2 --sp,
                            --tp 4 (replicated KV heads), --pp 2 interleaved, and uneven pipeline
                            splits train 6 steps to the 1-rank losses (rel 1e-4); a checkpoint saved
@@ -291,7 +293,38 @@ MOE_FLAG_SETS = {
                      ("--ep", "2", "--pp", "2"), ("--ep", "2", "--recompute", "full"), ("--ep", "4"),
                      ("--cp", "2", "--ep", "2"),
                      ("--dp", "2", "--ep", "1", "--zero", "1")),
+    # A shared expert beside the routed ones (DeepSeek style; the gated one: moe_shared_gate).
+    "moe-shared-tiny": ((), ("--ep", "2"), ("--ep", "2", "--tp", "2", "--sp"), ("--ep", "2", "--pp", "2"),
+                        ("--ep", "2", "--recompute", "full"), ("--cp", "2", "--ep", "2"),
+                        ("--dp", "2", "--ep", "1", "--zero", "1")),
 }
+
+
+def check_moe_shared_gate():
+    """Qwen2-MoE's sigmoid-gated shared expert (examples/models/moe-shared-tiny.json with
+    shared_expert_gate): dp=2 x ep=2, dp=2 x ep=2 x tp=2 (SP), ep=2 x pp=2 and ep=2 with full
+    recompute train to 1 rank's losses and gradient norms (rel 1e-4, 6 steps)."""
+    with open(os.path.join(A.source_dir, "examples/models/moe-shared-tiny.json")) as f:
+        m = json.load(f)
+    m["name"] = "moe-shared-gate-tiny"
+    m["shared_expert_gate"] = True
+    model = os.path.join(A.work, "moe-shared-gate-tiny.json")
+    with open(model, "w") as f:
+        json.dump(m, f)
+    steps = 6
+    ref_plan = os.path.join(A.work, "gate_ref.json")
+    write_plan(ref_plan, model=model, mbs=GLOBAL_BATCH)
+    ref_metrics = os.path.join(A.work, "gate_ref.jsonl")
+    run_ok(ref_plan, 1, "--steps", steps, "--metrics", ref_metrics)
+    for name, dims in (("dp2_ep2", dict(dp=2, ep=2)), ("dp2_ep2_tp2_sp", dict(dp=2, ep=2, tp=2, sp=True)),
+                       ("dp2_ep2_pp2", dict(dp=2, ep=2, pp=2)), ("dp2_ep2_full", dict(dp=2, ep=2, recompute="full"))):
+        plan = os.path.join(A.work, "gate_%s.json" % name)
+        world = write_plan(plan, model=model, **dims)
+        metrics = os.path.join(A.work, "gate_%s.jsonl" % name)
+        run_ok(plan, world, "--steps", steps, "--metrics", metrics)
+        compare("moe-shared-gate-tiny " + name, losses(ref_metrics), losses(metrics), 1e-4)
+        compare("moe-shared-gate-tiny %s gradient norms" % name, losses(ref_metrics, "grad_norm"),
+                losses(metrics, "grad_norm"), 1e-4)
 
 
 def check_matrix(model_name):
@@ -650,7 +683,8 @@ def main():
     checks = {"resume_exact": check_resume_exact, "resume_replan": check_resume_replan, "resume_zero": check_resume_zero,
               "kill": check_kill, "entropy": check_entropy, "bad_input": check_bad_input,
               "predicted": check_predicted, "cp_resume": check_cp_resume, "cp_dtplan": check_cp_dtplan,
-              "llama": check_llama, "moe_resume": check_moe_resume, "deferred": check_deferred}
+              "llama": check_llama, "moe_resume": check_moe_resume, "moe_shared_gate": check_moe_shared_gate,
+              "deferred": check_deferred}
     if A.check == "parity":
         check_parity(A.rest[0], A.rest[1:])
     elif A.check == "matrix":
