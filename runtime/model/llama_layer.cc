@@ -168,24 +168,47 @@ void LlamaLayer::ForwardInto(LayerStash* s, bool keep_probs, Tensor* out) {
     s->complete = true;
     return;
   }
+  Tensor mlp = SwiGluMlpForward(s, {gate_w_, up_w_, down_w_, fl});
+  *out = Tensor({rl, h});
+  ResidualAddForward(be, s->x2.data(), mlp.data(), rl * h, out->data());
+  s->complete = true;
+}
+
+Tensor LlamaLayer::SwiGluMlpForward(LayerStash* s, const MlpWeights& w) {
+  Backend& be = *ctx_->be;
+  const int64_t rows = ctx_->rows, h = ctx_->hidden, fl = w.f_local;
   {
     Tensor full = GatherSeq(ctx_, s->ln2);
     s->fc1 = Tensor({rows, fl});
     s->up = Tensor({rows, fl});
-    LinearForward(be, full.data(), rows, h, ctx_->W(gate_w_), nullptr, fl, s->fc1.data());
-    LinearForward(be, full.data(), rows, h, ctx_->W(up_w_), nullptr, fl, s->up.data());
+    LinearForward(be, full.data(), rows, h, ctx_->W(w.gate), nullptr, fl, s->fc1.data());
+    LinearForward(be, full.data(), rows, h, ctx_->W(w.up), nullptr, fl, s->up.data());
   }
   s->act = Tensor({rows, fl});
   SwiGluForward(be, s->fc1.data(), s->up.data(), rows * fl, s->act.data());
-  Tensor mlp;
-  {
-    Tensor partial({rows, h});
-    LinearForward(be, s->act.data(), rows, fl, ctx_->W(down_w_), nullptr, h, partial.data());
-    mlp = ReduceSeq(ctx_, &partial);
-  }
-  *out = Tensor({rl, h});
-  ResidualAddForward(be, s->x2.data(), mlp.data(), rl * h, out->data());
-  s->complete = true;
+  Tensor partial({rows, h});
+  LinearForward(be, s->act.data(), rows, fl, ctx_->W(w.down), nullptr, h, partial.data());
+  return ReduceSeq(ctx_, &partial);
+}
+
+Tensor LlamaLayer::SwiGluMlpBackward(const Tensor& dout, LayerStash* s, const MlpWeights& w) {
+  Backend& be = *ctx_->be;
+  const int64_t rows = ctx_->rows, h = ctx_->hidden, fl = w.f_local;
+  Tensor dln2_full({rows, h});
+  // (Without SP GatherSeq returns a view of dout: the caller keeps dout alive.)
+  Tensor dmlp_full = GatherSeq(ctx_, dout);
+  Tensor dact({rows, fl});
+  LinearBackward(be, s->act.data(), rows, fl, ctx_->W(w.down), h, dmlp_full.data(), dact.data(), ctx_->G(w.down),
+                 nullptr);
+  Tensor dgate({rows, fl}), dup({rows, fl});
+  SwiGluBackward(be, s->fc1.data(), s->up.data(), dact.data(), rows * fl, dgate.data(), dup.data());
+  Tensor ln2_full = GatherSeq(ctx_, s->ln2);
+  LinearBackward(be, ln2_full.data(), rows, h, ctx_->W(w.gate), fl, dgate.data(), dln2_full.data(),
+                 ctx_->G(w.gate), nullptr);
+  Tensor dtmp({rows, h});
+  LinearBackward(be, ln2_full.data(), rows, h, ctx_->W(w.up), fl, dup.data(), dtmp.data(), ctx_->G(w.up), nullptr);
+  be.Axpy(1.0f, dtmp.data(), dln2_full.data(), rows * h);
+  return dln2_full;
 }
 
 void LlamaLayer::AddReplicatedKvGrads(const Tensor& dk_w, const Tensor& dv_w) {
@@ -228,20 +251,7 @@ Tensor LlamaLayer::Backward(const Tensor& dout, LayerStash* s) {
       be.Axpy(1.0f, dshared.data(), dln2_moe.data(), rl * h);
     }
   } else {
-    dln2_full = Tensor({rows, h});
-    Tensor dmlp_full = GatherSeq(ctx_, dout);
-    Tensor dact({rows, fl});
-    LinearBackward(be, s->act.data(), rows, fl, ctx_->W(down_w_), h, dmlp_full.data(), dact.data(),
-                   ctx_->G(down_w_), nullptr);
-    Tensor dgate({rows, fl}), dup({rows, fl});
-    SwiGluBackward(be, s->fc1.data(), s->up.data(), dact.data(), rows * fl, dgate.data(), dup.data());
-    Tensor ln2_full = GatherSeq(ctx_, s->ln2);
-    LinearBackward(be, ln2_full.data(), rows, h, ctx_->W(gate_w_), fl, dgate.data(), dln2_full.data(),
-                   ctx_->G(gate_w_), nullptr);
-    Tensor dtmp({rows, h});
-    LinearBackward(be, ln2_full.data(), rows, h, ctx_->W(up_w_), fl, dup.data(), dtmp.data(), ctx_->G(up_w_),
-                   nullptr);
-    be.Axpy(1.0f, dtmp.data(), dln2_full.data(), rows * h);
+    dln2_full = SwiGluMlpBackward(dout, s, {gate_w_, up_w_, down_w_, fl});
   }
   s->act = Tensor();
   s->fc1 = Tensor();
@@ -323,22 +333,8 @@ Tensor LlamaLayer::Backward(const Tensor& dout, LayerStash* s) {
 
 Tensor LlamaLayer::SharedForward(LayerStash* s) {
   Backend& be = *ctx_->be;
-  const int64_t rl = ctx_->local_rows, rows = ctx_->rows, h = ctx_->hidden, fs = ctx_->shared_ffn_local;
-  {
-    Tensor full = GatherSeq(ctx_, s->ln2);
-    s->fc1 = Tensor({rows, fs});
-    s->up = Tensor({rows, fs});
-    LinearForward(be, full.data(), rows, h, ctx_->W(shared_gate_w_), nullptr, fs, s->fc1.data());
-    LinearForward(be, full.data(), rows, h, ctx_->W(shared_up_w_), nullptr, fs, s->up.data());
-  }
-  s->act = Tensor({rows, fs});
-  SwiGluForward(be, s->fc1.data(), s->up.data(), rows * fs, s->act.data());
-  Tensor out;
-  {
-    Tensor partial({rows, h});
-    LinearForward(be, s->act.data(), rows, fs, ctx_->W(shared_down_w_), nullptr, h, partial.data());
-    out = ReduceSeq(ctx_, &partial);
-  }
+  const int64_t rl = ctx_->local_rows, h = ctx_->hidden;
+  Tensor out = SwiGluMlpForward(s, {shared_gate_w_, shared_up_w_, shared_down_w_, ctx_->shared_ffn_local});
   if (shared_scale_w_ < 0) return out;
   // Qwen2-MoE's gate: g = sigmoid(n2 . w) per token of this rank's shard.
   s->shared_g = Tensor({rl});
@@ -358,7 +354,7 @@ Tensor LlamaLayer::SharedForward(LayerStash* s) {
 
 Tensor LlamaLayer::SharedBackward(const Tensor& dout, LayerStash* s) {
   Backend& be = *ctx_->be;
-  const int64_t rl = ctx_->local_rows, rows = ctx_->rows, h = ctx_->hidden, fs = ctx_->shared_ffn_local;
+  const int64_t rl = ctx_->local_rows, h = ctx_->hidden;
   // Through the gate: d(out) = g dout; d(logit) = (dout . out) g (1 - g).
   Tensor dshared_out;
   Tensor dln2_gate;
@@ -384,23 +380,8 @@ Tensor LlamaLayer::SharedBackward(const Tensor& dout, LayerStash* s) {
     LinearBackward(be, s->ln2.data(), rl, h, ctx_->W(shared_scale_w_), 1, dlogit.data(), dln2_gate.data(),
                    ctx_->G(shared_scale_w_), nullptr);
   }
-  Tensor dln2_full({rows, h});
-  {
-    // (Without SP GatherSeq returns a view: dshared_out must outlive it.)
-    Tensor dmlp_full = GatherSeq(ctx_, shared_scale_w_ >= 0 ? dshared_out : dout);
-    Tensor dact({rows, fs});
-    LinearBackward(be, s->act.data(), rows, fs, ctx_->W(shared_down_w_), h, dmlp_full.data(), dact.data(),
-                   ctx_->G(shared_down_w_), nullptr);
-    Tensor dgate({rows, fs}), dup({rows, fs});
-    SwiGluBackward(be, s->fc1.data(), s->up.data(), dact.data(), rows * fs, dgate.data(), dup.data());
-    Tensor ln2_full = GatherSeq(ctx_, s->ln2);
-    LinearBackward(be, ln2_full.data(), rows, h, ctx_->W(shared_gate_w_), fs, dgate.data(), dln2_full.data(),
-                   ctx_->G(shared_gate_w_), nullptr);
-    Tensor dtmp({rows, h});
-    LinearBackward(be, ln2_full.data(), rows, h, ctx_->W(shared_up_w_), fs, dup.data(), dtmp.data(),
-                   ctx_->G(shared_up_w_), nullptr);
-    be.Axpy(1.0f, dtmp.data(), dln2_full.data(), rows * h);
-  }
+  Tensor dln2_full = SwiGluMlpBackward(shared_scale_w_ >= 0 ? dshared_out : dout, s,
+                                       {shared_gate_w_, shared_up_w_, shared_down_w_, ctx_->shared_ffn_local});
   dshared_out = Tensor();
   Tensor dln2 = ReduceSeq(ctx_, &dln2_full);
   if (!dln2_gate.empty()) be.Axpy(1.0f, dln2_gate.data(), dln2.data(), rl * h);

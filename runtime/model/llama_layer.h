@@ -81,6 +81,18 @@ class LlamaLayer : public TransformerLayer {
   // rank's rows, complete) and backward (dout: the block output's grad for
   // those rows; returns the grad of s->ln2 they contribute, complete).
   Tensor SharedForward(LayerStash* s);
+  // One SwiGLU MLP on s->ln2 (the dense MLP or the shared experts): SP
+  // all-gather, gate / up column-parallel, down row-parallel, SP
+  // reduce-scatter; stashes fc1 (gate), up, act in s. Forward returns the
+  // output for this rank's rows; Backward (dout: their grad) accumulates the
+  // weights' grads and returns the TP-partial grad of the gathered input
+  // [rows, h] (the caller reduces it).
+  struct MlpWeights {
+    int gate, up, down;
+    int64_t f_local;
+  };
+  Tensor SwiGluMlpForward(LayerStash* s, const MlpWeights& w);
+  Tensor SwiGluMlpBackward(const Tensor& dout, LayerStash* s, const MlpWeights& w);
   Tensor SharedBackward(const Tensor& dout, LayerStash* s);
 
   LayerContext* ctx_;

@@ -136,25 +136,11 @@ TEST_F(LlamaModelTest, GradientsMatchFiniteDifferences) {
   EXPECT_GT(checked, 60);
 }
 
-// One LlamaLayer on its own: the input grad and every parameter's grad
-// against central differences of L = r . layer(x) (double accumulation).
-TEST_F(LlamaModelTest, WholeLayerGradientsMatchFiniteDifferences) {
-  ParamStore store;
-  LayerContext ctx;
-  ctx.be = be.get();
-  ctx.seq = 5;
-  ctx.batch = 2;
-  ctx.rows = ctx.local_rows = 10;
-  ctx.hidden = 16;
-  ctx.heads_local = 4;
-  ctx.head_dim = 4;
-  ctx.ffn_local = 24;
-  ctx.kv_heads = ctx.kv_heads_local = 2;  // GQA: 2 query heads per KV head
-  ctx.rope_theta = 100.0;
-  ctx.store = &store;
-  LlamaLayer layer(&ctx, 0, 2);
-  store.Finalize();
-  std::mt19937 g(9);
+// Central differences of L = r . layer(x) (double accumulation) against
+// the layer's input grad and every parameter's grad, at a few elements each.
+void CheckLayerGradients(LlamaLayer& layer, const LayerContext& ctx, ParamStore& store, Recompute mode,
+                         uint32_t seed, double eps, double rel_tol, int min_checked) {
+  std::mt19937 g(seed);
   std::normal_distribution<float> d(0.0f, 0.3f);
   for (size_t i = 0; i < store.params().size(); ++i) {
     const bool is_norm = store.params()[i].name.find("norm") != std::string::npos;
@@ -167,7 +153,7 @@ TEST_F(LlamaModelTest, WholeLayerGradientsMatchFiniteDifferences) {
     Tensor in({ctx.rows, ctx.hidden});
     std::copy(x.begin(), x.end(), in.data());
     LayerStash st;
-    Tensor out = layer.Forward(std::move(in), Recompute::kSelective, &st);
+    Tensor out = layer.Forward(std::move(in), mode, &st);
     double l = 0;
     for (size_t i = 0; i < r.size(); ++i) l += double(out.data()[i]) * r[i];
     if (backward) {
@@ -181,7 +167,6 @@ TEST_F(LlamaModelTest, WholeLayerGradientsMatchFiniteDifferences) {
   std::vector<float> dx;
   store.ZeroGrads();
   loss(true, &dx);
-  const double eps = 1e-2;
   int checked = 0;
   auto check = [&](float* v, double analytic, const std::string& what) {
     const float orig = *v;
@@ -191,7 +176,7 @@ TEST_F(LlamaModelTest, WholeLayerGradientsMatchFiniteDifferences) {
     const double lm = loss(false, nullptr);
     *v = orig;
     const double numeric = (lp - lm) / (2 * eps);
-    EXPECT_NEAR(analytic, numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << what;
+    EXPECT_NEAR(analytic, numeric, 2e-3 + rel_tol * std::fabs(numeric)) << what;
     ++checked;
   };
   for (size_t i = 0; i < x.size(); i += 7) check(&x[i], dx[i], "dx[" + std::to_string(i) + "]");
@@ -200,18 +185,14 @@ TEST_F(LlamaModelTest, WholeLayerGradientsMatchFiniteDifferences) {
     for (int64_t k : {int64_t{0}, p.numel / 3, p.numel - 1})
       check(store.value(static_cast<int>(i)) + k, store.grad(static_cast<int>(i))[k], p.name + "[" + std::to_string(k) + "]");
   }
-  EXPECT_GT(checked, 40);
+  EXPECT_GT(checked, min_checked);
 }
 
-// A Llama MoE layer with shared experts (Qwen2-MoE style, with and without
-// the sigmoid gate) on its own: input and parameter grads against central
-// differences, as the dense layer above. Routing is piecewise constant: the
-// inputs are drawn so that no token's top-k choice flips within eps.
-void CheckSharedExpertLayer(bool gate) {
-  std::unique_ptr<Backend> be = MakeCpuBackend();
-  ParamStore store;
+// A small layer context: 2 x 5 tokens, hidden 16, 4 query heads of 4 over 2
+// KV heads (GQA: 2 query heads per KV head), FFN 24.
+LayerContext SmallLayerContext(Backend* be, ParamStore* store) {
   LayerContext ctx;
-  ctx.be = be.get();
+  ctx.be = be;
   ctx.seq = 5;
   ctx.batch = 2;
   ctx.rows = ctx.local_rows = 10;
@@ -221,64 +202,38 @@ void CheckSharedExpertLayer(bool gate) {
   ctx.ffn_local = 24;
   ctx.kv_heads = ctx.kv_heads_local = 2;
   ctx.rope_theta = 100.0;
+  ctx.store = store;
+  return ctx;
+}
+
+// One LlamaLayer on its own.
+TEST_F(LlamaModelTest, WholeLayerGradientsMatchFiniteDifferences) {
+  ParamStore store;
+  LayerContext ctx = SmallLayerContext(be.get(), &store);
+  LlamaLayer layer(&ctx, 0, 2);
+  store.Finalize();
+  CheckLayerGradients(layer, ctx, store, Recompute::kSelective, 9, 1e-2, 2e-2, 40);
+}
+
+// A Llama MoE layer with shared experts (Qwen2-MoE style, with and without
+// the sigmoid gate) on its own: input and parameter grads against central
+// differences, as the dense layer above. Routing is piecewise constant: the
+// inputs are drawn so that no token's top-k choice flips within eps.
+void CheckSharedExpertLayer(bool gate) {
+  std::unique_ptr<Backend> be = MakeCpuBackend();
+  ParamStore store;
+  LayerContext ctx = SmallLayerContext(be.get(), &store);
   ctx.num_experts = 4;
   ctx.top_k = 2;
   ctx.expert_ffn_local = 12;
   ctx.shared_ffn_local = 20;
   ctx.shared_expert_gate = gate;
-  ctx.store = &store;
   LlamaLayer layer(&ctx, 0, 2);
   store.Finalize();
   int shared = 0;
   for (const Param& p : store.params()) shared += p.name.find("shared") != std::string::npos;
   EXPECT_EQ(shared, gate ? 4 : 3);
-  std::mt19937 g(13);
-  std::normal_distribution<float> d(0.0f, 0.3f);
-  for (size_t i = 0; i < store.params().size(); ++i) {
-    const bool is_norm = store.params()[i].name.find("norm") != std::string::npos;
-    for (int64_t k = 0; k < store.params()[i].numel; ++k) store.value(static_cast<int>(i))[k] = (is_norm ? 1.0f : 0.0f) + d(g);
-  }
-  std::vector<float> x(ctx.rows * ctx.hidden), r(x.size());
-  for (auto& v : x) v = d(g) * 3;
-  for (auto& v : r) v = d(g);
-  auto loss = [&](bool backward, std::vector<float>* dx) {
-    Tensor in({ctx.rows, ctx.hidden});
-    std::copy(x.begin(), x.end(), in.data());
-    LayerStash st;
-    Tensor out = layer.Forward(std::move(in), Recompute::kNone, &st);
-    double l = 0;
-    for (size_t i = 0; i < r.size(); ++i) l += double(out.data()[i]) * r[i];
-    if (backward) {
-      Tensor dout({ctx.rows, ctx.hidden});
-      std::copy(r.begin(), r.end(), dout.data());
-      Tensor din = layer.Backward(dout, &st);
-      dx->assign(din.data(), din.data() + din.numel());
-    }
-    return l;
-  };
-  std::vector<float> dx;
-  store.ZeroGrads();
-  loss(true, &dx);
-  const double eps = 1e-3;
-  int checked = 0;
-  auto check = [&](float* v, double analytic, const std::string& what) {
-    const float orig = *v;
-    *v = orig + static_cast<float>(eps);
-    const double lp = loss(false, nullptr);
-    *v = orig - static_cast<float>(eps);
-    const double lm = loss(false, nullptr);
-    *v = orig;
-    const double numeric = (lp - lm) / (2 * eps);
-    EXPECT_NEAR(analytic, numeric, 5e-3 + 3e-2 * std::fabs(numeric)) << what;
-    ++checked;
-  };
-  for (size_t i = 0; i < x.size(); i += 7) check(&x[i], dx[i], "dx[" + std::to_string(i) + "]");
-  for (size_t i = 0; i < store.params().size(); ++i) {
-    const Param& p = store.params()[i];
-    for (int64_t k : {int64_t{0}, p.numel / 3, p.numel - 1})
-      check(store.value(static_cast<int>(i)) + k, store.grad(static_cast<int>(i))[k], p.name + "[" + std::to_string(k) + "]");
-  }
-  EXPECT_GT(checked, 60);
+  CheckLayerGradients(layer, ctx, store, Recompute::kNone, 13, 1e-3, 3e-2, 60);
 }
 
 TEST(LlamaSharedExperts, ParameterCountsMatchPlanner) {
