@@ -177,10 +177,20 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // backward, and the ZeRO-2/3 unit buffers of one layer. ZeRO-0 all-reduces
   // the contiguous gradient buffer in place (Megatron's grad buffer, the
   // runtime's GradSync); sharded stages reduce-scatter a bucket of it into
-  // a buffer for this rank's shard.
-  if (shard > 1 && p.zero_stage == 1) {
-    s.temporary += std::min(static_cast<double>(p.dp_bucket_bytes), params * mp.grad_bytes);
-    s.temporary += (params - expert_params) * mp.grad_bytes / shard + expert_params * mp.grad_bytes / expert_shard;
+  // a buffer for this rank's shard. With experts (ep > 1), the dense and the
+  // expert gradients are reduce-scattered over their own groups (DP x CP and
+  // expert-DP), each with its own buffers, and a group of one reduces
+  // nothing (runtime/optim/zero_shard.h).
+  if (p.zero_stage == 1) {
+    auto reduce_scatter_buffers = [&](double n, double group) {
+      if (group <= 1 || n <= 0) return 0.0;
+      return std::min(static_cast<double>(p.dp_bucket_bytes), n * mp.grad_bytes) + n * mp.grad_bytes / group;
+    };
+    if (expert_params > 0 && p.ep > 1)
+      s.temporary += reduce_scatter_buffers(params - expert_params, shard) +
+                     reduce_scatter_buffers(expert_params, expert_shard);
+    else
+      s.temporary += reduce_scatter_buffers(params, shard);
   }
   const double a_local = m.heads / p.tp;
   const double scores = static_cast<double>(p.micro_batch) * a_local * (p.seq_length / p.cp) * p.seq_length;

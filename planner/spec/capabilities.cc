@@ -28,7 +28,7 @@ const std::vector<Capability>& CapabilityTable() {
        "in Megatron-LM (dtplan export --to megatron)"},
       {Feature::kUngatedExperts, "mixture of experts in the GPT family (GeLU experts)", false, false,
        "use a Llama-family (SwiGLU) MoE model such as examples/models/mixtral-tiny.json"},
-      {Feature::kExpertParallelZero, "ZeRO-1 with expert parallelism (ep > 1)", false, false,
+      {Feature::kExpertParallelZero, "ZeRO-1 with expert parallelism (ep > 1)", true, false,
        "replan with --zero 0, or with --ep 1"},
       {Feature::kForcedBalancedRouting, "force-balanced MoE routing (a benchmarking setting)", false, false,
        "remove force_balanced_routing from the plan (dtrun routes by the learned router)"},

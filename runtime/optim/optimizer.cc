@@ -1,5 +1,6 @@
 #include "runtime/optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -20,7 +21,7 @@ Optimizer::Optimizer(std::vector<ParamStore*> chunks, std::vector<bool> counts_t
   const bool split_experts = comms.ep != nullptr && comms.ep->size() > 1;
   for (size_t i = 0; i < chunks.size(); ++i) {
     DT_CHECK(chunks[i] != nullptr && chunks[i]->finalized()) << "chunk " << i << " not finalized";
-    DT_CHECK(!split_experts || opts.zero_stage == 0) << "ZeRO with expert parallelism is not implemented";
+    DT_CHECK(!split_experts || opts.zero_stage <= 1) << "ZeRO-2/3 with expert parallelism is not implemented";
     Chunk c;
     c.store = chunks[i];
     c.counts_tied = counts_tied[i];
@@ -30,11 +31,31 @@ Optimizer::Optimizer(std::vector<ParamStore*> chunks, std::vector<bool> counts_t
           << "ZeRO-" << opts.zero_stage << " needs chunk " << i << "'s store sharded over the same DP group";
       c.zero_adam = std::make_unique<ShardedAdamW>(c.zero);
     } else if (opts.zero_stage >= 1) {
-      c.shard = std::make_unique<ZeroShard>(comms.dp, c.store->numel(), scale, c.store->bf16() != nullptr);
-      c.adam = std::make_unique<AdamWShard>(*c.store, c.shard->range().begin, c.shard->range().end);
+      const bool bf16 = c.store->bf16() != nullptr;
+      auto add_part = [&](Comm* group, std::vector<StoreSpan> spans) {
+        Part part;
+        part.shard = std::make_unique<ZeroShard>(group, std::move(spans), scale, bf16);
+        for (const StoreSpan& piece : part.shard->owned())
+          part.adams.push_back(std::make_unique<AdamWShard>(*c.store, piece.offset, piece.offset + piece.size));
+        c.parts.push_back(std::move(part));
+      };
+      if (split_experts) {  // dense spans over dp, expert spans over expert_dp
+        std::vector<StoreSpan> dense, experts;
+        for (const Param& p : c.store->params()) {
+          std::vector<StoreSpan>& to = p.expert ? experts : dense;
+          if (!to.empty() && to.back().offset + to.back().size == p.offset) to.back().size += p.numel;
+          else to.push_back({p.offset, p.numel});
+        }
+        add_part(comms.dp, std::move(dense));
+        add_part(comms.expert_dp, std::move(experts));
+      } else {
+        add_part(comms.dp, {{0, c.store->numel()}});
+      }
     } else {
       c.sync = std::make_unique<GradSync>(comms.dp, opts.bucket_bytes, scale, split_experts, comms.expert_dp);
-      c.adam = std::make_unique<AdamWShard>(*c.store, 0, c.store->numel());
+      Part whole;
+      whole.adams.push_back(std::make_unique<AdamWShard>(*c.store, 0, c.store->numel()));
+      c.parts.push_back(std::move(whole));
     }
     // bf16: the optimizer took its fp32 master range; the flat fp32 values go.
     if (c.store->bf16() != nullptr) c.store->DropValues();
@@ -63,10 +84,10 @@ void Optimizer::StartGradSync(int local_chunk) {
   }
   if (c.zero_adam) {
     // ZeRO-2/3: already reduce-scattered unit by unit during the backward.
-  } else if (c.shard) {
-    c.shard->ReduceScatterGrads(*c.store);
-  } else {
+  } else if (c.sync) {
     c.sync->Start(*c.store);
+  } else {
+    for (Part& part : c.parts) part.shard->ReduceScatterGrads(*c.store);
   }
   c.sync_started = true;
 }
@@ -87,14 +108,19 @@ StepStats Optimizer::Step() {
   for (Chunk& c : chunks_) {
     if (c.zero_adam) {
       local += c.zero_adam->LocalGradSquares(c.counts_tied);
-    } else if (split_experts) {  // the EP ranks hold distinct experts
-      local += LocalGradSquares(*c.store, c.adam->begin(), c.adam->end(), c.counts_tied, ParamSubset::kNonExperts);
-      local_experts += LocalGradSquares(*c.store, c.adam->begin(), c.adam->end(), c.counts_tied, ParamSubset::kExperts);
-    } else {
-      local += LocalGradSquares(*c.store, c.adam->begin(), c.adam->end(), c.counts_tied);
+      continue;
     }
+    for (Part& part : c.parts)
+      for (const auto& a : part.adams) {
+        if (split_experts && c.sync) {  // ZeRO-0: the EP ranks hold distinct experts, whole
+          local += LocalGradSquares(*c.store, a->begin(), a->end(), c.counts_tied, ParamSubset::kNonExperts);
+          local_experts += LocalGradSquares(*c.store, a->begin(), a->end(), c.counts_tied, ParamSubset::kExperts);
+        } else {  // ZeRO-1: every share once over dp (the expert shares over expert_dp x ep = dp)
+          local += LocalGradSquares(*c.store, a->begin(), a->end(), c.counts_tied);
+        }
+      }
   }
-  if (split_experts) local += SumAcross(comms_.ep, local_experts);
+  if (split_experts && opts_.zero_stage == 0) local += SumAcross(comms_.ep, local_experts);
   double total = SumAcross(comms_.tp, local);
   total = SumAcross(comms_.pp, total);
   if (opts_.zero_stage >= 1) total = SumAcross(comms_.dp, total);
@@ -105,10 +131,10 @@ StepStats Optimizer::Step() {
     st.clip_coef = static_cast<float>(opts_.adam.max_grad_norm / (st.grad_norm + 1e-6));
   ++step_count_;
   for (Chunk& c : chunks_) {
-    if (c.zero_adam)
-      c.zero_adam->Update(opts_.adam, step_count_, static_cast<float>(st.lr), st.clip_coef);
-    else
-      c.adam->Update(*c.store, opts_.adam, step_count_, static_cast<float>(st.lr), st.clip_coef);
+    if (c.zero_adam) c.zero_adam->Update(opts_.adam, step_count_, static_cast<float>(st.lr), st.clip_coef);
+    for (Part& part : c.parts)
+      for (const auto& a : part.adams)
+        a->Update(*c.store, opts_.adam, step_count_, static_cast<float>(st.lr), st.clip_coef);
     c.sync_started = false;
   }
   return st;
@@ -117,8 +143,12 @@ StepStats Optimizer::Step() {
 void Optimizer::ParamSync(int local_chunk) {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
   Chunk& c = chunks_.at(local_chunk);
-  if (c.zero) c.zero->AllGatherValues();
-  else if (c.shard) c.shard->AllGatherValues(*c.store);
+  if (c.zero) {
+    c.zero->AllGatherValues();
+    return;
+  }
+  for (Part& part : c.parts)
+    if (part.shard) part.shard->AllGatherValues(*c.store);
 }
 
 void Optimizer::GatherMoments(int local_chunk, std::vector<float>* m, std::vector<float>* v) {
@@ -130,12 +160,27 @@ void Optimizer::GatherMoments(int local_chunk, std::vector<float>* m, std::vecto
   if (c.zero_adam) {
     c.zero->AllGatherShardArray(c.zero_adam->m().data(), m->data());
     c.zero->AllGatherShardArray(c.zero_adam->v().data(), v->data());
-  } else if (c.shard) {
-    c.shard->AllGatherShard(c.adam->m().data(), m->data());
-    c.shard->AllGatherShard(c.adam->v().data(), v->data());
-  } else {
-    std::memcpy(m->data(), c.adam->m().data(), n * sizeof(float));
-    std::memcpy(v->data(), c.adam->v().data(), n * sizeof(float));
+    return;
+  }
+  for (Part& part : c.parts) {
+    if (!part.shard) {  // ZeRO-0: one piece, the whole store
+      std::memcpy(m->data(), part.adams[0]->m().data(), n * sizeof(float));
+      std::memcpy(v->data(), part.adams[0]->v().data(), n * sizeof(float));
+      continue;
+    }
+    // The owned pieces in order are the shard's share of its flat space.
+    const ZeroShard& z = *part.shard;
+    FloatVec share, flat(static_cast<size_t>(z.numel()));
+    for (bool first : {true, false}) {
+      share.clear();
+      for (const auto& a : part.adams) {
+        const FloatVec& x = first ? a->m() : a->v();
+        share.insert(share.end(), x.begin(), x.end());
+      }
+      share.resize(static_cast<size_t>(std::max<int64_t>(z.range().end - z.range().begin, 1)));
+      part.shard->AllGatherShard(share.data(), flat.data());
+      z.ScatterFlat(flat.data(), (first ? m : v)->data());
+    }
   }
 }
 
@@ -147,18 +192,12 @@ void Optimizer::LoadMoments(int local_chunk, const float* m, const float* v) {
     c.zero->TakeShardArray(v, c.zero_adam->v().data());
     return;
   }
-  const int64_t b = c.adam->begin(), e = c.adam->end();
-  std::memcpy(c.adam->m().data(), m + b, sizeof(float) * (e - b));
-  std::memcpy(c.adam->v().data(), v + b, sizeof(float) * (e - b));
-}
-
-int64_t Optimizer::owned_begin(int local_chunk) const {
-  DT_CHECK(chunks_.at(local_chunk).adam != nullptr) << "owned range of a ZeRO-2/3 chunk is per unit";
-  return chunks_.at(local_chunk).adam->begin();
-}
-int64_t Optimizer::owned_end(int local_chunk) const {
-  DT_CHECK(chunks_.at(local_chunk).adam != nullptr) << "owned range of a ZeRO-2/3 chunk is per unit";
-  return chunks_.at(local_chunk).adam->end();
+  for (Part& part : c.parts)
+    for (const auto& a : part.adams) {
+      const int64_t b = a->begin(), e = a->end();
+      std::memcpy(a->m().data(), m + b, sizeof(float) * (e - b));
+      std::memcpy(a->v().data(), v + b, sizeof(float) * (e - b));
+    }
 }
 
 }  // namespace dt::rt

@@ -27,7 +27,12 @@
 // MoE (expert Params, Param::expert): ep is Groups::ep, expert_dp
 // Groups::expert_dp. ZeRO-0 reduces expert gradients over expert_dp and the
 // rest over dp (grad_sync.h); the norm sums the expert squares over ep too.
-// ZeRO with ep > 1 is not implemented (aborts; dtrun refuses such plans).
+// ZeRO-1 with ep > 1 (Megatron's distributed optimizer with expert
+// parallelism) keeps two shards per chunk: the dense Params' spans over dp
+// and the expert Params' spans over expert_dp (zero_shard.h), each with its
+// Adam states; the norm's squares of both are summed over dp (= ep x
+// expert_dp). ZeRO-2/3 with ep > 1 is not implemented (aborts; the planner
+// refuses ZeRO-2/3 with experts).
 // grad_scale multiplies the summed gradients (default 1/dp->size(): mean).
 // Every rank computes the same global norm as a 1-rank run (grad_norm.h).
 // Not thread-safe; collectives follow the Comm contract (same order on all
@@ -90,18 +95,19 @@ class Optimizer {
   // Inverse: takes this rank's range out of full flat m and v arrays.
   void LoadMoments(int local_chunk, const float* m, const float* v);
 
-  // This rank's owned range of local chunk c (whole chunk unless ZeRO-1;
-  // aborts for a ZeRO-2/3 sharded chunk, whose owned elements are per unit).
-  int64_t owned_begin(int local_chunk) const;
-  int64_t owned_end(int local_chunk) const;
 
  private:
+  // A ZeRO-1 shard and the Adam states of its owned store pieces; ZeRO-0:
+  // no shard, one piece over the whole store.
+  struct Part {
+    std::unique_ptr<ZeroShard> shard;
+    std::vector<std::unique_ptr<AdamWShard>> adams;
+  };
   struct Chunk {
     ParamStore* store;
     bool counts_tied;
-    std::unique_ptr<GradSync> sync;    // ZeRO-0
-    std::unique_ptr<ZeroShard> shard;  // ZeRO-1
-    std::unique_ptr<AdamWShard> adam;
+    std::unique_ptr<GradSync> sync;  // ZeRO-0
+    std::vector<Part> parts;         // ZeRO-0 / ZeRO-1 (two with ep > 1: dense, experts)
     ShardedParams* zero = nullptr;            // ZeRO-2/3 (owned by the model chunk)
     std::unique_ptr<ShardedAdamW> zero_adam;  // ZeRO-2/3
     bool sync_started = false;

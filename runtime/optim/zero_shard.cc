@@ -18,10 +18,37 @@ ShardRange ComputeShard(int64_t n, int dp_size, int dp_rank) {
   return r;
 }
 
+namespace {
+int64_t Total(const std::vector<StoreSpan>& spans) {
+  int64_t n = 0;
+  for (const StoreSpan& s : spans) {
+    DT_CHECK(s.offset >= 0 && s.size >= 0) << "ZeroShard span [" << s.offset << ", +" << s.size << ")";
+    n += s.size;
+  }
+  return n;
+}
+
+// Walks the store pieces of flat [begin, end): f(store offset, flat offset, length).
+template <typename F>
+void ForPieces(const std::vector<StoreSpan>& spans, int64_t begin, int64_t end, F&& f) {
+  int64_t at = 0;  // flat offset of the current span
+  for (const StoreSpan& s : spans) {
+    const int64_t b = std::max(begin, at), e = std::min(end, at + s.size);
+    if (b < e) f(s.offset + (b - at), b, e - b);
+    at += s.size;
+  }
+}
+}  // namespace
+
 ZeroShard::ZeroShard(Comm* dp, int64_t numel, float scale, bool bf16)
-    : dp_(dp), numel_(numel), scale_(scale), bf16_(bf16) {
+    : ZeroShard(dp, std::vector<StoreSpan>{{0, numel}}, scale, bf16) {}
+
+ZeroShard::ZeroShard(Comm* dp, std::vector<StoreSpan> spans, float scale, bool bf16)
+    : dp_(dp), spans_(std::move(spans)), numel_(Total(spans_)), scale_(scale), bf16_(bf16) {
   const int size = dp ? dp->size() : 1, rank = dp ? dp->rank() : 0;
-  range_ = ComputeShard(numel, size, rank);
+  range_ = ComputeShard(numel_, size, rank);
+  ForPieces(spans_, range_.begin, range_.end,
+            [&](int64_t off, int64_t, int64_t len) { owned_.push_back({off, len}); });
   if (size == 1) return;  // nothing to exchange: no scratch (the memory model counts none)
   if (bf16) {
     full16_ = Bf16Buffer(range_.padded);
@@ -32,33 +59,52 @@ ZeroShard::ZeroShard(Comm* dp, int64_t numel, float scale, bool bf16)
   part_.assign(static_cast<size_t>(range_.shard), 0.0f);
 }
 
+template <typename T>
+void ZeroShard::Pack(const T* store_sized, T* flat) const {
+  ForPieces(spans_, 0, numel_,
+            [&](int64_t off, int64_t at, int64_t len) { std::memcpy(flat + at, store_sized + off, sizeof(T) * len); });
+}
+
+void ZeroShard::ScatterFlat(const float* flat, float* store_sized) const {
+  ForPieces(spans_, 0, numel_,
+            [&](int64_t off, int64_t at, int64_t len) { std::memcpy(store_sized + off, flat + at, sizeof(float) * len); });
+}
+
 void ZeroShard::ReduceScatterGrads(ParamStore& store) {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
-  DT_CHECK_EQ(store.numel(), numel_);
-  const int64_t owned = range_.end - range_.begin;
+  DT_CHECK(spans_.empty() || spans_.back().offset + spans_.back().size <= store.numel()) << "ZeroShard spans";
+  const bool alone = dp_ == nullptr || dp_->size() == 1;
   if (Bf16Params* b = store.bf16()) {
     DT_CHECK(bf16_) << "ZeroShard built for fp32 used on a bf16 store";
-    if (dp_ == nullptr || dp_->size() == 1) {
-      if (scale_ != 1.0f) ScaleBf16(b->grads(), scale_, numel_);
+    if (alone) {
+      if (scale_ != 1.0f)
+        for (const StoreSpan& s : spans_) ScaleBf16(b->grads() + s.offset, scale_, s.size);
       return;
     }
-    std::memcpy(full16_.data(), b->grads(), sizeof(bf16_t) * numel_);
+    Pack(b->grads(), full16_.data());
     std::fill(full16_.data() + numel_, full16_.data() + range_.padded, bf16_t{0});
     dp_->ReduceScatterBf16(full16_.data(), part16_.data(), static_cast<size_t>(range_.shard));
-    bf16_t* g = b->grads() + range_.begin;
-    for (int64_t i = 0; i < owned; ++i) g[i] = FloatToBf16(Bf16ToFloat(part16_.data()[i]) * scale_);
+    ForPieces(spans_, range_.begin, range_.end, [&](int64_t off, int64_t at, int64_t len) {
+      const bf16_t* in = part16_.data() + (at - range_.begin);
+      bf16_t* g = b->grads() + off;
+      for (int64_t i = 0; i < len; ++i) g[i] = FloatToBf16(Bf16ToFloat(in[i]) * scale_);
+    });
     return;
   }
-  if (dp_ == nullptr || dp_->size() == 1) {
+  if (alone) {
     if (scale_ != 1.0f)
-      for (int64_t i = 0; i < numel_; ++i) store.grads()[i] *= scale_;
+      for (const StoreSpan& s : spans_)
+        for (int64_t i = 0; i < s.size; ++i) store.grads()[s.offset + i] *= scale_;
     return;
   }
-  std::memcpy(full_.data(), store.grads(), sizeof(float) * numel_);
+  Pack(store.grads(), full_.data());
   std::fill(full_.begin() + numel_, full_.end(), 0.0f);
   dp_->ReduceScatter(full_.data(), part_.data(), static_cast<size_t>(range_.shard));
-  float* g = store.grads() + range_.begin;
-  for (int64_t i = 0; i < owned; ++i) g[i] = part_[i] * scale_;
+  ForPieces(spans_, range_.begin, range_.end, [&](int64_t off, int64_t at, int64_t len) {
+    const float* in = part_.data() + (at - range_.begin);
+    float* g = store.grads() + off;
+    for (int64_t i = 0; i < len; ++i) g[i] = in[i] * scale_;
+  });
 }
 
 void ZeroShard::AllGatherShard(const float* shard, float* full) {
@@ -76,17 +122,25 @@ void ZeroShard::AllGatherShard(const float* shard, float* full) {
 
 void ZeroShard::AllGatherValues(ParamStore& store) {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
-  DT_CHECK_EQ(store.numel(), numel_);
   if (dp_ == nullptr || dp_->size() == 1) return;
+  const int64_t owned = range_.end - range_.begin;
   if (Bf16Params* b = store.bf16()) {
-    const int64_t owned = range_.end - range_.begin;
-    std::memcpy(part16_.data(), b->values() + range_.begin, sizeof(bf16_t) * owned);
+    ForPieces(spans_, range_.begin, range_.end, [&](int64_t off, int64_t at, int64_t len) {
+      std::memcpy(part16_.data() + (at - range_.begin), b->values() + off, sizeof(bf16_t) * len);
+    });
     std::fill(part16_.data() + owned, part16_.data() + range_.shard, bf16_t{0});
     dp_->AllGatherBf16(part16_.data(), full16_.data(), static_cast<size_t>(range_.shard));
-    std::memcpy(b->values(), full16_.data(), sizeof(bf16_t) * numel_);
+    ForPieces(spans_, 0, numel_, [&](int64_t off, int64_t at, int64_t len) {
+      std::memcpy(b->values() + off, full16_.data() + at, sizeof(bf16_t) * len);
+    });
     return;
   }
-  AllGatherShard(store.values() + range_.begin, store.values());
+  ForPieces(spans_, range_.begin, range_.end, [&](int64_t off, int64_t at, int64_t len) {
+    std::memcpy(part_.data() + (at - range_.begin), store.values() + off, sizeof(float) * len);
+  });
+  std::fill(part_.begin() + owned, part_.end(), 0.0f);
+  dp_->AllGather(part_.data(), full_.data(), static_cast<size_t>(range_.shard));
+  ScatterFlat(full_.data(), store.values());
 }
 
 }  // namespace dt::rt

@@ -17,8 +17,9 @@ Checks
   bad_input                wrong world size, corrupt checkpoint, truncated data, malformed plan,
                            unsupported plans: exit code 2, a clear message, nothing overwritten.
   predicted                a `dtplan --out` plan runs; the summary shows prediction vs measured.
-  moe_resume               mixtral-tiny: bit-exact resume under dp=2 ep=2; save under dp=2 x ep=2 x tp=2,
-                           resume on 1 rank and under dp=2 ep=1 (rel 1e-4 against 1 rank).
+  moe_resume               mixtral-tiny: bit-exact resume under dp=2 ep=2, ZeRO-0 and ZeRO-1; save under
+                           dp=2 x ep=2 x tp=2, resume on 1 rank and under dp=2 ep=1; save under dp=2 x
+                           ep=2 ZeRO-1, resume on 1 rank (rel 1e-4 against 1 rank).
   moe_shared_gate          moe-shared-tiny with Qwen2-MoE's gated shared expert: dp=2 x ep=2, with
                            tp=2 (SP), pp=2 and full recompute, against 1 rank (rel 1e-4).
   llama                    llama-tiny (GQA, untied head): dtplan's plans on 2 and 4 ranks, --tp 2 --sp,
@@ -292,11 +293,12 @@ MOE_FLAG_SETS = {
     "mixtral-tiny": ((), ("--dp", "2", "--ep", "1"), ("--ep", "2"), ("--ep", "2", "--tp", "2", "--sp"),
                      ("--ep", "2", "--pp", "2"), ("--ep", "2", "--recompute", "full"), ("--ep", "4"),
                      ("--cp", "2", "--ep", "2"),
-                     ("--dp", "2", "--ep", "1", "--zero", "1")),
+                     ("--dp", "2", "--ep", "1", "--zero", "1"), ("--ep", "2", "--zero", "1"),
+                     ("--ep", "2", "--tp", "2", "--sp", "--zero", "1")),
     # A shared expert beside the routed ones (DeepSeek style; the gated one: moe_shared_gate).
     "moe-shared-tiny": ((), ("--ep", "2"), ("--ep", "2", "--tp", "2", "--sp"), ("--ep", "2", "--pp", "2"),
                         ("--ep", "2", "--recompute", "full"), ("--cp", "2", "--ep", "2"),
-                        ("--dp", "2", "--ep", "1", "--zero", "1")),
+                        ("--dp", "2", "--ep", "1", "--zero", "1"), ("--ep", "2", "--zero", "1")),
 }
 
 
@@ -394,6 +396,7 @@ def check_moe_resume():
     replicated): the losses of the two halves match 1 rank's 10 steps (rel 1e-4)."""
     model = os.path.join(A.source_dir, "examples/models/mixtral-tiny.json")
     check_resume_exact({"dp": 2, "ep": 2, "model": model})
+    check_resume_exact({"dp": 2, "ep": 2, "zero": 1, "model": model})  # Adam states sharded over dp / expert-DP
     ref_plan = os.path.join(A.work, "moe_ref.json")
     write_plan(ref_plan, model=model)
     ref_metrics = os.path.join(A.work, "moe_ref.jsonl")
@@ -414,6 +417,19 @@ def check_moe_resume():
         if "resumed from" not in out:
             fail("did not resume under %s:\n%s" % (name, out))
         compare("moe resume %r -> %s" % (saved, name), ref, losses(first) + losses(second), 1e-4)
+    # ZeRO-1 with EP: its sharded Adam states are saved whole and resumed on 1 rank.
+    saved = {"dp": 2, "ep": 2, "zero": 1, "mbs": 1}
+    save_plan = os.path.join(A.work, "moe_saved_zero1.json")
+    save_world = write_plan(save_plan, model=model, **saved)
+    ck = os.path.join(A.work, "moe_ckpt_zero1")
+    shutil.rmtree(ck, ignore_errors=True)
+    first = os.path.join(A.work, "moe_a_zero1.jsonl")
+    run_ok(save_plan, save_world, "--steps", STEPS, "--stop-at", 5, "--checkpoint-dir", ck, "--metrics", first)
+    second = os.path.join(A.work, "moe_b_zero1.jsonl")
+    out = run_ok(ref_plan, 1, "--steps", STEPS, "--checkpoint-dir", ck, "--resume", "--metrics", second)
+    if "resumed from" not in out:
+        fail("did not resume the ZeRO-1 x EP checkpoint on 1 rank:\n" + out)
+    compare("moe resume %r -> one_rank" % saved, ref, losses(first) + losses(second), 1e-4)
 
 
 def check_kill():
