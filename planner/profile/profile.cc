@@ -152,18 +152,22 @@ Status CheckNetwork(const NetworkProfile& n, const std::string& w) {
 
 // Measured GEMM times as a curve over FLOPs per call, made non-decreasing
 // (a running maximum) so a larger GEMM is never predicted faster.
+// Time of a GEMM of F FLOPs whose shape was not measured: the median over
+// the measured shapes of exactly F FLOPs (a skinny shape, e.g. the router's
+// n = 4, is several times slower than the square-ish ones of the same FLOPs
+// and must not set the price of every other shape), then non-decreasing in F.
 Curve MeasuredGemmSeconds(const std::vector<GemmPoint>& pts) {
   std::vector<std::pair<double, double>> v;
   for (const GemmPoint& g : pts) v.emplace_back(g.flops(), g.seconds);
   std::sort(v.begin(), v.end());
   Curve c;
-  for (const auto& [x, s] : v) {
-    if (!c.x.empty() && x == c.x.back()) {  // same size: keep the mean of the repeats
-      c.y.back() = 0.5 * (c.y.back() + s);
-      continue;
-    }
-    c.x.push_back(x);
-    c.y.push_back(s);
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j < v.size() && v[j].first == v[i].first) ++j;
+    const size_t n = j - i, mid = i + n / 2;  // v is sorted by time within a size
+    c.x.push_back(v[i].first);
+    c.y.push_back(n % 2 == 1 ? v[mid].second : 0.5 * (v[mid - 1].second + v[mid].second));
+    i = j;
   }
   for (size_t i = 1; i < c.size(); ++i) c.y[i] = std::max(c.y[i], c.y[i - 1]);
   return c;

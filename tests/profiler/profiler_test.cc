@@ -243,6 +243,34 @@ TEST(ProfilerSteps, InStepGemmsCoverThePlannersLinearGemms) {
   EXPECT_TRUE(MeasureModelSteps(cfg, *m, 32, {2})[0].in_step_gemms.empty());
 }
 
+// Unmeasured shapes are priced from the median of the measured shapes of
+// the same FLOPs: two skinny shapes (n or k = 4) four times slower than
+// three square-ish ones of 2^19 FLOPs set neither that size's price nor,
+// through the monotone pass, the price of larger sizes.
+TEST(ProfilerAssemble, SkinnyShapesDoNotSetThePriceOfOtherShapes) {
+  Measurements m = Synthetic();
+  auto point = [](int64_t a, int64_t b, int64_t c, double gflops) {
+    GemmPoint g;
+    g.m = a; g.n = b; g.k = c;
+    g.seconds = g.flops() / (gflops * 1e9);
+    return g;
+  };
+  const double fast = 50, slow = 12;
+  for (const GemmPoint& g : {point(32, 64, 128, fast), point(128, 32, 64, fast), point(1024, 64, 4, slow),
+                             point(1024, 4, 64, slow)})
+    m.gemms.push_back(g);  // with (64, 64, 64) at 50 GFLOP/s + 2 us from Synthetic()
+  HardwareProfile p = *AssembleProfile(m);
+  Op op;
+  op.kind = OpKind::kGemm;
+  op.m = 16; op.n = 256; op.k = 64;  // 2^19 FLOPs, not measured
+  op.flops = 2.0 * op.m * op.n * op.k;
+  // The median of 10.5, 10.5, 12.5 (Synthetic's 2 us), 43.7, 43.7 us.
+  EXPECT_NEAR(OpTime(op, p), op.flops / (fast * 1e9) + 2e-6, 1e-9);
+  op.m = 24;  // 1.5 x 2^19 FLOPs: between 2^19 and the next measured size, far below the skinny time
+  op.flops = 2.0 * op.m * op.n * op.k;
+  EXPECT_LT(OpTime(op, p), 0.5 * (op.flops / 1.5) / (slow * 1e9));
+}
+
 TEST(ProfilerAssemble, CollectiveCurveExactMonotoneAndFlagged) {
   HardwareProfile p = *AssembleProfile(Synthetic());
   const LinkEntry& e = p.network.table(CollKind::kAllReduce).intra.at(0);
