@@ -159,10 +159,7 @@ void LlamaLayer::ForwardInto(LayerStash* s, bool keep_probs, Tensor* out) {
   if (moe_) {  // on the sequence shard itself (Megatron's MoE layer: no TP gather / reduce around it)
     s->moe = std::make_shared<MoeStash>();
     Tensor mlp = moe_->Forward(s->ln2, s->moe.get());
-    if (shared_gate_w_ >= 0) {
-      Tensor shared = SharedForward(s);
-      be.Axpy(1.0f, shared.data(), mlp.data(), rl * h);
-    }
+    if (shared_gate_w_ >= 0) AddSharedForward(s, &mlp);
     *out = Tensor({rl, h});
     ResidualAddForward(be, s->x2.data(), mlp.data(), rl * h, out->data());
     s->complete = true;
@@ -331,25 +328,24 @@ Tensor LlamaLayer::Backward(const Tensor& dout, LayerStash* s) {
 }
 
 
-Tensor LlamaLayer::SharedForward(LayerStash* s) {
+void LlamaLayer::AddSharedForward(LayerStash* s, Tensor* mlp) {
   Backend& be = *ctx_->be;
   const int64_t rl = ctx_->local_rows, h = ctx_->hidden;
   Tensor out = SwiGluMlpForward(s, {shared_gate_w_, shared_up_w_, shared_down_w_, ctx_->shared_ffn_local});
-  if (shared_scale_w_ < 0) return out;
+  if (shared_scale_w_ < 0) {
+    be.Axpy(1.0f, out.data(), mlp->data(), rl * h);
+    return;
+  }
   // Qwen2-MoE's gate: g = sigmoid(n2 . w) per token of this rank's shard.
   s->shared_g = Tensor({rl});
   LinearForward(be, s->ln2.data(), rl, h, ctx_->W(shared_scale_w_), nullptr, 1, s->shared_g.data());
   HostAccess(be, "shared expert gate");
-  Tensor gated({rl, h});
   for (int64_t r = 0; r < rl; ++r) {
     const float g = 1.0f / (1.0f + std::exp(-s->shared_g[r]));
     s->shared_g[r] = g;
-    const float* o = out.data() + r * h;
-    float* y = gated.data() + r * h;
-    for (int64_t c = 0; c < h; ++c) y[c] = g * o[c];
+    be.Axpy(g, out.data() + r * h, mlp->data() + r * h, h);
   }
-  s->shared_out = std::move(out);
-  return gated;
+  s->shared_out = std::move(out);  // the gate's backward reads it
 }
 
 Tensor LlamaLayer::SharedBackward(const Tensor& dout, LayerStash* s) {

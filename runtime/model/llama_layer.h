@@ -77,10 +77,11 @@ class LlamaLayer : public TransformerLayer {
   // rank's shard) over the TP ranks holding the same KV head and adds them
   // into the store's grads.
   void AddReplicatedKvGrads(const Tensor& dk_w, const Tensor& dv_w);
-  // Shared experts: forward on s->ln2 (returns their gated output for this
-  // rank's rows, complete) and backward (dout: the block output's grad for
-  // those rows; returns the grad of s->ln2 they contribute, complete).
-  Tensor SharedForward(LayerStash* s);
+  // Shared experts: forward on s->ln2 (adds their gated output for this
+  // rank's rows, complete, into *mlp, the routed experts' output) and
+  // backward (dout: the block output's grad for those rows; returns the
+  // grad of s->ln2 they contribute, complete).
+  void AddSharedForward(LayerStash* s, Tensor* mlp);
   // One SwiGLU MLP on s->ln2 (the dense MLP or the shared experts): SP
   // all-gather, gate / up column-parallel, down row-parallel, SP
   // reduce-scatter; stashes fc1 (gate), up, act in s. Forward returns the

@@ -65,10 +65,13 @@ void ZeroShard::Pack(const T* store_sized, T* flat) const {
             [&](int64_t off, int64_t at, int64_t len) { std::memcpy(flat + at, store_sized + off, sizeof(T) * len); });
 }
 
-void ZeroShard::ScatterFlat(const float* flat, float* store_sized) const {
+template <typename T>
+void ZeroShard::Unpack(const T* flat, T* store_sized) const {
   ForPieces(spans_, 0, numel_,
-            [&](int64_t off, int64_t at, int64_t len) { std::memcpy(store_sized + off, flat + at, sizeof(float) * len); });
+            [&](int64_t off, int64_t at, int64_t len) { std::memcpy(store_sized + off, flat + at, sizeof(T) * len); });
 }
+
+void ZeroShard::ScatterFlat(const float* flat, float* store_sized) const { Unpack(flat, store_sized); }
 
 void ZeroShard::ReduceScatterGrads(ParamStore& store) {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
@@ -130,9 +133,7 @@ void ZeroShard::AllGatherValues(ParamStore& store) {
     });
     std::fill(part16_.data() + owned, part16_.data() + range_.shard, bf16_t{0});
     dp_->AllGatherBf16(part16_.data(), full16_.data(), static_cast<size_t>(range_.shard));
-    ForPieces(spans_, 0, numel_, [&](int64_t off, int64_t at, int64_t len) {
-      std::memcpy(b->values() + off, full16_.data() + at, sizeof(bf16_t) * len);
-    });
+    Unpack(full16_.data(), b->values());
     return;
   }
   ForPieces(spans_, range_.begin, range_.end, [&](int64_t off, int64_t at, int64_t len) {
@@ -140,7 +141,7 @@ void ZeroShard::AllGatherValues(ParamStore& store) {
   });
   std::fill(part_.begin() + owned, part_.end(), 0.0f);
   dp_->AllGather(part_.data(), full_.data(), static_cast<size_t>(range_.shard));
-  ScatterFlat(full_.data(), store.values());
+  Unpack(full_.data(), store.values());
 }
 
 }  // namespace dt::rt

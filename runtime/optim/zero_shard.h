@@ -61,6 +61,8 @@ class ZeroShard {
  private:
   template <typename T>
   void Pack(const T* store_sized, T* flat) const;  // spans -> flat
+  template <typename T>
+  void Unpack(const T* flat, T* store_sized) const;  // flat -> spans
   Comm* dp_;
   std::vector<StoreSpan> spans_, owned_;
   int64_t numel_;
