@@ -21,6 +21,10 @@ runtime/backend/blas_gemm.cc: the same GEMM on both sides).
 AVX512-BF16 kernel where the CPU has one) and PyTorch under bf16 autocast (its bundled oneDNN);
 --torch-precisions adds PyTorch in the other precision (e.g. fp32, the issue's baseline).
 
+--device cuda (on a GPU machine, a dtrun built with CUDA): dtrun's CUDA path (DT_RUN_ON_CUDA=1:
+cuBLAS SGEMM without TF32, our kernels, tensors in managed memory, the optimizer on the host)
+against PyTorch on the same GPU (fp32 with TF32 off; bf16 = CUDA autocast).
+
   scripts/bench-vs-torch.py [--runs 3] [--steps 8] [--shapes A,B] [--ranks 1,2]
                             [--torch-coretypes inherit,SkylakeX] [--precision fp32|bf16]
                             [--torch-precisions fp32,bf16]
@@ -70,10 +74,11 @@ def run_dtrun(a, shape, ranks, work):
     metrics = os.path.join(work, "metrics.jsonl")
     if os.path.exists(metrics):
         os.remove(metrics)
-    cmd = [a.mpirun, "--oversubscribe", "--bind-to", "none", "-np", str(ranks), a.dtrun,
+    cmd = [a.mpirun, "--oversubscribe", "--bind-to", "none", "-np", str(ranks)] + (
+        ["-x", "DT_RUN_ON_CUDA"] if a.device == "cuda" else []) + [a.dtrun,
            "--plan", plan, "--steps", str(a.steps), "--quiet", "--metrics", metrics]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       env=env_1thread())
+                       env=env_1thread({"DT_RUN_ON_CUDA": "1"} if a.device == "cuda" else {}))
     if p.returncode != 0:
         sys.exit("dtrun failed:\n" + p.stdout)
     per_step = {}
@@ -89,7 +94,7 @@ def run_torch(a, shape, ranks, variant):
     coretype, precision = variant
     s = SHAPES[shape]
     cmd = [a.python, os.path.join(ROOT, "scripts/torch_gpt_matched.py"),
-           "--steps", str(a.steps), "--skip", str(SKIP)] + (["--bf16"] if precision == "bf16" else [])
+           "--steps", str(a.steps), "--skip", str(SKIP), "--device", a.device] + (["--bf16"] if precision == "bf16" else [])
     for k, v in s.items():
         cmd += ["--" + k, str(v)]
     extra = {} if coretype == "inherit" else {"OPENBLAS_CORETYPE": coretype}
@@ -121,6 +126,8 @@ def main():
     ap.add_argument("--python", default="/usr/bin/python3", help="a Python with torch")
     ap.add_argument("--torch-coretypes", default="inherit",
                     help="comma list: inherit and/or OPENBLAS_CORETYPE values for PyTorch")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: dtrun with DT_RUN_ON_CUDA=1 and PyTorch on the GPU")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="dtrun's plan precision")
     ap.add_argument("--torch-precisions", default=None,
                     help="comma list of fp32 / bf16 (autocast) for PyTorch; default: --precision")

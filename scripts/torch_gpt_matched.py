@@ -27,10 +27,24 @@ for name, default in [("layers", 4), ("hidden", 256), ("heads", 4), ("vocab", 25
                       ("mbs", 8), ("steps", 10), ("skip", 2), ("threads", 1)]:
     ap.add_argument("--" + name, type=int, default=default)
 ap.add_argument("--ddp", action="store_true")
+ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                help="cuda: the same model on GPU 0 (fp32 with TF32 off, as dtrun's cuBLAS SGEMM; "
+                     "--bf16: CUDA autocast); times taken after torch.cuda.synchronize()")
 ap.add_argument("--bf16", action="store_true",
                 help="bf16 autocast (CPU: oneDNN bf16 matmuls; fp32 weights, optimizer and loss)")
 args = ap.parse_args()
 torch.set_num_threads(args.threads)
+dev = torch.device(args.device)
+if args.device == "cuda":
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
+def sync():
+    if args.device == "cuda":
+        torch.cuda.synchronize()
+
+
 torch.manual_seed(0)
 rank, world = 0, 1
 if args.ddp:
@@ -52,7 +66,7 @@ class Block(nn.Module):
         q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2)
                    for z in self.qkv(self.ln1(x)).split(c, dim=2))
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(c // self.heads)
-        mask = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool, device=x.device), 1)
         y = (scores.masked_fill(mask, float("-inf")).softmax(-1) @ v).transpose(1, 2).reshape(b, t, c)
         x = x + self.proj(y)
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
@@ -66,13 +80,13 @@ class Gpt(nn.Module):
         self.lnf = nn.LayerNorm(args.hidden)
 
     def forward(self, idx):
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
         for blk in self.blocks:
             x = blk(x)
         return self.lnf(x) @ self.wte.weight.t()
 
 
-model = Gpt()
+model = Gpt().to(dev)
 decay = [p for n, p in model.named_parameters() if p.dim() > 1]
 no_decay = [p for n, p in model.named_parameters() if p.dim() <= 1]
 opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
@@ -82,15 +96,17 @@ net = nn.parallel.DistributedDataParallel(model) if args.ddp else model
 gen = torch.Generator().manual_seed(1 + rank)
 times, loss = [], None
 for step in range(args.steps):
-    batch = torch.randint(0, args.vocab, (args.mbs, args.seq + 1), generator=gen)
+    batch = torch.randint(0, args.vocab, (args.mbs, args.seq + 1), generator=gen).to(dev)
+    sync()
     t0 = time.perf_counter()
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.bf16):
+    with torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.bf16):
         logits = net(batch[:, :-1])
     loss = F.cross_entropy(logits.float().reshape(-1, args.vocab), batch[:, 1:].reshape(-1))
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
+    sync()
     times.append(time.perf_counter() - t0)
 timed = sorted(times[args.skip:] if len(times) > args.skip else times)
 median = timed[len(timed) // 2]
