@@ -72,19 +72,23 @@ double DeviceTime(const Op& op, const HardwareProfile& p) {
       // `batch` GEMM calls of flops / batch each, every one at the
       // efficiency of its own size: Transformer Engine's grouped linear runs
       // one cuBLAS GEMM per expert (multi_stream_cublas_gemm, its default on
-      // Hopper), and dtrun loops over its experts. One launch overhead: TE
-      // spreads the calls over several streams, so their tails overlap.
+      // Hopper), and dtrun loops over its experts. One launch overhead per
+      // call: the streams overlap the GPU tails, but the host still issues
+      // every call (on one H100, 16 experts' six GEMMs at 256 tokens each took
+      // 3.7x longer launched one by one than replayed from a CUDA graph:
+      // profiles/sources/h100-moe-gemms-2026-11-27.json).
       const double per_call = GemmCallFlops(op);
+      const double launches = overhead * GemmCalls(op);
       if (op.fp8) {
         const Fp8Compute& f = p.compute.fp8;
         DT_CHECK(f.available()) << "FP8 GEMM '" << op.name << "' on profile '" << p.name
                                 << "' without compute.fp8 (CheckPrecision not called)";
         const double eff = Interpolate(f.gemm_efficiency, std::max(per_call, 1.0), Scale::kLog, Scale::kLog).value;
-        return std::max(flops / (f.peak_flops * eff), MemoryTime(GemmMinBytes(op, p), p)) + overhead;
+        return std::max(flops / (f.peak_flops * eff), MemoryTime(GemmMinBytes(op, p), p)) + launches;
       }
       if (!p.compute.gemm_points.empty()) return MeasuredGemmTime(op, p);
       double math = flops / (peak * GemmEfficiency(per_call, p));
-      return std::max(math, MemoryTime(GemmMinBytes(op, p), p)) + overhead;
+      return std::max(math, MemoryTime(GemmMinBytes(op, p), p)) + launches;
     }
     case OpKind::kAttention: {
       if (op.flops <= 0 && op.bytes <= 0) return 0;

@@ -81,6 +81,23 @@ TEST(ComputeCostTest, LargeGemmMatchesCurvePlateau) {
   EXPECT_TRUE(clamped);
 }
 
+// A batched GEMM (an MoE rank's local experts) is `batch` calls the host
+// launches one by one: each pays the launch overhead, so E small experts
+// never cost less than E launches, and the batched op costs what its calls
+// would cost as separate ops (on a profile without a per-op host floor: the
+// A100 profile's host_overhead_s is per framework op, one grouped linear).
+TEST(ComputeCostTest, BatchedGemmPaysOneLaunchPerCall) {
+  const HardwareProfile p = LoadProfile("h100").value();
+  ASSERT_EQ(p.compute.host_overhead_s, 0);
+  const double o = p.compute.kernel_overhead_s;
+  ASSERT_GT(o, 0);
+  for (int64_t e : {1, 4, 16, 64}) {
+    const Op batched = Gemm(256, 1536, 2048, e);
+    EXPECT_GE(OpTime(batched, p), e * o) << e;
+    EXPECT_NEAR(OpTime(batched, p), e * OpTime(Gemm(256, 1536, 2048), p), 1e-12) << e;
+  }
+}
+
 TEST(ComputeCostTest, MemoryBoundAndThinGemmUseBandwidth) {
   const HardwareProfile& p = A100();
   EXPECT_NEAR(OpTime(MemOp(1e9), p), 1e9 / (2.039e12 * 0.8) + 5e-6, 1e-12);
