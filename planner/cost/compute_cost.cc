@@ -22,6 +22,15 @@ double MemoryTime(double bytes, const HardwareProfile& p) {
   return bytes / (p.device.memory_bandwidth_Bps * p.compute.memory_bound_efficiency);
 }
 
+// The attention core's efficiency: the measured curve over the keys each
+// query row meets where the profile has one (clamped at its ends), else the
+// profile's single value.
+double AttentionEfficiency(const Op& op, const HardwareProfile& p) {
+  const Curve& c = p.compute.attention_efficiency_by_keys;
+  if (c.empty()) return p.compute.attention_efficiency;
+  return Interpolate(c, static_cast<double>(std::max<int64_t>(op.n, 1)), Scale::kLog, Scale::kLinear).value;
+}
+
 double GemmCalls(const Op& op) { return static_cast<double>(std::max<int64_t>(op.batch, 1)); }
 
 double MeasuredGemmTime(const Op& op, const HardwareProfile& p) {
@@ -92,7 +101,7 @@ double DeviceTime(const Op& op, const HardwareProfile& p) {
     }
     case OpKind::kAttention: {
       if (op.flops <= 0 && op.bytes <= 0) return 0;
-      double math = op.flops / (peak * p.compute.attention_efficiency);
+      double math = op.flops / (peak * AttentionEfficiency(op, p));
       return std::max(math, MemoryTime(op.bytes, p)) + overhead;
     }
     case OpKind::kMemoryBound:

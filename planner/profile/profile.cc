@@ -64,7 +64,7 @@ Status CheckGemmEfficiency(const Curve& e, const std::string& ge) {
     // (planner/profiler/assemble.cc) can miss it by a rounding error: allow 1e-9.
     if (e.x[i] / e.y[i] < e.x[i - 1] / e.y[i - 1] * (1.0 - 1e-9))
       return InvalidArgument(ge + "[" + std::to_string(i) +
-                             "]: efficiency grows faster than size, so a larger GEMM would be "
+                             "]: efficiency grows faster than size, so a larger call would be "
                              "faster; lower this point or raise the previous one");
   }
   return Status::Ok();
@@ -93,6 +93,10 @@ Status CheckCompute(const ComputeProfile& c, const std::string& w) {
     DT_RETURN_IF_ERROR(CheckFraction(c.bf16.attention_efficiency, b + ".attention_efficiency"));
   }
   DT_RETURN_IF_ERROR(CheckFraction(c.attention_efficiency, w + ".attention_efficiency"));
+  // The same rules as a GEMM curve: x = keys per query row, and the time
+  // (x / efficiency, for a fixed number of queries) must not fall as x grows.
+  if (!c.attention_efficiency_by_keys.empty())
+    DT_RETURN_IF_ERROR(CheckGemmEfficiency(c.attention_efficiency_by_keys, w + ".attention_efficiency_by_keys.points"));
   DT_RETURN_IF_ERROR(CheckFraction(c.memory_bound_efficiency, w + ".memory_bound_efficiency"));
   if (!(c.kernel_overhead_s >= 0)) return InvalidArgument(w + ".kernel_overhead_s must be >= 0");
   if (!(c.host_overhead_s >= 0)) return InvalidArgument(w + ".host_overhead_s must be >= 0");
@@ -244,6 +248,8 @@ bool operator==(const HardwareProfile& a, const HardwareProfile& b) {
          ca.gemm_efficiency == cb.gemm_efficiency &&
          ca.gemm_efficiency_note == cb.gemm_efficiency_note && ca.gemm_points == cb.gemm_points &&
          ca.attention_efficiency == cb.attention_efficiency &&
+         ca.attention_efficiency_by_keys == cb.attention_efficiency_by_keys &&
+         ca.attention_efficiency_by_keys_note == cb.attention_efficiency_by_keys_note &&
          ca.memory_bound_efficiency == cb.memory_bound_efficiency &&
          ca.kernel_overhead_s == cb.kernel_overhead_s &&
          ca.optimizer_bytes_per_param == cb.optimizer_bytes_per_param &&

@@ -95,6 +95,12 @@ struct ComputeProfile {
   std::string gemm_efficiency_note;
   std::vector<GemmPoint> gemm_points;   // optional measurements; preferred when present
   double attention_efficiency = 0;      // fraction of peak of the attention core
+  // Optional, measured: the attention core's efficiency (planner FLOPs: the
+  // full square, backward twice the forward) by the number of keys each query
+  // row meets (Op::n). Flash kernels fill the GPU better on longer sequences.
+  // Used instead of attention_efficiency when present.
+  Curve attention_efficiency_by_keys;
+  std::string attention_efficiency_by_keys_note;
   double memory_bound_efficiency = 0;   // fraction of memory bandwidth for streaming kernels
   double kernel_overhead_s = 0;         // launch + tail per kernel
   double optimizer_bytes_per_param = 0; // bytes moved per parameter by one optimizer step

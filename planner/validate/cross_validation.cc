@@ -1,5 +1,6 @@
 #include "planner/validate/cross_validation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -79,9 +80,15 @@ std::vector<CvKnob> CalibratedKnobs() {
   k.push_back({kH100, "gemm_scale", {1.0, 1.05, 1.10, 1.15, 1.20, 1.25}, 1.0,
                "estimates 0.40 / 0.60 / 0.72 of peak at 17 / 140 / 1100 GFLOP per call (sources.nvidia_matmul_guide)",
                [](HardwareProfile* p, double v) { SetLargeGemmPoints(p, {0.40 * v, 0.60 * v, 0.72 * v}); }});
-  k.push_back({kH100, "attention_efficiency", {0.35, 0.40, 0.45, 0.50, 0.55}, 0.35,
-               "FlashAttention-2 forward+backward on H100 (sources.flash_attention2)",
-               [](HardwareProfile* p, double v) { p->compute.attention_efficiency = v; }});
+  // H100's attention: the measured curve over the keys per query row, scaled.
+  k.push_back({kH100, "attention_scale", {0.8, 0.9, 1.0, 1.1, 1.2}, 1.0,
+               "FlashAttention-2 forward+backward measured on one H100 by sequence length "
+               "(sources.h100_measured_2026_11_27)",
+               [](HardwareProfile* p, double v) {
+                 Curve& c = p->compute.attention_efficiency_by_keys;
+                 p->compute.attention_efficiency = std::min(1.0, p->compute.attention_efficiency * v);
+                 for (double& y : c.y) y = std::min(1.0, y * v);
+               }});
   return k;
 }
 

@@ -98,6 +98,38 @@ TEST(ComputeCostTest, BatchedGemmPaysOneLaunchPerCall) {
   }
 }
 
+// With a measured attention curve (x = keys per query row), the attention
+// core is priced at the curve's efficiency for its own key count, clamped at
+// the ends; without one, at the single attention_efficiency. More keys (the
+// same queries) never cost less.
+TEST(ComputeCostTest, AttentionUsesTheCurveOverKeys) {
+  HardwareProfile p = LoadProfile("h100").value();
+  p.compute.kernel_overhead_s = 0;
+  p.compute.attention_efficiency_by_keys.x = {2048, 8192};
+  p.compute.attention_efficiency_by_keys.y = {0.3, 0.5};
+  auto attn = [](int64_t keys) {
+    Op op = Attn(4.0 * 4096 * keys * 128 * 32, 0);
+    op.m = 4096;
+    op.n = keys;
+    return op;
+  };
+  const double peak = p.device.peak_flops;
+  EXPECT_NEAR(OpTime(attn(2048), p), attn(2048).flops / (peak * 0.3), 1e-15);
+  EXPECT_NEAR(OpTime(attn(8192), p), attn(8192).flops / (peak * 0.5), 1e-15);
+  EXPECT_NEAR(OpTime(attn(1024), p), attn(1024).flops / (peak * 0.3), 1e-15);      // clamped below
+  EXPECT_NEAR(OpTime(attn(1 << 20), p), attn(1 << 20).flops / (peak * 0.5), 1e-12);  // and above
+  const double mid = attn(4096).flops / OpTime(attn(4096), p) / peak;
+  EXPECT_GT(mid, 0.3);
+  EXPECT_LT(mid, 0.5);
+  double last = 0;
+  for (int64_t keys = 512; keys <= (1 << 21); keys *= 2) {
+    EXPECT_GE(OpTime(attn(keys), p), last) << keys;
+    last = OpTime(attn(keys), p);
+  }
+  p.compute.attention_efficiency_by_keys = Curve();
+  EXPECT_NEAR(OpTime(attn(2048), p), attn(2048).flops / (peak * p.compute.attention_efficiency), 1e-15);
+}
+
 TEST(ComputeCostTest, MemoryBoundAndThinGemmUseBandwidth) {
   const HardwareProfile& p = A100();
   EXPECT_NEAR(OpTime(MemOp(1e9), p), 1e9 / (2.039e12 * 0.8) + 5e-6, 1e-12);

@@ -173,6 +173,8 @@ TEST(ProfileTest, RoundTripsThroughJson) {
     EXPECT_TRUE(*q == p) << n;
     EXPECT_EQ(ToJson(*q), j);
   }
+  // The H100 profile carries a measured attention curve: it survives the trip.
+  EXPECT_FALSE(LoadProfile("h100").value().compute.attention_efficiency_by_keys.empty());
   // With measured GEMM points and size curves, through a file path.
   HardwareProfile p = LoadProfile("a100").value();
   p.compute.gemm_points = {{1024, 1024, 1024, 1, 1e-5}, {4096, 4096, 4096, 2, 1e-3}};
@@ -263,6 +265,15 @@ TEST(ProfileTest, RejectsNonMonotoneCurves) {
                    j["compute"]["gemm_efficiency"]["points"] = {{1e9, 0.5}, {1e6, 0.6}};
                  }),
                  {"increasing"});
+  // The attention curve over keys obeys the same rules.
+  ExpectRejected(ParseEdited([](json& j) {
+                   j["compute"]["attention_efficiency_by_keys"]["points"] = {{2048, 0.2}, {4096, 0.5}};
+                 }),
+                 {"attention_efficiency_by_keys", "faster"});
+  ExpectRejected(ParseEdited([](json& j) {
+                   j["compute"]["attention_efficiency_by_keys"]["points"] = {{2048, 0.5}, {4096, 1.5}};
+                 }),
+                 {"attention_efficiency_by_keys"});
   ExpectRejected(ParseEdited([](json& j) {
                    j["network"]["collectives"]["all_reduce"]["intra"][0]["points"] = {
                        {1e3, 1e8}, {2e3, 1e10}};
