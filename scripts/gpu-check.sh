@@ -42,6 +42,18 @@ if [ $prebuilt = 1 ]; then
   for b in dtplan planner/profiler/dtplan-profile runtime/dtrun tests/runtime/runtime_cuda_tests; do
     [ -x "build-gpu/$b" ] || { report FAIL "--prebuilt: build-gpu/$b missing"; exit 1; }
   done
+  # Shared libraries the binaries were linked against but this machine keeps elsewhere (e.g.
+  # NCCL only inside a Python wheel): find them and put their folders on LD_LIBRARY_PATH.
+  for lib in $(ldd build-gpu/runtime/dtrun build-gpu/tests/runtime/runtime_cuda_tests 2>/dev/null |
+               awk '/not found/{print $1}' | sort -u); do
+    dir=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1 | xargs -r dirname)
+    if [ -n "$dir" ]; then
+      export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      echo "gpu-check: $lib found in $dir (added to LD_LIBRARY_PATH)" | tee -a "$OUT/summary.txt"
+    else
+      report FAIL "--prebuilt: $lib (needed by the binaries) not found on this machine"
+    fi
+  done
   report SKIP "build: --prebuilt binaries in build-gpu/"
 elif cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$cc" >"$OUT/build.log" 2>&1 &&
    cmake --build build-gpu -j"$(nproc)" >>"$OUT/build.log" 2>&1; then
