@@ -65,8 +65,12 @@ double DeviceTime(const Op& op, const HardwareProfile& p);
 // Launches are asynchronous: an op is bound by the device or by the host
 // that launches it, whichever is slower.
 double OpTime(const Op& op, const HardwareProfile& p) {
-  double t = DeviceTime(op, p) * op.imbalance;  // the busiest rank's routed tokens (MoE)
+  const double t = OpDeviceTime(op, p);
   return t > 0 ? std::max(t, p.compute.host_overhead_s) : 0.0;
+}
+
+double OpDeviceTime(const Op& op, const HardwareProfile& p) {
+  return DeviceTime(op, p) * op.imbalance;  // the busiest rank's routed tokens (MoE)
 }
 
 namespace {

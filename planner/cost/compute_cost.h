@@ -22,6 +22,9 @@
 namespace dt {
 
 double OpTime(const Op& op, const HardwareProfile& profile);
+// The device's time alone: OpTime without the host floor (compute.host_overhead_s),
+// for callers that model the host's launch queue themselves (plan_costs.cc).
+double OpDeviceTime(const Op& op, const HardwareProfile& profile);
 
 // OK when `profile` can price a plan of this precision for this model:
 // FP8 needs compute.fp8 (a GPU with FP8 Tensor Cores) and a dense model

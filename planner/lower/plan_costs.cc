@@ -25,10 +25,23 @@ struct OpListCost {
 // Prices an op list. TP collectives block the compute stream (Megatron
 // issues them synchronously); CP ring exchanges overlap the attention core
 // they feed, so only their excess over attention compute is exposed.
+// The host launches the list's ops in order, compute.host_overhead_s each,
+// and the device runs them as they arrive (kernel launches are
+// asynchronous): op i starts at max(its launch, the end of op i - 1). So a
+// list of large kernels hides the launches of its small ones, and a list of
+// small kernels runs at the host's pace. The list starts with host and
+// device in step (a pessimistic start: the host may in fact run ahead from
+// the list before). Time the device waits for launches counts as compute.
 OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpec& c,
                  const HardwareProfile& hw, bool* outside) {
   OpListCost r;
   double attention = 0, cp_comm = 0;
+  const double launch = hw.compute.host_overhead_s;
+  double host = 0, device = 0;  // the launch clock and the device clock
+  auto run = [&](double t) {
+    host += launch;
+    device = std::max(host, device) + t;
+  };
   // Collectives' in-line times, kept op by op only where the TP overlap
   // needs them (no allocation on the search's common path).
   std::vector<double> comm;
@@ -42,18 +55,25 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
       *outside |= OpOutsideProfile(op, 1, false, hw);
     }
     if (op.kind != OpKind::kCollective) {
-      double t = OpTime(op, hw);
-      r.compute += t;
-      if (op.kind == OpKind::kAttention) attention += t;
+      const double t = OpDeviceTime(op, hw);
+      if (t <= 0) continue;
+      run(t);
+      if (op.kind == OpKind::kAttention) attention += std::max(t, launch);
       continue;
     }
     GroupTopology g = TopologyOf(p, op.group, c.gpus_per_node);
     double t = OpCollectiveTime(op, g.per_node, g.spans_nodes, hw);
-    if (t > 0) t = std::max(t, hw.compute.host_overhead_s);
-    if (p.tp_comm_overlap) comm[i] = t;
-    else if (op.group == GroupKind::kCp) cp_comm += t;
-    else r.comm += t;
+    if (t <= 0) continue;
+    if (p.tp_comm_overlap) {
+      comm[i] = std::max(t, launch);
+    } else if (op.group == GroupKind::kCp) {
+      cp_comm += std::max(t, launch);
+    } else {
+      run(t);
+      r.comm += t;
+    }
   }
+  r.compute = device - r.comm;
   // --tp-comm-overlap: the SP collectives under their GEMMs (tp_overlap.h).
   if (p.tp_comm_overlap) {
     ChargeOverlappedTpComm(ops, p.tp, hw, &comm);

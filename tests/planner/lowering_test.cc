@@ -144,6 +144,48 @@ TEST_F(PlannerFixture, BreakdownAddsUpToStepTime) {
   }
 }
 
+// The host launches a microbatch's ops at compute.host_overhead_s each and
+// the device runs them as they arrive: a microbatch of small kernels runs at
+// the host's pace (twice the launch cost, about twice the time), while a
+// microbatch of large kernels hides the launches of its small ones: it is
+// slower than its device time by a few launches only (each op list starts
+// with host and device in step, and its first kernel, a norm, is small),
+// not by the launch cost of every small op.
+TEST(LaunchQueue, SmallKernelsRunAtTheHostsPaceLargeOnesHideLaunches) {
+  HardwareProfile hw = LoadProfile("A100-SXM4-80GB").value();
+  const ClusterSpec c = testing_models::Cluster(1, 8);
+  auto fwd = [&](const ModelSpec& m, const PlanSpec& p, double launch) {
+    hw.compute.host_overhead_s = launch;
+    const PlanCosts k = ComputePlanCosts(m, c, p, hw);
+    return k.chunks[0].fwd_compute + k.chunks[0].fwd_comm;
+  };
+  PlanSpec p;
+  p.dp = 1;
+  p.tp = 1;
+  p.pp = 1;
+  p.micro_batch = 1;
+  p.num_microbatches = 1;
+  p.layers_per_chunk = {2};
+  // Tiny: hidden 64, sequence 64: every kernel takes microseconds.
+  ModelSpec tiny = testing_models::Gpt(64, 4, 2);
+  tiny.seq_length = tiny.max_position = 64;
+  tiny.vocab = 256;
+  p.seq_length = 64;
+  const double t1 = fwd(tiny, p, 100e-6), t2 = fwd(tiny, p, 200e-6);
+  EXPECT_NEAR(t2 / t1, 2.0, 0.1) << t1 << " " << t2;
+  // Large: 8 of GPT-3 175B's layers at sequence 512: GEMMs of about 2 ms
+  // between norms and elementwise kernels of 5-15 us. At most two launches
+  // per op list show (one list per layer, plus the embedding and the head;
+  // 1.4 ms in all here); a floor of one launch per op added 2.2 ms.
+  ModelSpec big = testing_models::Gpt(12288, 96, 8);
+  big.seq_length = big.max_position = 512;
+  p.seq_length = 512;
+  p.layers_per_chunk = {8};
+  const double device = fwd(big, p, 0), queued = fwd(big, p, 80e-6);
+  EXPECT_GE(queued, device);
+  EXPECT_LE(queued, device + (8 + 2) * 2 * 80e-6) << device << " " << queued;
+}
+
 // Gradient reduction after the whole backward (PlanSpec::overlap_grad_reduce
 // off): never faster; on one stage the whole reduction is exposed (it waits
 // for the last backward; with pp > 1 another stage's longer backward can
