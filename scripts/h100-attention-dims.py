@@ -9,12 +9,9 @@ import json, sys, statistics
 import torch, torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel, SDPBackend
 dev = "cuda"; torch.manual_seed(0)
-s, e = torch.cuda.Event(True), torch.cuda.Event(True)
-def rate(fn, reps, flops):
-    s.record()
-    for _ in range(reps): fn()
-    e.record(); e.synchronize()
-    return flops * reps / (s.elapsed_time(e) / 1e3) / 1e12
+import os
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cuda_timing import tflops as rate
 rows = []
 for S in [2048, 4096, 8192]:
     for d in [64, 128, 256]:

@@ -17,12 +17,9 @@ dev = "cuda"; torch.manual_seed(0)
 out = {"idle": state()}
 N = 8192
 a = torch.randn(N, N, device=dev, dtype=torch.bfloat16); b = torch.randn(N, N, device=dev, dtype=torch.bfloat16)
-s, e = torch.cuda.Event(True), torch.cuda.Event(True)
-def rate(fn, reps, flops):
-    s.record()
-    for _ in range(reps): fn()
-    e.record(); e.synchronize()
-    return flops * reps / (s.elapsed_time(e) / 1e3) / 1e12
+import os
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cuda_timing import tflops as rate
 torch.matmul(a, b); torch.cuda.synchronize()
 out["cold_bf16_tflops"] = rate(lambda: torch.matmul(a, b), 10, 2 * N**3); out["cold_state"] = state()
 trace = []
