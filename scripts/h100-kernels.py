@@ -14,20 +14,13 @@ dev = "cuda"
 torch.backends.cuda.matmul.allow_tf32 = False
 out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
        "cuda": torch.version.cuda, "sm": torch.cuda.get_device_properties(0).multi_processor_count}
+import os
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cuda_timing import seconds_per_call
 def timeit(fn, target_s=0.004, batches=5):
-    for _ in range(2): fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(True), torch.cuda.Event(True)
-    s.record(); fn(); e.record(); e.synchronize()
-    one = max(s.elapsed_time(e) / 1e3, 1e-6)
-    reps = max(1, min(200, int(target_s / one)))
-    ts = []
-    for _ in range(batches):
-        s.record()
-        for _ in range(reps): fn()
-        e.record(); e.synchronize()
-        ts.append(s.elapsed_time(e) / 1e3 / reps)
-    return statistics.median(ts)
+    """Seconds per call, in batches of about target_s each (the first timed call sets the count)."""
+    one = max(seconds_per_call(fn, 1, 1), 1e-6)
+    return seconds_per_call(fn, max(1, min(200, int(target_s / one))), batches)
 # --- layer GEMM shapes of the validation models (H100 cases) ---
 models = [  # name, h, heads, kv, ffn, vocab, tokens per microbatch per rank, tp, gated
   ("llama31-8b", 4096, 32, 8, 14336, 128256, 8192 // 2, 1, True),

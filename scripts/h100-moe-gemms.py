@@ -11,15 +11,11 @@ through torch._grouped_mm (one grouped kernel) where this PyTorch has it. Writes
 import json, sys, statistics
 import torch
 dev = "cuda"; torch.manual_seed(0)
-s, e = torch.cuda.Event(True), torch.cuda.Event(True)
+import os
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cuda_timing import seconds_per_call
 def timed(fn, reps=5):
-    fn(); torch.cuda.synchronize()
-    ts = []
-    for _ in range(3):
-        s.record()
-        for _ in range(reps): fn()
-        e.record(); e.synchronize(); ts.append(s.elapsed_time(e) / 1e3 / reps)
-    return statistics.median(ts)
+    return seconds_per_call(fn, reps, 3)
 one = torch.ones((), device=dev)
 rows = []
 for h, f, E in [(2048, 768, 16), (4096, 1536, 4), (2880, 2880, 16), (7168, 2048, 4)]:

@@ -62,8 +62,9 @@ namespace {
 double DeviceTime(const Op& op, const HardwareProfile& p);
 }
 
-// Launches are asynchronous: an op is bound by the device or by the host
-// that launches it, whichever is slower.
+// One op on its own: bound by the device or by the host that launches it,
+// whichever is slower. Op lists are priced as a launch queue instead
+// (planner/lower/plan_costs.cc), from OpDeviceTime.
 double OpTime(const Op& op, const HardwareProfile& p) {
   const double t = OpDeviceTime(op, p);
   return t > 0 ? std::max(t, p.compute.host_overhead_s) : 0.0;

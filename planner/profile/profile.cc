@@ -50,8 +50,9 @@ Status CheckFraction(double v, const std::string& what) {
   return Status::Ok();
 }
 
-// A GEMM efficiency curve: fractions, non-decreasing, never faster with size.
-Status CheckGemmEfficiency(const Curve& e, const std::string& ge) {
+// An efficiency curve over a call's size (GEMM FLOPs, attention keys): fractions,
+// non-decreasing, and a larger call never faster.
+Status CheckEfficiencyCurve(const Curve& e, const std::string& ge) {
   DT_RETURN_IF_ERROR(ValidateCurve(e, ge, true, true));
   for (size_t i = 0; i < e.size(); ++i) {
     DT_RETURN_IF_ERROR(CheckFraction(e.y[i], ge + "[" + std::to_string(i) + "] efficiency"));
@@ -82,21 +83,21 @@ Status CheckGemmPoints(const std::vector<GemmPoint>& pts, const std::string& w) 
 }
 
 Status CheckCompute(const ComputeProfile& c, const std::string& w) {
-  DT_RETURN_IF_ERROR(CheckGemmEfficiency(c.gemm_efficiency, w + ".gemm_efficiency.points"));
+  DT_RETURN_IF_ERROR(CheckEfficiencyCurve(c.gemm_efficiency, w + ".gemm_efficiency.points"));
   DT_RETURN_IF_ERROR(CheckGemmPoints(c.gemm_points, w + ".gemm_points"));
   if (c.bf16.available()) {
     const std::string b = w + ".bf16";
     if (!(c.bf16.peak_flops > 0) || !std::isfinite(c.bf16.peak_flops))
       return InvalidArgument(b + ".peak_flops = " + ShortNumber(c.bf16.peak_flops, 6) + ": must be > 0");
-    DT_RETURN_IF_ERROR(CheckGemmEfficiency(c.bf16.gemm_efficiency, b + ".gemm_efficiency"));
+    DT_RETURN_IF_ERROR(CheckEfficiencyCurve(c.bf16.gemm_efficiency, b + ".gemm_efficiency"));
     DT_RETURN_IF_ERROR(CheckGemmPoints(c.bf16.gemm_points, b + ".gemm_points"));
     DT_RETURN_IF_ERROR(CheckFraction(c.bf16.attention_efficiency, b + ".attention_efficiency"));
   }
   DT_RETURN_IF_ERROR(CheckFraction(c.attention_efficiency, w + ".attention_efficiency"));
-  // The same rules as a GEMM curve: x = keys per query row, and the time
-  // (x / efficiency, for a fixed number of queries) must not fall as x grows.
+  // x = keys per query row; the time (x / efficiency, for a fixed number of
+  // queries) must not fall as x grows.
   if (!c.attention_efficiency_by_keys.empty())
-    DT_RETURN_IF_ERROR(CheckGemmEfficiency(c.attention_efficiency_by_keys, w + ".attention_efficiency_by_keys.points"));
+    DT_RETURN_IF_ERROR(CheckEfficiencyCurve(c.attention_efficiency_by_keys, w + ".attention_efficiency_by_keys.points"));
   DT_RETURN_IF_ERROR(CheckFraction(c.memory_bound_efficiency, w + ".memory_bound_efficiency"));
   if (!(c.kernel_overhead_s >= 0)) return InvalidArgument(w + ".kernel_overhead_s must be >= 0");
   if (!(c.host_overhead_s >= 0)) return InvalidArgument(w + ".host_overhead_s must be >= 0");
@@ -106,7 +107,7 @@ Status CheckCompute(const ComputeProfile& c, const std::string& w) {
   if (c.fp8.peak_flops != 0) {
     if (!(c.fp8.peak_flops > 0) || !std::isfinite(c.fp8.peak_flops))
       return InvalidArgument(w + ".fp8.peak_flops = " + ShortNumber(c.fp8.peak_flops, 6) + ": must be > 0");
-    DT_RETURN_IF_ERROR(CheckGemmEfficiency(c.fp8.gemm_efficiency, w + ".fp8.gemm_efficiency"));
+    DT_RETURN_IF_ERROR(CheckEfficiencyCurve(c.fp8.gemm_efficiency, w + ".fp8.gemm_efficiency"));
   }
   return Status::Ok();
 }
