@@ -119,6 +119,9 @@ struct Dims {
   // Share of the causal attention core's tiles a fused kernel visits (1, or
   // less on a sliding-window layer: WindowTileFraction).
   double key_fraction = 1.0;
+  // The unfused core's softmax runs as PyTorch ops (Megatron's fallback
+  // when its fused kernel does not take the shape: MegatronFusedSoftmaxTakes).
+  bool torch_softmax = false;
 };
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -210,6 +213,10 @@ void Fp8Cast(const Dims& d, const char* name, double elements, std::vector<Op>* 
 // GPT, probabilities read by AV) that Korthikanti et al. analyse.
 // Sliding-window layers (flash attention only: an unfused core builds the
 // whole masked score matrix) scale the keys by Dims::key_fraction.
+// The softmax's own share of the unfused core's score bytes (the fused
+// kernel reads the scores and writes the probabilities, e bytes each).
+double FusedSoftmaxBytesPerScore(const Dims& d) { return 2 * d.e; }
+
 Op AttentionCore(const Dims& d, const char* name, double scale) {
   Op op;
   op.kind = OpKind::kAttention;
@@ -221,9 +228,40 @@ Op AttentionCore(const Dims& d, const char* name, double scale) {
   const double score = static_cast<double>(d.b) * d.a_local * d.s_local * d.s_full * d.key_fraction;
   op.flops = scale * 2.0 * score * (d.dqk + d.dv);  // QK^T and AV
   const double io = d.e * d.b * d.s_local * (d.a_local + d.kv_local) * (d.dqk + d.dv);  // Q, O and K, V
-  const double score_bytes = d.flash ? 0.0 : d.dropout ? score * (6 * d.e + 1) : score * (4 * d.e);
+  double score_bytes = d.flash ? 0.0 : d.dropout ? score * (6 * d.e + 1) : score * (4 * d.e);
+  if (d.torch_softmax) score_bytes -= score * FusedSoftmaxBytesPerScore(d);  // TorchSoftmax's ops instead
   op.bytes = scale * (io + score_bytes);
   return op;
+}
+
+// Megatron's unfused core when its fused softmax kernel does not take the
+// shape (MegatronFusedSoftmaxTakes): forward_torch_softmax runs five PyTorch
+// ops over the score matrix, each its own kernel and autograd node, in
+// place of the one fused kernel (and five backward kernels in place of
+// one). Bytes per score element with half-precision scores (e = 2) and the
+// softmax in fp32 (Megatron's setting whenever query-key layer scaling is
+// on, its default before Megatron-core): cast to fp32 (e + 4), scale
+// (4 + 4), masked_fill_ in place (4 + 4; the broadcast [s, s] mask stays in
+// cache), softmax (4 + 4), cast back (4 + e). Backward, in reverse: cast
+// (e + 4), softmax backward (reads grad and output, writes: 12), masked
+// fill (8), scale (8), cast (4 + e).
+void TorchSoftmax(const Dims& d, bool backward, std::vector<Op>* ops) {
+  if (!d.torch_softmax) return;
+  const double score = static_cast<double>(d.b) * d.a_local * d.s_local * d.s_full;
+  const double e = d.e;
+  if (!backward) {
+    ops->push_back(MemoryOp("softmax_to_fp32", (e + 4) * score));
+    ops->push_back(MemoryOp("softmax_scale", 8 * score));
+    ops->push_back(MemoryOp("softmax_mask", 8 * score));
+    ops->push_back(MemoryOp("softmax_fp32", 8 * score));
+    ops->push_back(MemoryOp("softmax_to_half", (4 + e) * score));
+  } else {
+    ops->push_back(MemoryOp("softmax_to_half_bwd", (e + 4) * score));
+    ops->push_back(MemoryOp("softmax_fp32_bwd", 12 * score));
+    ops->push_back(MemoryOp("softmax_mask_bwd", 8 * score));
+    ops->push_back(MemoryOp("softmax_scale_bwd", 8 * score));
+    ops->push_back(MemoryOp("softmax_to_fp32_bwd", (4 + e) * score));
+  }
 }
 
 // Ring exchange of K/V blocks over the CP group, as the runtime's ring
@@ -372,6 +410,7 @@ std::vector<Op> LayerForward(const Dims& d) {
   }
   CpRing(d, &f, /*backward=*/false);
   f.push_back(AttentionCore(d, "attn_core", 1.0));
+  TorchSoftmax(d, /*backward=*/false, &f);
   Fp8Cast(d, "fp8_cast_proj_input", static_cast<double>(d.T) * d.a_local * d.dv, &f);
   f.push_back(Linear(d, "proj", d.T, d.h, d.a_local * d.dv));
   TpExitForward(d, d.sp ? "sp_reducescatter_attn" : "tp_allreduce_attn", &f);
@@ -449,6 +488,7 @@ std::vector<Op> LayerBackward(const Dims& d) {
   GemmBackward(Linear(d, "proj", d.T, d.h, d.a_local * d.dv), "proj_dgrad", "proj_wgrad", &g);
   CpRing(d, &g, /*backward=*/true);
   g.push_back(AttentionCore(d, "attn_core_bwd", 2.0));
+  TorchSoftmax(d, /*backward=*/true, &g);
   if (d.mla) {
     TpEnterForward(d, "sp_allgather_attn_input", &g);
     MlaBackward(d, &g);
@@ -482,6 +522,7 @@ std::vector<Op> SelectiveRecompute(const Dims& d) {
     // probabilities are rebuilt from Q K^T and the stored log-sum-exp inside
     // the backward ring, whose K/V transfers are already in the backward.
     r.push_back(AttentionCore(d, "attn_core", 1.0));
+    TorchSoftmax(d, /*backward=*/false, &r);
   }
   if (p.Recomputes(kRecomputeLayernorm)) {
     // The norms that are modules of their own in Megatron's TE layer (the
@@ -529,8 +570,24 @@ double WindowTileFraction(int64_t seq, int64_t window) {
   return windowed / causal;
 }
 
-LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, bool windowed) {
+bool MegatronFusedSoftmaxTakes(int64_t micro_batch, int64_t local_heads, int64_t sq, int64_t sk) {
+  const int64_t batches = micro_batch * local_heads;
+  if (!(sk > 16 && sk <= 4096 && sq % 4 == 0 && sk % 4 == 0 && batches % 4 == 0)) return false;
+  // Rows per thread block of the causal kernel: 128 threads, one warp of
+  // min(32, next power of two of sk) lanes per row, two rows per warp when
+  // that power is <= 128.
+  int64_t pow2 = 1;
+  while (pow2 < sk) pow2 *= 2;
+  const int64_t warp = std::min<int64_t>(pow2, 32);
+  const int64_t per_block = (128 / warp) * (pow2 <= 128 ? 2 : 1);
+  return batches % per_block == 0;
+}
+
+LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, bool windowed,
+                             AttentionKernels kernels) {
   Dims d = MakeDims(m, p, bytes_per_element);
+  d.torch_softmax = kernels == AttentionKernels::kMegatron && !d.flash && d.e == 2 && d.cp == 1 &&
+                    !MegatronFusedSoftmaxTakes(d.b, d.a_local, d.s_local, d.s_full);
   if (windowed && p.flash_attention && m.WindowApplies(p.seq_length))
     d.key_fraction = WindowTileFraction(p.seq_length, m.sliding_window);
   LayerOps ops;

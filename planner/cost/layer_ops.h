@@ -97,7 +97,20 @@ void AppendFp8Quantize(const PlanSpec& p, bool fp8, double e, const char* name, 
 // model with one (ModelSpec::WindowedLayer); it changes only the fused
 // attention core's work (WindowTileFraction), so a plan's chunk costs add
 // the difference per windowed layer.
-LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, bool windowed = false);
+// Whose kernels run the unfused attention core: dtrun's (kRuntime: the
+// profiler, CPU plans) or a GPU framework's (kMegatron: Megatron-LM's
+// FusedScaleMaskSoftmax, whose fused kernel takes only some shapes; the
+// others fall back to PyTorch ops, TorchSoftmax in layer_ops.cc).
+enum class AttentionKernels { kRuntime, kMegatron };
+LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, bool windowed = false,
+                             AttentionKernels kernels = AttentionKernels::kRuntime);
+// Whether Megatron's fused causal softmax kernel (ScaledUpperTriangMasked-
+// Softmax, megatron/core/fusions/fused_softmax.py is_kernel_available)
+// takes scores of micro_batch x local_heads x sq x sk: 16 < sk <= 4096
+// (2048 before 2023: no case of ours lies between), sq and sk multiples of
+// 4, and micro_batch x local_heads a multiple of 4 and of the kernel's rows
+// per thread block (4 for sk > 128). Half-precision inputs only.
+bool MegatronFusedSoftmaxTakes(int64_t micro_batch, int64_t local_heads, int64_t sq, int64_t sk);
 
 // Sliding-window attention as fused kernels run it (FlashAttention-2/3,
 // cuDNN): query tiles of kAttentionTile rows visit only the key tiles

@@ -197,14 +197,16 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   const int e = hw.device.bytes_per_element();
   const MemoryParams mp = MemoryParamsFor(hw, p);
   PlanCosts pc;
-  LayerOps layer = TransformerLayerOps(m, p, e);
+  // GPU plans run a framework's attention kernels; CPU plans dtrun's.
+  const AttentionKernels kernels = hw.device.kind == "gpu" ? AttentionKernels::kMegatron : AttentionKernels::kRuntime;
+  LayerOps layer = TransformerLayerOps(m, p, e, /*windowed=*/false, kernels);
   OpListCost lf = Price(layer.forward, p, c, hw, &pc.outside_profile);
   OpListCost lb = Price(layer.backward, p, c, hw, &pc.outside_profile);
   OpListCost lr = Price(layer.recompute, p, c, hw, &pc.outside_profile);
   // Sliding-window layers (ModelSpec::WindowedLayer) differ only in the
   // attention core: what one costs more (less) than a full layer.
   const bool windows = m.WindowApplies(p.seq_length);
-  const LayerOps wl = windows ? TransformerLayerOps(m, p, e, /*windowed=*/true) : LayerOps{};
+  const LayerOps wl = windows ? TransformerLayerOps(m, p, e, /*windowed=*/true, kernels) : LayerOps{};
   OpListCost wf, wb, wr;
   if (windows) {
     auto diff = [](OpListCost a, const OpListCost& b) {
@@ -232,7 +234,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   const ModelSpec dense_model = DenseLayerModel(m);
   OpListCost df, db, dr;
   if (m.first_dense_layers > 0) {
-    LayerOps dl = TransformerLayerOps(dense_model, p, e);
+    LayerOps dl = TransformerLayerOps(dense_model, p, e, /*windowed=*/false, kernels);
     df = Price(dl.forward, p, c, hw, &pc.outside_profile);
     db = Price(dl.backward, p, c, hw, &pc.outside_profile);
     dr = Price(dl.recompute, p, c, hw, &pc.outside_profile);

@@ -4,7 +4,9 @@
 
 #include "tests/planner/test_models.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 namespace dt {
 namespace {
@@ -244,6 +246,80 @@ TEST(LayerOps, EmbeddingAndHeadAreVocabParallel) {
   EXPECT_EQ(Count(emb_sp.backward, CollKind::kAllGather, GroupKind::kTp), 1);
   EXPECT_STREQ(ToString(CollKind::kReduceScatter), "reduce_scatter");
   EXPECT_STREQ(ToString(GroupKind::kCp), "cp");
+}
+
+}  // namespace
+}  // namespace dt
+
+namespace dt {
+namespace {
+
+// Megatron's fused causal softmax takes b x local heads that are multiples
+// of 4 (rows per block 4 for sk > 128, 8 for sk <= 128) and 16 < sk <= 4096
+// with sq, sk multiples of 4 (megatron/core/fusions/fused_softmax.py).
+TEST(MegatronSoftmax, FusedKernelShapeRules) {
+  EXPECT_TRUE(MegatronFusedSoftmaxTakes(1, 4, 1024, 1024));
+  EXPECT_TRUE(MegatronFusedSoftmaxTakes(2, 2, 1024, 1024));
+  EXPECT_FALSE(MegatronFusedSoftmaxTakes(1, 2, 1024, 1024));  // 16 heads over tp 8, microbatch 1
+  EXPECT_FALSE(MegatronFusedSoftmaxTakes(2, 3, 2048, 2048));  // 48 heads over tp 16, microbatch 2
+  EXPECT_TRUE(MegatronFusedSoftmaxTakes(4, 3, 2048, 2048));
+  EXPECT_TRUE(MegatronFusedSoftmaxTakes(1, 4, 4096, 4096));
+  EXPECT_FALSE(MegatronFusedSoftmaxTakes(1, 4, 8192, 8192));  // sk > 4096
+  EXPECT_FALSE(MegatronFusedSoftmaxTakes(1, 4, 16, 16));      // sk <= 16
+  EXPECT_FALSE(MegatronFusedSoftmaxTakes(1, 4, 1022, 1022));  // not a multiple of 4
+  EXPECT_FALSE(MegatronFusedSoftmaxTakes(1, 4, 128, 128));    // 8 rows per block at sk <= 128
+  EXPECT_TRUE(MegatronFusedSoftmaxTakes(2, 4, 128, 128));
+}
+
+std::vector<std::string> Names(const std::vector<Op>& ops) {
+  std::vector<std::string> n;
+  for (const Op& op : ops) n.push_back(op.name);
+  return n;
+}
+
+double Bytes(const std::vector<Op>& ops) {
+  double b = 0;
+  for (const Op& op : ops) b += op.bytes;
+  return b;
+}
+
+// The unfused core of a GPU plan whose shape the fused softmax does not
+// take runs Megatron's PyTorch fallback: five more ops forward, in the
+// recompute and backward, and 32 more bytes per score element each way
+// (bf16 scores, fp32 softmax: 36 for 4 forward, 40 for the fused kernel's
+// 8 backward, which the core's backward counts as twice its forward). dtrun's kernels (kRuntime) and shapes the
+// fused kernel takes are unchanged; flash attention never falls back.
+TEST(MegatronSoftmax, FallbackAddsTorchOpsAndBytes) {
+  const ModelSpec m = Gpt(1024, 16, 4);  // 16 heads
+  PlanSpec p;
+  p.tp = 8;  // 2 heads per rank
+  p.micro_batch = 1;
+  p.seq_length = 1024;
+  p.layers_per_chunk = {m.num_layers};
+  p.flash_attention = false;
+  p.recompute = Recompute::kFull;
+  const LayerOps runtime = TransformerLayerOps(m, p, 2);
+  const LayerOps megatron = TransformerLayerOps(m, p, 2, false, AttentionKernels::kMegatron);
+  const double scores = 1.0 * 2 * 1024 * 1024;
+  EXPECT_EQ(megatron.forward.size(), runtime.forward.size() + 5);
+  EXPECT_EQ(megatron.recompute.size(), runtime.recompute.size() + 5);
+  EXPECT_EQ(megatron.backward.size(), runtime.backward.size() + 5);
+  EXPECT_DOUBLE_EQ(Bytes(megatron.forward) - Bytes(runtime.forward), 32 * scores);
+  EXPECT_DOUBLE_EQ(Bytes(megatron.backward) - Bytes(runtime.backward), 32 * scores);
+  EXPECT_DOUBLE_EQ(SumFlops(megatron.forward), SumFlops(runtime.forward));
+  const auto names = Names(megatron.forward);
+  EXPECT_NE(std::find(names.begin(), names.end(), "softmax_fp32"), names.end());
+
+  p.micro_batch = 2;  // 4 rows: the fused kernel takes it
+  EXPECT_EQ(Names(TransformerLayerOps(m, p, 2, false, AttentionKernels::kMegatron).forward),
+            Names(TransformerLayerOps(m, p, 2).forward));
+  p.micro_batch = 1;
+  p.flash_attention = true;
+  EXPECT_EQ(Names(TransformerLayerOps(m, p, 2, false, AttentionKernels::kMegatron).forward),
+            Names(TransformerLayerOps(m, p, 2).forward));
+  p.flash_attention = false;  // fp32 scores: not Megatron's mixed-precision path
+  EXPECT_EQ(Names(TransformerLayerOps(m, p, 4, false, AttentionKernels::kMegatron).forward),
+            Names(TransformerLayerOps(m, p, 4).forward));
 }
 
 }  // namespace
