@@ -204,6 +204,10 @@ void Fp8Cast(const Dims& d, const char* name, double elements, std::vector<Op>* 
   AppendFp8Quantize(*d.plan, d.fp8, d.e, name, elements, 1.0, gathered && d.sp ? d.tp : 1, ops);
 }
 
+// The softmax's own share of the unfused core's score bytes (the fused
+// kernel reads the scores and writes the probabilities, e bytes each).
+double FusedSoftmaxBytesPerScore(const Dims& d) { return 2 * d.e; }
+
 // Attention core softmax(QK^T)V of the local heads: queries = local
 // sequence, keys = full sequence (under CP every query block meets every
 // key block over the ring). Causal masking is NOT discounted: the flops are
@@ -213,10 +217,6 @@ void Fp8Cast(const Dims& d, const char* name, double elements, std::vector<Op>* 
 // GPT, probabilities read by AV) that Korthikanti et al. analyse.
 // Sliding-window layers (flash attention only: an unfused core builds the
 // whole masked score matrix) scale the keys by Dims::key_fraction.
-// The softmax's own share of the unfused core's score bytes (the fused
-// kernel reads the scores and writes the probabilities, e bytes each).
-double FusedSoftmaxBytesPerScore(const Dims& d) { return 2 * d.e; }
-
 Op AttentionCore(const Dims& d, const char* name, double scale) {
   Op op;
   op.kind = OpKind::kAttention;
