@@ -133,15 +133,47 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
         ++a.second;
       }
     std::vector<double> ratios;
+    std::vector<std::pair<double, double>> ratio_by_flops;  // (log FLOPs, in-step / alone)
+    std::vector<bool> replaced(c.gemm_points.size(), false);
     int added = 0;
-    for (GemmPoint& g : c.gemm_points) {
+    for (size_t i = 0; i < c.gemm_points.size(); ++i) {
+      GemmPoint& g = c.gemm_points[i];
       auto it = in_step.find({g.m, g.n, g.k});
       if (g.batch != 1 || it == in_step.end() || it->second.second <= 0 || !(g.seconds > 0)) continue;
       const double t = it->second.first / it->second.second;
       it->second.second = 0;  // used
       if (!(t > 0)) continue;
       ratios.push_back(t / g.seconds);
+      ratio_by_flops.push_back({std::log(g.flops()), t / g.seconds});
       g.seconds = t;
+      replaced[i] = true;
+    }
+    // Shapes the steps do not run (those of tp > 1 plans: the steps are
+    // tp = 1) run inside their own plans' steps too: their isolated time
+    // takes the in-step / alone ratio of the timed shapes nearest in FLOPs
+    // (the median over those within 2x of its FLOPs, else the nearest one),
+    // so that a tp 2 plan's GEMMs are not priced warmer than a tp 1 plan's.
+    int scaled = 0;
+    if (!ratio_by_flops.empty()) {
+      for (size_t i = 0; i < c.gemm_points.size(); ++i) {
+        GemmPoint& g = c.gemm_points[i];
+        if (replaced[i] || g.batch != 1 || !(g.seconds > 0)) continue;
+        const double x = std::log(g.flops());
+        std::vector<double> near;
+        double best = 0, best_d = 1e300;
+        for (const auto& [lx, r] : ratio_by_flops) {
+          const double dist = std::fabs(lx - x);
+          if (dist <= std::log(2.0)) near.push_back(r);
+          if (dist < best_d) best_d = dist, best = r;
+        }
+        double r = best;
+        if (!near.empty()) {
+          std::sort(near.begin(), near.end());
+          r = near[near.size() / 2];
+        }
+        g.seconds *= r;
+        ++scaled;
+      }
     }
     // Shapes above the isolated sweep's size cap that the steps ran.
     for (const auto& [key, a] : in_step) {
@@ -162,6 +194,10 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
                      ShortNumber(ratios.front(), 3) + "-" + ShortNumber(ratios.back(), 3) + ".";
     }
     in_situ_note += added_note;
+    if (scaled > 0)
+      in_situ_note += " " + std::to_string(scaled) +
+                      " gemm_points the steps do not run (tp > 1 shapes) scaled by the in-step / alone ratio of the "
+                      "timed shapes nearest in FLOPs.";
   }
   c.kernel_overhead_s = std::max(0.0, m.tiny_op_s);
   std::string fit_note;
