@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "planner/cost/compute_cost.h"
+#include "planner/cost/layer_ops.h"
 #include "planner/cost/moe_ops.h"
 #include "planner/spec/capabilities.h"
 
@@ -125,6 +126,13 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
   if (b.approximated_points)
     os << "  note: some GEMM, message or group sizes lie outside the profile's tabulated range; "
           "the nearest point's efficiency / bandwidth was used\n";
+  const PlanSpec& bp = r.top[0].plan;
+  if (hw.device.kind == "gpu" &&
+      UsesMegatronTorchSoftmax(m, bp, hw.device.bytes_per_element(), AttentionKernels::kMegatron))
+    os << "  note: unfused attention with micro_batch x heads per TP rank = " << bp.micro_batch * (m.heads / bp.tp)
+       << " (seq " << bp.seq_length << "): Megatron's fused softmax kernel needs a multiple of 4 (and 16 < seq <= "
+          "4096), so it falls back to five PyTorch ops per softmax, priced as such; flash attention, or a "
+          "microbatch that makes the product a multiple of 4, avoids it\n";
   return os.str();
 }
 

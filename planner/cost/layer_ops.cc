@@ -583,11 +583,17 @@ bool MegatronFusedSoftmaxTakes(int64_t micro_batch, int64_t local_heads, int64_t
   return batches % per_block == 0;
 }
 
+bool UsesMegatronTorchSoftmax(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,
+                              AttentionKernels kernels) {
+  return kernels == AttentionKernels::kMegatron && !p.flash_attention && bytes_per_element == 2 && p.cp == 1 &&
+         p.tp >= 1 && m.heads % p.tp == 0 &&
+         !MegatronFusedSoftmaxTakes(p.micro_batch, m.heads / p.tp, p.seq_length, p.seq_length);
+}
+
 LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, bool windowed,
                              AttentionKernels kernels) {
   Dims d = MakeDims(m, p, bytes_per_element);
-  d.torch_softmax = kernels == AttentionKernels::kMegatron && !d.flash && d.e == 2 && d.cp == 1 &&
-                    !MegatronFusedSoftmaxTakes(d.b, d.a_local, d.s_local, d.s_full);
+  d.torch_softmax = UsesMegatronTorchSoftmax(m, p, bytes_per_element, kernels);
   if (windowed && p.flash_attention && m.WindowApplies(p.seq_length))
     d.key_fraction = WindowTileFraction(p.seq_length, m.sliding_window);
   LayerOps ops;

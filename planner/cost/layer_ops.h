@@ -111,6 +111,11 @@ LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_pe
 // 4, and micro_batch x local_heads a multiple of 4 and of the kernel's rows
 // per thread block (4 for sk > 128). Half-precision inputs only.
 bool MegatronFusedSoftmaxTakes(int64_t micro_batch, int64_t local_heads, int64_t sq, int64_t sk);
+// Whether plan p's unfused attention core runs Megatron's PyTorch softmax
+// fallback under `kernels`: GPU (kMegatron), unfused core, half-precision
+// scores, no CP, and a shape MegatronFusedSoftmaxTakes refuses.
+bool UsesMegatronTorchSoftmax(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,
+                              AttentionKernels kernels);
 
 // Sliding-window attention as fused kernels run it (FlashAttention-2/3,
 // cuDNN): query tiles of kAttentionTile rows visit only the key tiles

@@ -317,7 +317,12 @@ TEST(MegatronSoftmax, FallbackAddsTorchOpsAndBytes) {
   p.flash_attention = true;
   EXPECT_EQ(Names(TransformerLayerOps(m, p, 2, false, AttentionKernels::kMegatron).forward),
             Names(TransformerLayerOps(m, p, 2).forward));
-  p.flash_attention = false;  // fp32 scores: not Megatron's mixed-precision path
+  EXPECT_FALSE(UsesMegatronTorchSoftmax(m, p, 2, AttentionKernels::kMegatron));  // flash
+  p.flash_attention = false;
+  EXPECT_TRUE(UsesMegatronTorchSoftmax(m, p, 2, AttentionKernels::kMegatron));
+  EXPECT_FALSE(UsesMegatronTorchSoftmax(m, p, 2, AttentionKernels::kRuntime));
+  EXPECT_FALSE(UsesMegatronTorchSoftmax(m, p, 4, AttentionKernels::kMegatron));
+  // fp32 scores: not Megatron's mixed-precision path
   EXPECT_EQ(Names(TransformerLayerOps(m, p, 4, false, AttentionKernels::kMegatron).forward),
             Names(TransformerLayerOps(m, p, 4).forward));
 }
