@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "planner/cost/attention_kernels.h"
 #include "planner/spec/model_spec.h"
 #include "planner/spec/plan_spec.h"
 
@@ -97,11 +98,9 @@ void AppendFp8Quantize(const PlanSpec& p, bool fp8, double e, const char* name, 
 // model with one (ModelSpec::WindowedLayer); it changes only the fused
 // attention core's work (WindowTileFraction), so a plan's chunk costs add
 // the difference per windowed layer.
-// Whose kernels run the unfused attention core: dtrun's (kRuntime: the
-// profiler, CPU plans) or a GPU framework's (kMegatron: Megatron-LM's
-// FusedScaleMaskSoftmax, whose fused kernel takes only some shapes; the
-// others fall back to PyTorch ops, TorchSoftmax in layer_ops.cc).
-enum class AttentionKernels { kRuntime, kMegatron };
+// `kernels`: whose kernels run the unfused attention core (attention_kernels.h);
+// kMegatron prices Megatron's PyTorch softmax fallback (TorchSoftmax in
+// layer_ops.cc) where UsesMegatronTorchSoftmax says it runs.
 LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, bool windowed = false,
                              AttentionKernels kernels = AttentionKernels::kRuntime);
 // Whether Megatron's fused causal softmax kernel (ScaledUpperTriangMasked-

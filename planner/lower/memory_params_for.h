@@ -18,6 +18,7 @@ inline MemoryParams MemoryParamsFor(const HardwareProfile& hw) {
   MemoryParams mp = hw.device.dtype == "fp32" ? MemoryParams::Fp32(cap) : MemoryParams::MixedPrecision(cap);
   mp.reserved_bytes = static_cast<double>(hw.device.reserved_bytes);
   mp.fragmentation = hw.device.fragmentation;
+  mp.attention_kernels = hw.device.kind == "gpu" ? AttentionKernels::kMegatron : AttentionKernels::kRuntime;
   return mp;
 }
 
@@ -28,6 +29,7 @@ inline MemoryParams MemoryParamsFor(const HardwareProfile& hw, const PlanSpec& p
     mp = p.precision == Precision::kFp32 ? MemoryParams::Fp32(cap) : MemoryParams::MixedPrecision(cap);
     mp.reserved_bytes = static_cast<double>(hw.device.reserved_bytes);
     mp.fragmentation = hw.device.fragmentation;
+    mp.attention_kernels = hw.device.kind == "gpu" ? AttentionKernels::kMegatron : AttentionKernels::kRuntime;
   }
   if (hw.device.kind == "cpu" && mp.activation_bytes == 2) {
     mp.working_bytes = 4;

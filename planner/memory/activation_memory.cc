@@ -1,6 +1,7 @@
 #include "planner/memory/activation_memory.h"
 
 #include "base/check.h"
+#include "planner/cost/layer_ops.h"
 #include "planner/cost/moe_ops.h"
 
 namespace dt {
@@ -20,11 +21,13 @@ struct Local {
   // read by the gate's backward.
   double shared_gate_bytes = 0;
   bool dropout;  // GPT with dropout: masks and dropped-out probabilities stored
+  bool torch_softmax = false;  // Megatron's PyTorch softmax fallback (UsesMegatronTorchSoftmax)
 };
 
-Local MakeLocal(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
+Local MakeLocal(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, AttentionKernels kernels) {
   DT_CHECK(bytes_per_element == 2 || bytes_per_element == 4) << bytes_per_element;
   Local l;
+  l.torch_softmax = UsesMegatronTorchSoftmax(m, p, bytes_per_element, kernels);
   l.b = p.micro_batch;
   l.s_local = static_cast<double>(p.seq_length / p.cp);
   l.s_full = p.seq_length;
@@ -52,6 +55,11 @@ Local MakeLocal(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
 
 double ScoreBytes(const Local& l) {
   const double scores = l.b * l.a * l.s_local * l.s_full;
+  // Megatron's PyTorch fallback keeps the fp32 softmax output for the
+  // softmax backward and its half-precision copy (the dropout's mask and
+  // output, or the AV input without dropout) instead of the fused kernel's
+  // one e-byte output.
+  if (l.torch_softmax) return l.dropout ? scores * (4 + 1 + l.e) : scores * (4 + l.e);
   // GPT: softmax output (e) + dropout mask (1 byte) + dropout output (e);
   // Llama trains without attention dropout: softmax output only.
   return l.dropout ? scores * (2 * l.e + 1) : scores * l.e;
@@ -130,28 +138,32 @@ double OtherModulesBytes(const Local& l, const ModelSpec& m, const PlanSpec& p) 
 }  // namespace
 
 double RecomputeModuleBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,
-                                    RecomputeModule module) {
-  return ModuleBytes(MakeLocal(m, p, bytes_per_element), m, p, module);
+                                    RecomputeModule module, AttentionKernels kernels) {
+  return ModuleBytes(MakeLocal(m, p, bytes_per_element, kernels), m, p, module);
 }
 
-double RecomputedModuleBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
+double RecomputedModuleBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,
+                                     AttentionKernels kernels) {
   if (p.recompute != Recompute::kSelective) return 0.0;
-  return OtherModulesBytes(MakeLocal(m, p, bytes_per_element), m, p);
+  return OtherModulesBytes(MakeLocal(m, p, bytes_per_element, kernels), m, p);
 }
 
-double AttentionScoreBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
-  return ScoreBytes(MakeLocal(m, p, bytes_per_element));
+double AttentionScoreBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,
+                                   AttentionKernels kernels) {
+  return ScoreBytes(MakeLocal(m, p, bytes_per_element, kernels));
 }
 
-double StoredBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, double recomputed_share) {
-  if (p.recompute != Recompute::kFull || recomputed_share >= 1.0) return ActivationBytesPerLayer(m, p, bytes_per_element);
-  return recomputed_share * ActivationBytesPerLayerFor(m, p, bytes_per_element, Recompute::kFull) +
-         (1.0 - recomputed_share) * ActivationBytesPerLayerFor(m, p, bytes_per_element, Recompute::kNone);
+double StoredBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, double recomputed_share,
+                           AttentionKernels kernels) {
+  if (p.recompute != Recompute::kFull || recomputed_share >= 1.0)
+    return ActivationBytesPerLayer(m, p, bytes_per_element, kernels);
+  return recomputed_share * ActivationBytesPerLayerFor(m, p, bytes_per_element, Recompute::kFull, kernels) +
+         (1.0 - recomputed_share) * ActivationBytesPerLayerFor(m, p, bytes_per_element, Recompute::kNone, kernels);
 }
 
 double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,
-                                  Recompute mode) {
-  const Local l = MakeLocal(m, p, bytes_per_element);
+                                  Recompute mode, AttentionKernels kernels) {
+  const Local l = MakeLocal(m, p, bytes_per_element, kernels);
   const double e = l.e;
   if (mode == Recompute::kFull) return e * l.T_r * l.h;  // the layer input only
   // Replicated region (sharded over TP only under SP): inputs of norm 1,
@@ -229,8 +241,9 @@ double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int byt
   return bytes;
 }
 
-double ActivationBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
-  return ActivationBytesPerLayerFor(m, p, bytes_per_element, p.recompute);
+double ActivationBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,
+                               AttentionKernels kernels) {
+  return ActivationBytesPerLayerFor(m, p, bytes_per_element, p.recompute, kernels);
 }
 
 }  // namespace dt

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "planner/cost/attention_kernels.h"
+
 namespace dt {
 
 struct MemoryParams {
@@ -32,6 +34,9 @@ struct MemoryParams {
   double capacity_bytes = 80e9;          // device memory (A100/H100 80 GB)
   double reserved_bytes = 2.0 * (1 << 30);  // CUDA context, cuBLAS workspace, NCCL buffers
   double fragmentation = 0.05;  // allocator slack as a fraction of allocated bytes
+  // Whose kernels run an unfused attention core (GPU: Megatron's, whose
+  // PyTorch softmax fallback keeps an fp32 softmax output).
+  AttentionKernels attention_kernels = AttentionKernels::kRuntime;
 
   // bf16 weights and activations, bf16 gradients, fp32 Adam master + m + v.
   static MemoryParams MixedPrecision(double capacity_bytes) {

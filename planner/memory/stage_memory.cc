@@ -146,7 +146,7 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   }
   const double share = layers > 0 ? recomputed / layers : 1.0;
   s.activations =
-      over_layers([&](const ModelSpec& k) { return StoredBytesPerLayer(k, p, mp.activation_bytes, share); }) / p.vpp *
+      over_layers([&](const ModelSpec& k) { return StoredBytesPerLayer(k, p, mp.activation_bytes, share, mp.attention_kernels); }) / p.vpp *
       in_flight;
   // The first and last model chunks are one of the rank's vpp chunks: their
   // in-flight count is approximated by ceil(in_flight / vpp).
@@ -168,7 +168,8 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // (2h, at the SP shard) and the two norms' inputs, and its own head stash.
   if (mtp_layers > 0)
     s.activations += mtp_layers * head_in_flight *
-                     (ActivationBytesPerLayer(m, p, mp.activation_bytes) + 4 * e * tok.T_r * h + head_stash);
+                     (ActivationBytesPerLayer(m, p, mp.activation_bytes, mp.attention_kernels) + 4 * e * tok.T_r * h +
+                      head_stash);
   // Pipeline p2p: a received activation is the stored layer input; a
   // received gradient is the incoming gradient of the backward working set
   // below; sent buffers are freed once their send completes.
@@ -219,7 +220,9 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
       : p.flash_attention
           ? 4.0 * tok.T * a_local * m.head_dim() + w * tok.T * (a_local + 2 * kv_local) * m.head_dim() +
                 4.0 * p.micro_batch * a_local * s_local
-          : 2 * w * scores;
+          : UsesMegatronTorchSoftmax(m, p, mp.activation_bytes, mp.attention_kernels)
+              ? std::max(2 * w, 8.0) * scores  // Megatron's PyTorch softmax backward: fp32 gradients
+              : 2 * w * scores;
   // SwiGLU's backward holds the activation gradient next to the gate and
   // up gradients it produces (3 T f); GeLU's works in place (T f).
   double mlp_bwd = (m.gated_mlp() ? 3 : 1) * w * tok.T * f_local;
@@ -248,20 +251,21 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // worth: the rebuilt layer fits in that space.
   if (p.recompute == Recompute::kFull && rebuilds_on_top) {
     layer_bwd += larger_kind([&](const ModelSpec& k) {
-      return ActivationBytesPerLayerFor(k, p, static_cast<int>(w), Recompute::kNone) -
-             ActivationBytesPerLayerFor(k, p, static_cast<int>(w), Recompute::kFull);
+      return ActivationBytesPerLayerFor(k, p, static_cast<int>(w), Recompute::kNone, mp.attention_kernels) -
+             ActivationBytesPerLayerFor(k, p, static_cast<int>(w), Recompute::kFull, mp.attention_kernels);
     });
   } else if (p.recompute == Recompute::kSelective) {
     if (p.Recomputes(kRecomputeCoreAttn) && p.cp == 1 && !p.flash_attention)
-      layer_bwd += AttentionScoreBytesPerLayer(m, p, static_cast<int>(w));
+      layer_bwd += AttentionScoreBytesPerLayer(m, p, static_cast<int>(w), mp.attention_kernels);
     layer_bwd += larger_kind(
-        [&](const ModelSpec& k) { return RecomputedModuleBytesPerLayer(k, p, static_cast<int>(w)); });
+        [&](const ModelSpec& k) { return RecomputedModuleBytesPerLayer(k, p, static_cast<int>(w), mp.attention_kernels); });
   }
   // CPU bf16: the layer's stored tensors are widened to fp32 for its
   // backward (runtime/model/stash_precision.h).
   if (w != e)
     layer_bwd += larger_kind([&](const ModelSpec& k) {
-      return ActivationBytesPerLayer(k, p, static_cast<int>(w)) - ActivationBytesPerLayer(k, p, mp.activation_bytes);
+      return ActivationBytesPerLayer(k, p, static_cast<int>(w), mp.attention_kernels) -
+             ActivationBytesPerLayer(k, p, mp.activation_bytes, mp.attention_kernels);
     });
   // The head's backward (last chunk) holds the fp32 logits and their
   // gradient plus the hidden-size input gradient; it frees its stash before

@@ -281,3 +281,38 @@ TEST(StageMemory, FlashBackwardHoldsNoScoreMatrix) {
 
 }  // namespace
 }  // namespace dt
+
+namespace dt {
+namespace {
+
+// Megatron's PyTorch softmax fallback (tp 8 over 16 heads, microbatch 1:
+// 2 score rows per block, not a multiple of 4) keeps the fp32 softmax
+// output beside the dropout's mask and output: 4 + 1 + 2 bytes per score
+// instead of the fused kernel's 2 + 1 + 2. Only under Megatron's kernels
+// (GPU memory params); dtrun's CPU kernels and shapes the fused kernel
+// takes keep the fused count.
+TEST(ActivationMemory, MegatronSoftmaxFallbackKeepsFp32Probabilities) {
+  const ModelSpec m = Gpt(1024, 16, 4);
+  PlanSpec p;
+  p.tp = 8;
+  p.micro_batch = 1;
+  p.seq_length = m.seq_length;
+  p.flash_attention = false;
+  p.recompute = Recompute::kNone;
+  p.layers_per_chunk = {m.num_layers};
+  const double scores = 1.0 * 2 * m.seq_length * m.seq_length;
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(m, p, 2, AttentionKernels::kMegatron) - ActivationBytesPerLayer(m, p, 2),
+                   2 * scores);
+  EXPECT_DOUBLE_EQ(AttentionScoreBytesPerLayer(m, p, 2, AttentionKernels::kMegatron), 7 * scores);
+  MemoryParams gpu = MemoryParams::MixedPrecision(80e9);
+  gpu.attention_kernels = AttentionKernels::kMegatron;
+  const MemoryParams cpu = MemoryParams::MixedPrecision(80e9);
+  const StageMemory with = EstimateStageMemory(m, p, gpu, 0, 1), without = EstimateStageMemory(m, p, cpu, 0, 1);
+  EXPECT_GT(with.activations, without.activations);
+  EXPECT_GE(with.temporary, without.temporary);  // the fallback's fp32 backward (when it is the largest)
+  p.micro_batch = 2;  // 4 rows: the fused kernel takes it
+  EXPECT_DOUBLE_EQ(ActivationBytesPerLayer(m, p, 2, AttentionKernels::kMegatron), ActivationBytesPerLayer(m, p, 2));
+}
+
+}  // namespace
+}  // namespace dt
