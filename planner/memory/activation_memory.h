@@ -18,14 +18,16 @@ namespace dt {
 
 // Bytes stored per layer per microbatch under the plan's recompute mode
 // (selective: minus what PlanSpec::recompute_modules drop).
-double ActivationBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, AttentionKernels kernels = AttentionKernels::kRuntime);
+double ActivationBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,
+                               AttentionKernels kernels = AttentionKernels::kRuntime);
 // Same, for an explicit recompute mode (the plan's own mode is ignored).
 double ActivationBytesPerLayerFor(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,
                                   Recompute mode, AttentionKernels kernels = AttentionKernels::kRuntime);
 // Mean stored bytes per layer over layers of which `recomputed_share` run
 // full recompute and the rest none (PlanSpec::recompute_num_layers); for a
 // plan without full recompute, ActivationBytesPerLayer.
-double StoredBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, double recomputed_share, AttentionKernels kernels = AttentionKernels::kRuntime);
+double StoredBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, double recomputed_share,
+                           AttentionKernels kernels = AttentionKernels::kRuntime);
 // Bytes selective-recompute module `module` alone drops from one layer's
 // stored tensors (core_attn: the score term; 0 for a module the model lacks).
 double RecomputeModuleBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,
@@ -33,9 +35,11 @@ double RecomputeModuleBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int b
 // What the plan's selective-recompute modules other than the attention core
 // drop, and rebuild in one layer's backward (the sum over them; "moe"
 // contains "moe_act" and "shared_experts"): 0 unless recompute is selective.
-double RecomputedModuleBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, AttentionKernels kernels = AttentionKernels::kRuntime);
+double RecomputedModuleBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,
+                                     AttentionKernels kernels = AttentionKernels::kRuntime);
 // The attention-score part (softmax output, dropout mask and output): what
 // selective recompute drops and what its backward rebuilds for one layer.
-double AttentionScoreBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element, AttentionKernels kernels = AttentionKernels::kRuntime);
+double AttentionScoreBytesPerLayer(const ModelSpec& m, const PlanSpec& p, int bytes_per_element,
+                                   AttentionKernels kernels = AttentionKernels::kRuntime);
 
 }  // namespace dt

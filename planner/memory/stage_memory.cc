@@ -145,9 +145,9 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
     rebuilds_on_top |= n > 0 && n == p.layers_per_chunk[chunk];
   }
   const double share = layers > 0 ? recomputed / layers : 1.0;
-  s.activations =
-      over_layers([&](const ModelSpec& k) { return StoredBytesPerLayer(k, p, mp.activation_bytes, share, mp.attention_kernels); }) / p.vpp *
-      in_flight;
+  s.activations = over_layers([&](const ModelSpec& k) {
+                    return StoredBytesPerLayer(k, p, mp.activation_bytes, share, mp.attention_kernels);
+                  }) / p.vpp * in_flight;
   // The first and last model chunks are one of the rank's vpp chunks: their
   // in-flight count is approximated by ceil(in_flight / vpp).
   const double end_in_flight = std::ceil(static_cast<double>(in_flight) / p.vpp);
@@ -258,7 +258,9 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
     if (p.Recomputes(kRecomputeCoreAttn) && p.cp == 1 && !p.flash_attention)
       layer_bwd += AttentionScoreBytesPerLayer(m, p, static_cast<int>(w), mp.attention_kernels);
     layer_bwd += larger_kind(
-        [&](const ModelSpec& k) { return RecomputedModuleBytesPerLayer(k, p, static_cast<int>(w), mp.attention_kernels); });
+        [&](const ModelSpec& k) {
+          return RecomputedModuleBytesPerLayer(k, p, static_cast<int>(w), mp.attention_kernels);
+        });
   }
   // CPU bf16: the layer's stored tensors are widened to fp32 for its
   // backward (runtime/model/stash_precision.h).
