@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Accuracy guard: dtplan's predictions on the validation data may not get
+# worse unnoticed. For each data set, MAPE (and Spearman per model where the
+# issue asks for it) must stay within a small margin of the figures
+# docs/validation.md reports; a change that moves them must update both in
+# the same commit, saying why. The shared data (../shared/validation, beside
+# the checkout) is not part of the repository: without it those files are
+# skipped (exit 77 when none could be checked); examples/validation is.
+#
+# Usage: accuracy_guard_test.sh DTPLAN SOURCE_DIR
+set -u
+DTPLAN=$1
+SRC=$2
+V=$SRC/../shared/validation
+checked=0
+failed=0
+
+# check FILE MAX_MAPE [MODEL MIN_SPEARMAN]...
+check() {
+  local file=$1 max=$2
+  shift 2
+  if [ ! -f "$file" ]; then
+    echo "skip: $file not found"
+    return
+  fi
+  local json
+  if ! json=$("$DTPLAN" validate --cases "$file" --json 2>/dev/null); then
+    echo "FAIL: dtplan validate --cases $file exited non-zero"
+    failed=1
+    return
+  fi
+  checked=$((checked + 1))
+  if ! python3 -c "$check_py" "$file" "$max" "$@" <<<"$json"; then failed=1; fi
+}
+
+check_py='
+import json, sys
+d = json.load(sys.stdin)
+name, limit = sys.argv[1], float(sys.argv[2])
+ok = True
+mape = 100 * d["mape"]
+print("%s: MAPE %.2f%% (limit %.2f%%)" % (name, mape, limit))
+if not mape <= limit:
+    print("FAIL: MAPE above the guard; if the change is right, update docs/validation.md and this guard")
+    ok = False
+args = sys.argv[3:]
+for model, floor in zip(args[0::2], args[1::2]):
+    rho = d["spearman"].get(model, {}).get("rho")
+    print("  Spearman %s: %s (floor %s)" % (model, "n/a" if rho is None else "%.3f" % rho, floor))
+    if rho is None or not rho >= float(floor):
+        print("FAIL: Spearman below the guard")
+        ok = False
+sys.exit(0 if ok else 1)
+'
+
+# Figures of 2026-11-27 (docs/validation.md "Results"), plus 0.3 points / 0.02.
+check "$V/vtrain/ground_truth_single.csv" 8.2
+check "$V/vtrain/ground_truth_multi.csv" 6.9 gpt-h3072-l30-s2048 0.94 gpt-h6144-l40-s2048 0.77
+check "$V/published-calibration.json" 2.0
+check "$V/published-fp8.json" 4.7
+check "$SRC/examples/validation/published-moe.json" 16.1
+
+if [ "$checked" -eq 0 ]; then
+  echo "no validation data found: nothing checked"
+  exit 77
+fi
+exit $failed
