@@ -54,10 +54,18 @@ sys.exit(0 if ok else 1)
 '
 
 # Figures of 2026-11-27 (docs/validation.md "Results"), plus 0.3 points / 0.02.
-check "$V/vtrain/ground_truth_single.csv" 8.2
+check "$V/vtrain/ground_truth_single.csv" 8.2 \
+  gpt-h1024-l12-s1024 0.965 \
+  gpt-h1024-l16-s1024 0.965 \
+  gpt-h1024-l20-s1024 0.965 \
+  gpt-h1024-l24-s1024 0.965 \
+  gpt-h2048-l12-s1024 0.965 \
+  gpt-h2048-l16-s1024 0.965 \
+  gpt-h2048-l20-s1024 0.965 \
+  gpt-h2048-l24-s1024 0.965
 check "$V/vtrain/ground_truth_multi.csv" 6.9 gpt-h3072-l30-s2048 0.94 gpt-h6144-l40-s2048 0.77
 check "$V/published-calibration.json" 2.0
-check "$V/published-fp8.json" 4.7
+check "$V/published-fp8.json" 4.7 llama-h4096-l32 0.95
 check "$SRC/examples/validation/published-moe.json" 16.1
 
 if [ "$checked" -eq 0 ]; then
