@@ -204,9 +204,11 @@ void Fp8Cast(const Dims& d, const char* name, double elements, std::vector<Op>* 
   AppendFp8Quantize(*d.plan, d.fp8, d.e, name, elements, 1.0, gathered && d.sp ? d.tp : 1, ops);
 }
 
-// The softmax's own share of the unfused core's score bytes (the fused
-// kernel reads the scores and writes the probabilities, e bytes each).
-double FusedSoftmaxBytesPerScore(const Dims& d) { return 2 * d.e; }
+// Score elements of the local heads' attention core: queries x keys per
+// head (keys scaled by Dims::key_fraction on a windowed layer).
+double ScoreElements(const Dims& d) {
+  return static_cast<double>(d.b) * d.a_local * d.s_local * d.s_full * d.key_fraction;
+}
 
 // Attention core softmax(QK^T)V of the local heads: queries = local
 // sequence, keys = full sequence (under CP every query block meets every
@@ -225,11 +227,13 @@ Op AttentionCore(const Dims& d, const char* name, double scale) {
   op.n = std::max<int64_t>(1, std::llround(d.key_fraction * d.s_full));
   op.k = d.d;
   op.batch = d.b * d.a_local;
-  const double score = static_cast<double>(d.b) * d.a_local * d.s_local * d.s_full * d.key_fraction;
+  const double score = ScoreElements(d);
   op.flops = scale * 2.0 * score * (d.dqk + d.dv);  // QK^T and AV
   const double io = d.e * d.b * d.s_local * (d.a_local + d.kv_local) * (d.dqk + d.dv);  // Q, O and K, V
   double score_bytes = d.flash ? 0.0 : d.dropout ? score * (6 * d.e + 1) : score * (4 * d.e);
-  if (d.torch_softmax) score_bytes -= score * FusedSoftmaxBytesPerScore(d);  // TorchSoftmax's ops instead
+  // TorchSoftmax's ops instead of the fused softmax (reads the scores and
+  // writes the probabilities, e bytes each).
+  if (d.torch_softmax) score_bytes -= score * 2 * d.e;
   op.bytes = scale * (io + score_bytes);
   return op;
 }
@@ -247,7 +251,7 @@ Op AttentionCore(const Dims& d, const char* name, double scale) {
 // fill (8), scale (8), cast (4 + e).
 void TorchSoftmax(const Dims& d, bool backward, std::vector<Op>* ops) {
   if (!d.torch_softmax) return;
-  const double score = static_cast<double>(d.b) * d.a_local * d.s_local * d.s_full;
+  const double score = ScoreElements(d);  // unfused: key_fraction is 1
   const double e = d.e;
   if (!backward) {
     ops->push_back(MemoryOp("softmax_to_fp32", (e + 4) * score));
