@@ -195,7 +195,7 @@ std::vector<int> AccountedSplit(const ModelSpec& m, int chunks) {
   std::vector<int> v = EvenSplit(m.num_layers + 1 + head, chunks);
   v.front() -= 1;
   v.back() -= head;
-  if (v.front() < 1 || v.back() < (m.mtp_layers > 0 ? 0 : 1)) return {};
+  if (v.front() < 0 || v.back() < 0) return {};
   if (v == EvenSplit(m.num_layers, chunks)) return {};
   return v;
 }
@@ -354,8 +354,13 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
     const int l = p.layers_per_chunk[c];
     // Megatron-LM's layouts may give the multi-token-prediction modules
     // and the loss a last chunk of their own ("...|mL"): it holds work.
-    const bool mtp_chunk = l == 0 && m.mtp_layers > 0 && c + 1 == p.layers_per_chunk.size();
-    if (l < 1 && !mtp_chunk) return bad("every chunk needs at least one layer (the last may hold only the MTP modules); lower pp or vpp");
+    // With the embedding and the loss counted as layers (Megatron-LM's
+    // --account-for-embedding-in-pipeline-split / -loss-in-), the first
+    // chunk may hold the embedding alone and the last the head alone.
+    const bool end_chunk = l == 0 && p.layers_per_chunk.size() > 1 &&
+                           (c == 0 || c + 1 == p.layers_per_chunk.size());
+    if (l < 1 && !end_chunk)
+      return bad("only the first chunk (embedding) and the last (head, loss, MTP modules) may hold no layer; lower pp or vpp");
     sum += l;
   }
   if (sum != m.num_layers)

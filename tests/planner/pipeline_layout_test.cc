@@ -43,7 +43,10 @@ ModelSpec WithMtp(int mtp) {
   return m;
 }
 
-TEST(PipelineLayout, EmptyLastChunkOnlyForTheMtpModules) {
+// Only the end chunks may hold no layer: the first the embedding alone, the
+// last the head and loss (and MTP modules) alone, as Megatron-LM's layouts
+// with the embedding and loss counted as layers allow.
+TEST(PipelineLayout, OnlyTheEndChunksMayHoldNoLayer) {
   PlanSpec p;
   p.pp = 2;
   p.vpp = 2;
@@ -52,9 +55,18 @@ TEST(PipelineLayout, EmptyLastChunkOnlyForTheMtpModules) {
   p.seq_length = 128;
   p.layers_per_chunk = {2, 2, 2, 0};
   EXPECT_TRUE(Validate(p, WithMtp(1), "plan").ok()) << Validate(p, WithMtp(1), "plan").message();
-  EXPECT_FALSE(Validate(p, WithMtp(0), "plan").ok());
+  EXPECT_TRUE(Validate(p, WithMtp(0), "plan").ok()) << Validate(p, WithMtp(0), "plan").message();
+  p.layers_per_chunk = {0, 3, 3, 0};
+  EXPECT_TRUE(Validate(p, WithMtp(0), "plan").ok()) << Validate(p, WithMtp(0), "plan").message();
   p.layers_per_chunk = {2, 0, 2, 2};
-  EXPECT_FALSE(Validate(p, WithMtp(1), "plan").ok());
+  const Status middle = Validate(p, WithMtp(1), "plan");
+  EXPECT_FALSE(middle.ok());
+  EXPECT_NE(middle.message().find("only the first chunk"), std::string::npos) << middle.message();
+  p.pp = 1;
+  p.vpp = 1;
+  p.schedule = Schedule::k1F1B;
+  p.layers_per_chunk = {0};  // one chunk: it must hold the layers
+  EXPECT_FALSE(Validate(p, WithMtp(0), "plan").ok());
 }
 
 std::string Case(const std::string& layout, bool fixed) {
@@ -108,8 +120,13 @@ TEST(PipelineLayout, AccountedSplitCountsEmbeddingHeadAndMtpAsLayers) {
   qwen.num_layers = 32;  // 34 units: 9, 9, 8, 8, less the embedding and the head at the ends
   EXPECT_EQ(AccountedSplit(qwen, 4), (std::vector<int>{8, 9, 8, 7}));
   EXPECT_TRUE(AccountedSplit(qwen, 1).empty());  // no pipeline
-  qwen.num_layers = 4;
-  EXPECT_TRUE(AccountedSplit(qwen, 4).empty());  // would leave a chunk without a layer
+  qwen.num_layers = 94;  // one unit per chunk: the embedding alone, 94 layers, the loss alone
+  std::vector<int> alone(96, 1);
+  alone.front() = alone.back() = 0;
+  EXPECT_EQ(AccountedSplit(qwen, 96), alone);  // Megatron-MoE-ModelZoo's PP 32 x VPP 3 layout
+  qwen.num_layers = 4;  // 6 units over 4 chunks: 2, 2, 1, 1
+  EXPECT_EQ(AccountedSplit(qwen, 4), (std::vector<int>{1, 2, 1, 0}));
+  EXPECT_TRUE(AccountedSplit(qwen, 7).empty());  // more chunks than units: a chunk would hold nothing
   // Describe shows a split that is not the even one.
   PlanSpec p;
   p.pp = 8;

@@ -247,6 +247,10 @@ def check_llama():
               ("pp2xtp2_sp_split_3_1", dict(pp=2, tp=2, sp=True, layers_per_chunk=[3, 1])),
               ("pp2_interleaved_split_1_1_1_1_dp2", dict(dp=2, pp=2, vpp=2, mbs=1, schedule="interleaved",
                                                          zero=1, layers_per_chunk=[1, 1, 1, 1])),
+              # Embedding alone in the first chunk, the head alone in the last
+              # (Megatron-LM's layouts with the embedding and loss counted as layers).
+              ("pp2_interleaved_split_0_2_2_0", dict(pp=2, vpp=2, mbs=1, schedule="interleaved",
+                                                     layers_per_chunk=[0, 2, 2, 0])),
               ("dp2xtp2_zero3", dict(dp=2, tp=2, zero=3)),
               ("dp2xpp2_zero2", dict(dp=2, pp=2, zero=2)),
               # Gradient reduction after the whole backward (Megatron-LM
