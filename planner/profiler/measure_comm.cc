@@ -35,9 +35,17 @@ std::vector<CollSeries> MeasureCollectives(const MeasureConfig& cfg, rt::Comm& d
     series.group_size = g;
     for (int64_t count : MessageCounts(kind, g, max_bytes)) {
       const size_t n = static_cast<size_t>(count);
-      const size_t big = kind == CollKind::kSendRecv ? n : n * g;
-      float* in = cfg.be->Alloc(big);
-      float* outb = cfg.be->Alloc(big);
+      // Each buffer as large as its collective needs (the all-reduce runs in
+      // place on n; the gathered side of a reduce-scatter or all-gather
+      // holds n per rank), written once before timing so that first-touch
+      // page faults of fresh (lazily zeroed) memory are not paid inside
+      // the first, timed call.
+      const size_t in_n = kind == CollKind::kReduceScatter ? n * g : n;
+      const size_t out_n = kind == CollKind::kAllGather ? n * g : kind == CollKind::kAllReduce ? 0 : n;
+      float* in = cfg.be->Alloc(in_n);
+      float* outb = out_n > 0 ? cfg.be->Alloc(out_n) : nullptr;
+      cfg.be->Fill(in, 0.0f, in_n);
+      if (outb != nullptr) cfg.be->Fill(outb, 0.0f, out_n);
       std::function<void()> fn;
       switch (kind) {
         case CollKind::kAllReduce: fn = [&] { data.AllReduce(in, n); }; break;
@@ -58,8 +66,8 @@ std::vector<CollSeries> MeasureCollectives(const MeasureConfig& cfg, rt::Comm& d
       s.bytes = BusBytes(kind, g, count);
       s.seconds = ConcurrentMedianSeconds(cfg, fn);
       series.samples.push_back(s);
-      cfg.be->Free(in, big);
-      cfg.be->Free(outb, big);
+      cfg.be->Free(in, in_n);
+      if (outb != nullptr) cfg.be->Free(outb, out_n);
       if (cfg.progress) {
         char buf[200];
         std::snprintf(buf, sizeof(buf), "%s g=%d %.0f B: %.2f us, busbw %.3f GB/s", CollectiveKey(kind), g,

@@ -317,10 +317,19 @@ std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const Model
     // Ranks start each step together and a step lasts as long as its
     // slowest rank (as in a synchronous job): median over steps of the max
     // over ranks, not the max of per-rank medians.
-    for (int i = 0; i < std::max(1, cfg.warmup); ++i) step();
+    double once = 0;
+    for (int i = 0; i < std::max(1, cfg.warmup); ++i) {
+      Barrier(cfg.sync);
+      const double t0 = NowSeconds();
+      step();
+      once = AllMax(cfg.sync, NowSeconds() - t0);
+    }
     timing.Reset();
     std::vector<double> times;
-    const int reps = std::max(5, 3 * cfg.max_reps);
+    // 3 x --reps steps (at least 5), fewer for long steps: those beyond
+    // 8 point budgets stop at 5 (a 0.6 s step of gpt-small-cpu at mbs 16
+    // would otherwise take 9 s of the profile's minute for 15 repeats).
+    const int reps = RepsForBudget(once, 8 * cfg.point_budget_s, 5, std::max(5, 3 * cfg.max_reps));
     for (int i = 0; i < reps; ++i) {
       Barrier(cfg.sync);
       const double t0 = NowSeconds();
