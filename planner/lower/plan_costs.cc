@@ -387,6 +387,10 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
       1, std::min(p.layers_per_chunk.empty() ? 1 : *std::min_element(p.layers_per_chunk.begin(), p.layers_per_chunk.end()),
                   static_cast<int>(std::ceil(max_grad / std::max<double>(1.0, p.dp_bucket_bytes)))));
   if (!p.overlap_grad_reduce) pc.num_buckets_last = 1;  // reduced after the whole backward, not in buckets
+  // dtrun (the runtime of CPU plans) starts a chunk's reduction at its
+  // GradSync action, after the chunk's last backward, not bucket by bucket
+  // inside it (runtime/exec/interpreter.cc).
+  if (hw.device.kind == "cpu") pc.num_buckets_last = 1;
 
   // Optimizer: a streaming pass over the rank's (ZeRO-sharded) parameters.
   pc.optimizer.resize(p.pp);

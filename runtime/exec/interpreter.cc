@@ -25,6 +25,12 @@ Interpreter::Interpreter(const PlanSpec& plan, ActionList actions, std::vector<M
   DT_CHECK(optimizer_ != nullptr && data_ != nullptr);
   DT_CHECK(plan_.pp == 1 || (pp_ != nullptr && pp_->size() == plan_.pp)) << "pp comm missing";
   pp_rank_ = pp_ != nullptr ? pp_->rank() : 0;
+  last_syncs_.assign(actions_.size(), false);
+  for (size_t i = actions_.size(); i-- > 0;) {
+    const ActionKind k = actions_[i].kind;
+    if (k != ActionKind::kGradSync && k != ActionKind::kOptimizerStep && k != ActionKind::kParamSync) break;
+    last_syncs_[i] = k == ActionKind::kGradSync;
+  }
   deferred_.assign(chunks_.size(), false);
   if (plan_.vpp > 1) {
     for (size_t i = 0; i < chunks_.size(); ++i)
@@ -126,7 +132,8 @@ StepOutcome Interpreter::RunStep(int64_t step) {
   const float loss_scale = 1.0f / static_cast<float>(plan_.num_microbatches);
   // Outputs produced by F / B, waiting for their SendAct / SendGrad.
   std::map<int, Tensor> produced;  // by Tag(mb, producing chunk, direction)
-  for (const Action& a : actions_) {
+  for (size_t ai = 0; ai < actions_.size(); ++ai) {
+    const Action& a = actions_[ai];
     // Free the buffers of sends that have completed (as a framework frees a
     // sent tensor once its request is done), so they do not pile up.
     sends_.erase(std::remove_if(sends_.begin(), sends_.end(), [](PendingSend& s) { return s.req->Test(); }),
@@ -180,7 +187,7 @@ StepOutcome Interpreter::RunStep(int64_t step) {
       case ActionKind::kGradSync: {
         Local(a.chunk);  // checks the chunk is on this rank
         const int local = a.chunk / plan_.pp;
-        if (!DeferGradSync(local)) optimizer_->StartGradSync(local);
+        if (!DeferGradSync(local)) optimizer_->StartGradSync(local, /*blocking=*/last_syncs_[ai]);
         break;
       }
       case ActionKind::kOptimizerStep:

@@ -93,6 +93,9 @@ class Interpreter {
   };
   std::vector<PendingSend> sends_;
   std::vector<bool> deferred_;  // per local chunk
+  // Per action: a kGradSync that only syncs and the optimizer step follow,
+  // so nothing could overlap it and it runs blocking (grad_sync.h).
+  std::vector<bool> last_syncs_;
   std::vector<int32_t> tokens_, targets_;
 };
 

@@ -11,7 +11,7 @@ namespace dt::rt {
 GradSync::GradSync(Comm* dp, int64_t bucket_bytes, float scale, bool split_experts, Comm* expert_dp)
     : dp_(dp), split_experts_(split_experts), expert_dp_(expert_dp), bucket_elems_(std::max<int64_t>(1, bucket_bytes / 4)), scale_(scale) {}
 
-void GradSync::Start(ParamStore& store) {
+void GradSync::Start(ParamStore& store, bool blocking) {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
   DT_CHECK(store_ == nullptr) << "GradSync::Start while a previous sync is pending";
   store_ = &store;
@@ -32,7 +32,9 @@ void GradSync::Start(ParamStore& store) {
       return;
     }
     for (int64_t b = begin; b < end; b += bucket_elems_) {
-      requests_.push_back(group->IAllReduce(store.grads() + b, static_cast<size_t>(std::min(bucket_elems_, end - b))));
+      const size_t n = static_cast<size_t>(std::min(bucket_elems_, end - b));
+      if (blocking) group->AllReduce(store.grads() + b, n);
+      else requests_.push_back(group->IAllReduce(store.grads() + b, n));
       ++last_buckets_;
     }
   };

@@ -2,7 +2,13 @@
 // buffer, in buckets of bucket_bytes, with non-blocking all-reduces so the
 // interpreter can overlap them with other work.
 //
-//   Start(store): issues one IAllReduce per bucket (in buffer order).
+//   Start(store): issues one IAllReduce per bucket (in buffer order);
+//                 with blocking, one AllReduce per bucket instead, done on
+//                 return: for a sync nothing can overlap (the interpreter's
+//                 last ones before the optimizer step), since a non-blocking
+//                 all-reduce costs about twice a blocking one on Open MPI 4.1
+//                 (libnbc against the tuned component, 2 ranks: 0.22 / 0.11
+//                 ms at 0.9 MB, 47 / 21 ms at 42 MB; docs/runtime.md).
 //   Finish():     waits for all of them and multiplies by `scale`
 //                 (1/dp for averaging over a DP group of size dp).
 // The store's grads must not be touched between Start and Finish. Members of
@@ -32,7 +38,7 @@ namespace dt::rt {
 class GradSync {
  public:
   GradSync(Comm* dp, int64_t bucket_bytes, float scale, bool split_experts = false, Comm* expert_dp = nullptr);
-  void Start(ParamStore& store);
+  void Start(ParamStore& store, bool blocking = false);
   void Finish();
   bool pending() const { return store_ != nullptr; }
   int num_buckets_last() const { return last_buckets_; }

@@ -63,7 +63,7 @@ Optimizer::Optimizer(std::vector<ParamStore*> chunks, std::vector<bool> counts_t
   }
 }
 
-void Optimizer::StartGradSync(int local_chunk) {
+void Optimizer::StartGradSync(int local_chunk, bool blocking) {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
   Chunk& c = chunks_.at(local_chunk);
   DT_CHECK(!c.sync_started) << "StartGradSync twice for chunk " << local_chunk;
@@ -85,7 +85,7 @@ void Optimizer::StartGradSync(int local_chunk) {
   if (c.zero_adam) {
     // ZeRO-2/3: already reduce-scattered unit by unit during the backward.
   } else if (c.sync) {
-    c.sync->Start(*c.store);
+    c.sync->Start(*c.store, blocking);
   } else {
     for (Part& part : c.parts) part.shard->ReduceScatterGrads(*c.store);
   }
@@ -100,7 +100,7 @@ void Optimizer::FinishGradSync(Chunk& c) {
 StepStats Optimizer::Step() {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
   for (size_t i = 0; i < chunks_.size(); ++i) {
-    if (!chunks_[i].sync_started) StartGradSync(static_cast<int>(i));
+    if (!chunks_[i].sync_started) StartGradSync(static_cast<int>(i), /*blocking=*/true);  // waited right here
     FinishGradSync(chunks_[i]);
   }
   double local = 0.0, local_experts = 0.0;

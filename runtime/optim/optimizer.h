@@ -13,7 +13,8 @@
 // as stage 1 (nothing to shard).
 //
 // The interpreter maps schedule actions to calls:
-//   kGradSync(chunk c)   -> StartGradSync(c)   (non-blocking for ZeRO-0)
+//   kGradSync(chunk c)   -> StartGradSync(c)   (non-blocking for ZeRO-0; blocking
+//                           where only syncs and the step follow it)
 //   kOptimizerStep       -> Step()             (finishes pending syncs first)
 //   kParamSync(chunk c)  -> ParamSync(c)       (ZeRO-1/2 all-gather; else no-op)
 // `chunks[i]` is this rank's local chunk i (model chunk i*pp + pp_rank).
@@ -79,7 +80,9 @@ class Optimizer {
   Optimizer(std::vector<ParamStore*> chunks, std::vector<bool> counts_tied,
             const OptimizerOptions& opts, const OptimizerComms& comms);
 
-  void StartGradSync(int local_chunk);
+  // blocking: ZeRO-0's bucket all-reduces complete before return (nothing
+  // is left to overlap them with; grad_sync.h says why that is faster).
+  void StartGradSync(int local_chunk, bool blocking = false);
   StepStats Step();
   void ParamSync(int local_chunk);
 

@@ -73,9 +73,14 @@ TEST(ZeroShard, RangesCoverBufferWithPadding) {
   EXPECT_EQ(covered, 10);
 }
 
-TEST(GradSync, BucketedAllReduceAverages) {
+// Non-blocking (all-reduces in flight until Finish) and blocking (summed on
+// return from Start, the interpreter's last syncs before the step) agree.
+class GradSyncModes : public ::testing::TestWithParam<bool> {};
+
+TEST_P(GradSyncModes, BucketedAllReduceAverages) {
+  const bool blocking = GetParam();
   LocalGroupHandle g(2);
-  std::vector<std::vector<float>> out(2);
+  std::vector<std::vector<float>> out(2), at_start(2);
   RunRanks(2, [&](int r) {
     ParamStore s;
     s.Add(MakeParam("a", {5, 3}));
@@ -84,16 +89,22 @@ TEST(GradSync, BucketedAllReduceAverages) {
     for (int64_t i = 0; i < s.numel(); ++i) s.grads()[i] = float(i) * (r == 0 ? 1.f : 3.f);
     auto comm = g.Member(r);
     GradSync sync(comm.get(), /*bucket_bytes=*/16, 0.5f);  // 4 floats per bucket
-    sync.Start(s);
+    sync.Start(s, blocking);
     EXPECT_EQ(sync.num_buckets_last(), 6);
+    if (blocking) at_start[r].assign(s.grads(), s.grads() + s.numel());
     sync.Finish();
     out[r].assign(s.grads(), s.grads() + s.numel());
   });
   for (int64_t i = 0; i < 22; ++i) {
     EXPECT_EQ(out[0][i], 2.0f * i);
     EXPECT_EQ(out[1][i], 2.0f * i);
+    if (blocking) {
+      EXPECT_EQ(at_start[0][i], 4.0f * i);  // summed, not yet averaged
+    }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Both, GradSyncModes, ::testing::Bool());
 
 // ---- A small "full model" split over tp x dp x pp, against one rank. ----
 
