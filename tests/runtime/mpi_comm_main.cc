@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/comm/mpi_comm.h"
+#include "runtime/tensor/bf16.h"
 
 namespace {
 int failures = 0;
@@ -62,6 +63,25 @@ int main(int argc, char** argv) {
   int tp0 = r - g.coord.tp;  // world rank of tp rank 0
   float expect_rs = float(2 * tp0 + 1) + (g.coord.tp == 1 ? 2.f : 0.f);
   Expect(out[0] == expect_rs && out[1] == expect_rs, "reduce-scatter", r);
+
+  // Over the world (4 ranks: the ring takes 3 steps), distinct values per
+  // rank, block and element: rank r ends with sum_q (100 q + 10 r + i).
+  {
+    const int n = 3;
+    std::vector<float> win(4 * n), wout(n);
+    std::vector<uint16_t> bin(4 * n), bout(n);
+    for (int b = 0; b < 4; ++b)
+      for (int i = 0; i < n; ++i) {
+        win[b * n + i] = float(100 * r + 10 * b + i);
+        bin[b * n + i] = FloatToBf16(float(r + 2 * b + i));  // small integers: exact in bf16
+      }
+    g.world->ReduceScatter(win.data(), wout.data(), n);
+    g.world->ReduceScatterBf16(bin.data(), bout.data(), n);
+    for (int i = 0; i < n; ++i) {
+      Expect(wout[i] == float(600 + 40 * r + 4 * i), "world reduce-scatter", r);
+      Expect(Bf16ToFloat(bout[i]) == float(6 + 8 * r + 4 * i), "world bf16 reduce-scatter", r);
+    }
+  }
 
   std::vector<float> gathered(8);
   float mine[2] = {float(r), -float(r)};
