@@ -39,10 +39,17 @@ class MpiRequest : public Request {
 
 // MPI has no bf16 type: bf16 travels as MPI_UINT16_T and sums through this
 // user op (fp32 add, round to nearest even), created once per process.
+void AddBf16(const uint16_t* a, const uint16_t* b, uint16_t* c, size_t n) {
+  for (size_t i = 0; i < n; ++i) c[i] = FloatToBf16(Bf16ToFloat(a[i]) + Bf16ToFloat(b[i]));
+}
+
+void AddFloat(const float* a, const float* b, float* c, size_t n) {
+  for (size_t i = 0; i < n; ++i) c[i] = a[i] + b[i];
+}
+
 void Bf16SumOp(void* in, void* inout, int* len, MPI_Datatype*) {
-  const uint16_t* a = static_cast<const uint16_t*>(in);
   uint16_t* b = static_cast<uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i) b[i] = FloatToBf16(Bf16ToFloat(a[i]) + Bf16ToFloat(b[i]));
+  AddBf16(static_cast<const uint16_t*>(in), b, b, static_cast<size_t>(*len));
 }
 
 MPI_Op Bf16Sum() {
@@ -64,23 +71,26 @@ MPI_Op Bf16Sum() {
 // (tuned: basic linear, a reduce to one rank then a scatter) took 3.5-6x as
 // long on 2 and 4 ranks sharing a node (0.9-134 MB; docs/runtime.md).
 // Deterministic: every block is summed in ring order, the same every call.
-template <typename T, typename Add>
+// scratch: the receive block and (size > 2) the partial sum, grown as needed.
+template <typename T>
 void RingReduceScatter(const T* in, T* out, size_t n, MPI_Datatype type, MPI_Comm comm, int rank, int size,
-                       Add add) {
+                       void (*add)(const T*, const T*, T*, size_t), std::vector<unsigned char>* scratch) {
   if (size == 1) {
     std::copy(in, in + n, out);
     return;
   }
   const int right = (rank + 1) % size, left = (rank + size - 1) % size;
-  std::vector<T> recv(n), partial(size > 2 ? n : 0);
+  const size_t blocks = size > 2 ? 2 : 1;
+  if (scratch->size() < blocks * n * sizeof(T)) scratch->resize(blocks * n * sizeof(T));
+  T* recv = reinterpret_cast<T*>(scratch->data());
+  T* partial = recv + n;
   const T* send = in + static_cast<size_t>((rank + size - 1) % size) * n;
   for (int s = 0; s < size - 1; ++s) {
     const int block = ((rank - s - 2) % size + size) % size;
-    DT_MPI_CHECK(MPI_Sendrecv(send, Count(n), type, right, /*tag=*/0x5253, recv.data(), Count(n), type, left,
-                              0x5253, comm, MPI_STATUS_IGNORE));
-    T* dst = s == size - 2 ? out : partial.data();
-    const T* own = in + static_cast<size_t>(block) * n;
-    add(own, recv.data(), dst, n);
+    DT_MPI_CHECK(MPI_Sendrecv(send, Count(n), type, right, /*tag=*/0x5253, recv, Count(n), type, left, 0x5253, comm,
+                              MPI_STATUS_IGNORE));
+    T* dst = s == size - 2 ? out : partial;
+    add(in + static_cast<size_t>(block) * n, recv, dst, n);
     send = dst;
   }
 }
@@ -137,10 +147,7 @@ std::unique_ptr<Request> MpiComm::IAllReduce(float* buf, size_t n) {
 
 void MpiComm::ReduceScatter(const float* in, float* out, size_t n) {
   DeviceSynchronize();  // host buffers: kernels that wrote them must have run
-  RingReduceScatter(in, out, n, MPI_FLOAT, comm_, rank_, size_,
-                    [](const float* a, const float* b, float* c, size_t k) {
-                      for (size_t i = 0; i < k; ++i) c[i] = a[i] + b[i];
-                    });
+  RingReduceScatter(in, out, n, MPI_FLOAT, comm_, rank_, size_, &AddFloat, &ring_scratch_);
 }
 
 void MpiComm::AllReduceBf16(uint16_t* buf, size_t n) {
@@ -150,10 +157,7 @@ void MpiComm::AllReduceBf16(uint16_t* buf, size_t n) {
 
 void MpiComm::ReduceScatterBf16(const uint16_t* in, uint16_t* out, size_t n) {
   DeviceSynchronize();  // host buffers: kernels that wrote them must have run
-  RingReduceScatter(in, out, n, MPI_UINT16_T, comm_, rank_, size_,
-                    [](const uint16_t* a, const uint16_t* b, uint16_t* c, size_t k) {
-                      for (size_t i = 0; i < k; ++i) c[i] = FloatToBf16(Bf16ToFloat(a[i]) + Bf16ToFloat(b[i]));
-                    });
+  RingReduceScatter(in, out, n, MPI_UINT16_T, comm_, rank_, size_, &AddBf16, &ring_scratch_);
 }
 
 void MpiComm::AllGatherBf16(const uint16_t* in, uint16_t* out, size_t n) {

@@ -24,6 +24,7 @@
 #include <mpi.h>
 
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "runtime/comm/comm.h"
@@ -81,6 +82,9 @@ class MpiComm : public Comm {
   MPI_Comm comm_;
   bool owned_;
   int rank_ = 0, size_ = 1;
+  // The ring reduce-scatter's receive and partial-sum blocks, kept between
+  // calls (ZeRO-2/3 reduce-scatter every unit of every microbatch).
+  std::vector<unsigned char> ring_scratch_;
 };
 
 // Splits MPI_COMM_WORLD into this rank's groups (collective over the world:
