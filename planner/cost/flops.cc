@@ -9,13 +9,22 @@ namespace dt {
 namespace {
 // Model FLOPs are counted at 16-bit; the element size does not change flops.
 constexpr int kBytes = 2;
+
+// FLOPs of an op list with the attention cores scaled by `attention`.
+double Flops(const std::vector<Op>& ops, double attention) {
+  double f = 0;
+  for (const Op& op : ops) f += op.kind == OpKind::kAttention ? attention * op.flops : op.flops;
+  return f;
+}
+
 }  // namespace
 
-double StepFlops(const ModelSpec& m, const PlanSpec& p, bool with_recompute) {
+double StepFlops(const ModelSpec& m, const PlanSpec& p, bool with_recompute, bool causal_attention) {
+  const double attention = causal_attention ? 0.5 : 1.0;
   auto layer_flops = [&](const ModelSpec& model, bool windowed = false) {
     const LayerOps layer = TransformerLayerOps(model, p, kBytes, windowed);
-    double f = SumFlops(layer.forward) + SumFlops(layer.backward);
-    if (with_recompute) f += SumFlops(layer.recompute);
+    double f = Flops(layer.forward, attention) + Flops(layer.backward, attention);
+    if (with_recompute) f += Flops(layer.recompute, attention);
     return f;
   };
   const double per_layer = layer_flops(m);
@@ -26,8 +35,8 @@ double StepFlops(const ModelSpec& m, const PlanSpec& p, bool with_recompute) {
   const LayerOps emb = EmbeddingOps(m, p, kBytes);
   const LayerOps head = HeadOps(m, p, kBytes);
   const LayerOps mtp = MtpOps(m, p, kBytes);  // multi-token prediction: empty without it
-  const double mtp_flops =
-      SumFlops(mtp.forward) + SumFlops(mtp.backward) + (with_recompute ? SumFlops(mtp.recompute) : 0.0);
+  const double mtp_flops = Flops(mtp.forward, attention) + Flops(mtp.backward, attention) +
+                           (with_recompute ? Flops(mtp.recompute, attention) : 0.0);
 
   // One microbatch through one model replica, as seen by one rank of each
   // (tp, cp) group: sum over pipeline ranks of their layers.

@@ -21,7 +21,11 @@ namespace dt {
 // times num_microbatches, times the dp*tp*cp ranks sharing a pipeline rank.
 // with_recompute adds the recompute ops of the plan's recompute mode
 // ("hardware FLOPs"); without it the result is "model FLOPs".
-double StepFlops(const ModelSpec& m, const PlanSpec& p, bool with_recompute);
+// causal_attention counts the attention core at half its square (the
+// masked upper triangle is not computed), as Megatron-LM's logged
+// TFLOP/s do (training.py num_floating_point_operations, causal factor;
+// docs/validation.md checks it on a published row).
+double StepFlops(const ModelSpec& m, const PlanSpec& p, bool with_recompute, bool causal_attention = false);
 
 // Narayanan et al. SC21 Eq. 3 with B = batch sequences of length seq,
 // l = m.num_layers, h = m.hidden, V = m.vocab:

@@ -51,8 +51,8 @@ GroupTopology Place(int size, int stride, int gpus_per_node) {
 }  // namespace
 
 GroupTopology TopologyOf(const PlanSpec& p, GroupKind g, int gpus_per_node) {
-  // Folded expert layer (etp < tp; Validate: tp innermost, cp 1, pp
-  // outermost, so a stage's tp*dp ranks are consecutive): the expert grid
+  // Folded expert layer (etp < tp; Validate: tp innermost, pp outermost,
+  // so a stage's tp*cp*dp ranks are consecutive): the expert grid
   // etp-ep-edp tiles them, EP members at stride etp.
   if (g == GroupKind::kEp && p.expert_folded()) return Place(p.ep, StrideOf(p, "tp") * p.expert_tp(), gpus_per_node);
   // EP: ep consecutive dp coordinates (rank_grid.h), at the dp stride.

@@ -289,13 +289,10 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
                  " (experts are sharded over DP replicas); choose ep dividing dp, or set etp < tp to fold "
                  "EP over tp*dp");
     if (p.expert_folded()) {
-      if (p.cp > 1)
-        return bad("etp=" + num(p.etp) + " < tp with cp=" + num(p.cp) +
-                   " (expert folding over context-parallel ranks) is not modeled; use etp = tp or cp 1");
-      if ((static_cast<int64_t>(p.tp) / p.expert_tp() * p.dp) % p.ep != 0)
-        return bad("ep=" + num(p.ep) + " does not divide tp*dp/etp=" +
-                   num(static_cast<int64_t>(p.tp) / p.expert_tp() * p.dp) +
-                   " (the expert grid etp x ep x expert-dp must tile the stage's tp*dp ranks); choose ep dividing it");
+      const int64_t room = static_cast<int64_t>(p.tp) / p.expert_tp() * p.cp * p.dp;
+      if (room % p.ep != 0)
+        return bad("ep=" + num(p.ep) + " does not divide tp*cp*dp/etp=" + num(room) +
+                   " (the expert grid etp x ep x expert-dp must tile the stage's tp*cp*dp ranks); choose ep dividing it");
     }
     if (p.tp > 1 && !p.sequence_parallel)
       return bad("a mixture-of-experts model with tp > 1 needs sequence_parallel (as Megatron-LM requires); "
@@ -370,7 +367,7 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
   for (const char* d : {"tp", "cp", "dp", "pp"})
     if (p.order.find(d) == std::string::npos)
       return bad("'order' = \"" + p.order + "\" must contain tp, cp, dp and pp");
-  // Folded experts tile a stage's tp*dp ranks, which must be consecutive:
+  // Folded experts tile a stage's tp*cp*dp ranks, which must be consecutive:
   // tp innermost and pp outermost (group_topology.cc).
   if (m.moe() && p.expert_folded() && (p.order.rfind("tp", 0) != 0 || p.order.size() < 2 ||
                                        p.order.compare(p.order.size() - 2, 2, "pp") != 0))

@@ -119,9 +119,9 @@ struct PlanSpec {
   // Expert tensor parallelism (MoE only; Megatron-LM's
   // --expert-tensor-parallel-size): each expert's FFN is split etp ways.
   // 0 means tp (the default). etp < tp "folds" the expert layer onto the
-  // TP x DP ranks of a pipeline stage independently of the dense layers
+  // TP x CP x DP ranks of a pipeline stage independently of the dense layers
   // (Megatron's MoE parallel folding, expert grid "etp-ep-edp"): an EP group
-  // is then ep ranks at stride etp, and ep * etp divides tp * dp (cp 1).
+  // is then ep ranks at stride etp, and ep * etp divides tp * cp * dp.
   int etp = 0;
   int vpp = 1;                 // model chunks per pipeline rank (interleaved only)
   int micro_batch = 1;         // sequences per microbatch

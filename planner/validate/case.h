@@ -40,7 +40,10 @@ struct HardwareOverride {
   std::optional<double> inter_node_Bps_per_node;  // total NIC line rate per node
 };
 
-enum class MeasuredKind { kIterationTime, kModelTflopsPerGpu, kHardwareTflopsPerGpu };
+// TFLOP/s kinds: "model" (no recompute), "model_causal" (no recompute, the
+// attention core at half its square: Megatron-LM's logged TFLOP/s since it
+// counts causal masking) and "hardware" (the recompute forward counted).
+enum class MeasuredKind { kIterationTime, kModelTflopsPerGpu, kModelCausalTflopsPerGpu, kHardwareTflopsPerGpu };
 
 struct ValidationCase {
   std::string id;

@@ -180,8 +180,10 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
     v.measured_tflops_per_gpu = positive("tflops_per_gpu");
     const std::string conv = meas.StrOr("flops_convention", "");
     if (conv == "model") v.measured_kind = MeasuredKind::kModelTflopsPerGpu;
+    else if (conv == "model_causal") v.measured_kind = MeasuredKind::kModelCausalTflopsPerGpu;
     else if (conv == "hardware") v.measured_kind = MeasuredKind::kHardwareTflopsPerGpu;
-    else meas.Fail("'tflops_per_gpu' needs 'flops_convention': \"model\" (no recompute) or \"hardware\" "
+    else meas.Fail("'tflops_per_gpu' needs 'flops_convention': \"model\" (no recompute), \"model_causal\" "
+                   "(no recompute, causal attention at half its square, as Megatron-LM logs) or \"hardware\" "
                    "(recompute forward counted), got '" + conv + "'");
     std::snprintf(buf, sizeof buf, "from %.0f %s TFLOP/s per GPU", v.measured_tflops_per_gpu, conv.c_str());
     v.measured_from = buf;

@@ -106,7 +106,8 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
   }
   if (c.measured_kind != MeasuredKind::kIterationTime) {
     const bool hardware = c.measured_kind == MeasuredKind::kHardwareTflopsPerGpu;
-    r.measured_s = StepFlops(m, r.plan, hardware) / (c.measured_tflops_per_gpu * 1e12 * r.plan.world());
+    const bool causal = c.measured_kind == MeasuredKind::kModelCausalTflopsPerGpu;
+    r.measured_s = StepFlops(m, r.plan, hardware, causal) / (c.measured_tflops_per_gpu * 1e12 * r.plan.world());
   }
   r.error = (r.predicted_s - r.measured_s) / r.measured_s;
   return r;

@@ -63,6 +63,21 @@ TEST(Flops, Eq3ClosedFormHandValues) {
   EXPECT_NEAR(diff / (24.0 * 1536 * 2048 * 96 * 12288.0 * 12288.0 * (1 + 2048.0 / 73728)), 1.0, 1e-12);
 }
 
+// Megatron-LM's causal count halves the attention core and nothing else:
+// model minus causal FLOPs = half of the core's 3 passes (QK^T and AV,
+// 2 x 2 B s^2 h forward, twice that backward) over the l layers.
+TEST(Flops, CausalCountHalvesOnlyTheAttentionCore) {
+  const ModelSpec m = Gpt(4096, 32, 36);
+  for (const PlanSpec& p : {Plan(m, 4, 8, 4, 1, 1, 16), Plan(m, 2, 2, 3, 2, 2, 8)}) {
+    const double B = static_cast<double>(p.global_batch()), s = p.seq_length;
+    const double core = 3.0 * 4.0 * B * s * s * m.hidden * m.num_layers;
+    EXPECT_NEAR((StepFlops(m, p, false) - StepFlops(m, p, false, true)) / (0.5 * core), 1.0, 1e-12);
+    PlanSpec rc = p;
+    rc.recompute = Recompute::kFull;  // the recompute forward's core is halved too: 4 passes
+    EXPECT_NEAR((StepFlops(m, rc, true) - StepFlops(m, rc, true, true)) / (0.5 * core * 4.0 / 3.0), 1.0, 1e-12);
+  }
+}
+
 TEST(Flops, InvariantToThePlanAtFixedGlobalBatch) {
   const ModelSpec m = Gpt(4096, 32, 36);
   const double a = StepFlops(m, Plan(m, 8, 1, 1, 1, 4, 4), false);

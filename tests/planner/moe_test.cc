@@ -448,11 +448,18 @@ TEST(MoeFolding, ValidatesRoundTripsAndIsRefusedByDtrun) {
   q = p;
   q.ep = 4;
   q.dp = 1;
-  q.etp = 2;  // tp*dp/etp = 2: ep 4 does not tile it
-  EXPECT_NE(err(q).find("does not divide tp*dp/etp=2"), std::string::npos) << err(q);
+  q.etp = 2;  // tp*cp*dp/etp = 2: ep 4 does not tile it
+  EXPECT_NE(err(q).find("does not divide tp*cp*dp/etp=2"), std::string::npos) << err(q);
+  // Folding spans the context-parallel ranks too (Megatron's expert grid
+  // etp-ep-edp tiles a stage's tp*cp*dp ranks): tp 4, cp 2, dp 1, ep 8.
   q = p;
   q.cp = 2;
-  EXPECT_NE(err(q).find("cp=2"), std::string::npos) << err(q);
+  q.dp = 1;
+  EXPECT_TRUE(Validate(q, m, "plan").ok()) << err(q);
+  EXPECT_EQ(q.expert_dp(), 1);
+  EXPECT_EQ(TopologyOf(q, GroupKind::kEp, 8).per_node, 8);  // 8 consecutive ranks at stride etp 1
+  q.etp = 2;  // tp*cp*dp/etp = 4: ep 8 does not tile it
+  EXPECT_NE(err(q).find("does not divide tp*cp*dp/etp=4"), std::string::npos) << err(q);
   q = p;
   q.order = "dp-tp-cp-pp";
   EXPECT_NE(err(q).find("tp innermost"), std::string::npos) << err(q);
@@ -515,10 +522,9 @@ TEST(MoeSearch, EnumeratesValidEpAndPicksOne) {
   ASSERT_TRUE(e.ok()) << e.status().message();
   bool some_ep = false, some_folded = false;
   for (const PlanSpec& p : e->plans) {
-    // EP divides dp, or, folded (etp < tp), tp*dp/etp; every plan validates.
+    // EP divides dp, or, folded (etp < tp), tp*cp*dp/etp; every plan validates.
     if (p.expert_folded()) {
-      ASSERT_EQ(p.tp / p.expert_tp() * p.dp % p.ep, 0) << Describe(p);
-      ASSERT_EQ(p.cp, 1) << Describe(p);
+      ASSERT_EQ(p.tp / p.expert_tp() * p.cp * p.dp % p.ep, 0) << Describe(p);
       some_folded = true;
     } else {
       ASSERT_EQ(p.dp % p.ep, 0) << Describe(p);

@@ -276,18 +276,26 @@ TEST(JsonCases, ThroughputsBecomeIterationTimes) {
   const std::string j = "{\"cases\": [" + Case("tok", plan, R"({"tokens_per_s_per_gpu": 16847})") + "," +
                         Case("model", plan, R"({"tflops_per_gpu": 776, "flops_convention": "model"})") + "," +
                         Case("hw", plan, R"({"tflops_per_gpu": 776, "flops_convention": "hardware"})") + "," +
-                        Case("noconv", plan, R"({"tflops_per_gpu": 776})") + "]}";
+                        Case("noconv", plan, R"({"tflops_per_gpu": 776})") + "," +
+                        Case("causal", plan, R"({"tflops_per_gpu": 776, "flops_convention": "model_causal"})") + "]}";
   auto cases = ReadJsonCases(WriteTemp("tp.json", j));
   ASSERT_TRUE(cases.ok()) << cases.status().message();
   EXPECT_NEAR((*cases)[0].measured_s, 128.0 * 4096 / (16847.0 * 8), 1e-9);
   EXPECT_NE((*cases)[3].invalid.find("flops_convention"), std::string::npos) << (*cases)[3].invalid;
+  EXPECT_NE((*cases)[3].invalid.find("model_causal"), std::string::npos) << (*cases)[3].invalid;
   auto report = RunValidation(*cases, {});
   ASSERT_TRUE(report.ok()) << report.status().message();
-  EXPECT_EQ(report->scored, 3);
+  EXPECT_EQ(report->scored, 4);
   EXPECT_EQ(report->invalid, 1);
   EXPECT_NEAR(report->cases[1].measured_s, 3.89, 0.02 * 3.89);
   // No recompute: hardware and model FLOPs are the same count.
   EXPECT_NEAR(report->cases[2].measured_s, report->cases[1].measured_s, 1e-9);
+  // Causal: the same TFLOP/s over fewer counted FLOPs is a shorter step, by
+  // half the attention core's share (Llama 2 7B at 4096 tokens: 3 passes of
+  // 4 B s^2 h per layer against the model count).
+  const auto& r = report->cases[4];
+  const double B = 128, s = 4096, h = 4096, l = 32, world = 8, rate = 776e12;
+  EXPECT_NEAR(report->cases[1].measured_s - r.measured_s, 0.5 * 12 * B * s * s * h * l / (rate * world), 1e-6);
   EXPECT_FALSE(report->cases[1].measured_from.empty());
 }
 
