@@ -287,7 +287,7 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
     if (!p.expert_folded() && p.dp % p.ep != 0)
       return bad("ep=" + num(p.ep) + " does not divide dp=" + num(p.dp) +
                  " (experts are sharded over DP replicas); choose ep dividing dp, or set etp < tp to fold "
-                 "EP over tp*dp");
+                 "EP over tp*cp*dp");
     if (p.expert_folded()) {
       const int64_t room = static_cast<int64_t>(p.tp) / p.expert_tp() * p.cp * p.dp;
       if (room % p.ep != 0)
