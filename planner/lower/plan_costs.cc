@@ -190,15 +190,24 @@ Bf16StorageCost CpuBf16StorageCost(const ModelSpec& m, const PlanSpec& p, int ch
   c.bwd = OpTime(MemoryOp("bf16_widen_units_grad_buffers_widen_stash", 18.0 * uses + 6.0 * stash), hw) + c.recompute;
   return c;
 }
+
+// Which runtime executes the plan, decided once from the device kind: GPU
+// plans run in a framework (Megatron-LM's attention kernels, the gradient
+// reduction in buckets under the last backward), CPU plans in dtrun (its
+// own kernels, each chunk's reduction at its GradSync action after the
+// chunk's last backward, runtime/exec/interpreter.cc).
+enum class Executor { kFramework, kDtrun };
+Executor ExecutorOf(const HardwareProfile& hw) { return hw.device.kind == "cpu" ? Executor::kDtrun : Executor::kFramework; }
 }  // namespace
 
 PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
                            const HardwareProfile& hw) {
   const int e = hw.device.bytes_per_element();
   const MemoryParams mp = MemoryParamsFor(hw, p);
+  const Executor executor = ExecutorOf(hw);
   PlanCosts pc;
-  // GPU plans run a framework's attention kernels; CPU plans dtrun's.
-  const AttentionKernels kernels = hw.device.kind == "gpu" ? AttentionKernels::kMegatron : AttentionKernels::kRuntime;
+  const AttentionKernels kernels =
+      executor == Executor::kFramework ? AttentionKernels::kMegatron : AttentionKernels::kRuntime;
   LayerOps layer = TransformerLayerOps(m, p, e, /*windowed=*/false, kernels);
   OpListCost lf = Price(layer.forward, p, c, hw, &pc.outside_profile);
   OpListCost lb = Price(layer.backward, p, c, hw, &pc.outside_profile);
@@ -387,10 +396,9 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
       1, std::min(p.layers_per_chunk.empty() ? 1 : *std::min_element(p.layers_per_chunk.begin(), p.layers_per_chunk.end()),
                   static_cast<int>(std::ceil(max_grad / std::max<double>(1.0, p.dp_bucket_bytes)))));
   if (!p.overlap_grad_reduce) pc.num_buckets_last = 1;  // reduced after the whole backward, not in buckets
-  // dtrun (the runtime of CPU plans) starts a chunk's reduction at its
-  // GradSync action, after the chunk's last backward, not bucket by bucket
-  // inside it (runtime/exec/interpreter.cc).
-  if (hw.device.kind == "cpu") pc.num_buckets_last = 1;
+  // dtrun starts a chunk's reduction at its GradSync action, after the
+  // chunk's last backward, not bucket by bucket inside it.
+  if (executor == Executor::kDtrun) pc.num_buckets_last = 1;
 
   // Optimizer: a streaming pass over the rank's (ZeRO-sharded) parameters.
   pc.optimizer.resize(p.pp);
