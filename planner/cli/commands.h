@@ -38,6 +38,7 @@ struct DimensionOptions {
   std::string adam_moments;       // --adam-moments fp32|bf16
   bool moe_a2a_overlap = false;  // --moe-a2a-overlap
   bool tp_comm_overlap = false;  // --tp-comm-overlap
+  std::string attention_kernel;  // --attention-kernel: "" / default, or cudnn
   bool no_overlap_grad_reduce = false;  // --no-overlap-grad-reduce
 };
 // Copies the fixed dimensions into k; InvalidArgument for a bad

@@ -72,6 +72,15 @@ int RunFromMegatron(const PlanOptions& o) {
   // Megatron-LM's fp32 main gradients, unless the job set them (--main-grads-dtype bf16).
   const int job_grad_bytes = job->plan.grad_bytes;
   mine.grad_bytes = job_grad_bytes > 0 ? job_grad_bytes : FrameworkGradBytes(Framework::kMegatron, job->bf16);
+  // --attention-kernel cudnn: the job's attention is priced as the best plan's is.
+  if (o.dims.attention_kernel == "cudnn") {
+    if (!mine.flash_attention)
+      return Fail("--attention-kernel cudnn with a job that runs the unfused attention core: drop one of the two");
+    if (hw->compute.attention_efficiency_by_keys_cudnn.empty())
+      return Fail("--attention-kernel cudnn: profile '" + hw->name + "' has no cuDNN attention curve; use one that "
+                  "has (H100-SXM5-80GB) or drop it");
+    mine.cudnn_attention = true;
+  }
   auto mine_pred = SimulatePlan(m, cluster, mine, *hw);
   if (!mine_pred.ok()) return Fail("--from-megatron: " + mine_pred.status().message());
 

@@ -65,6 +65,12 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
                 "plans with tp > 1 and sequence parallelism overlap their all-gathers and reduce-scatters with the "
                 "GEMMs next to them (Megatron-LM's --tp-comm-overlap, Transformer Engine userbuffers with its default "
                 "methods); not searched; dtrun does not execute it");
+  app->add_option("--attention-kernel", d->attention_kernel,
+                  "price the attention core at the profile's default rate (default) or at its cuDNN fused-attention "
+                  "curve (cudnn: Transformer Engine's kernel on Hopper with a current cuDNN, measured on an H100; "
+                  "the 2025 Megatron-MoE-ModelZoo long-context runs match it, the 2024 NeMo runs the default, "
+                  "docs/validation.md); not searched; GPU plans only")
+      ->check(CLI::IsMember({"default", "cudnn"}));
   app->add_flag("--no-overlap-grad-reduce", d->no_overlap_grad_reduce,
                 "start the data-parallel gradient reduction after the whole backward, as Megatron-LM runs "
                 "without --overlap-grad-reduce (default: overlapped with the last backward, in buckets)");

@@ -38,6 +38,7 @@ Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
   }
   k->moe_a2a_overlap = d.moe_a2a_overlap;
   k->tp_comm_overlap = d.tp_comm_overlap;
+  k->cudnn_attention = d.attention_kernel == "cudnn";
   k->overlap_grad_reduce = !d.no_overlap_grad_reduce;
   k->fp8_param_gather = d.fp8_param_gather;
   if (!d.adam_moments.empty()) k->adam_moment_bytes = d.adam_moments == "bf16" ? 2 : 0;
@@ -92,6 +93,9 @@ int RunPlan(const PlanOptions& o) {
   k.flash_attention = o.attention.empty() ? cluster.device != "cpu" : o.attention == "flash";
   k.dropout = cluster.device != "cpu";  // the bundled CPU runtime trains without dropout
   if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());
+  if (k.cudnn_attention && cluster.device != "cpu" && hw.compute.attention_efficiency_by_keys_cudnn.empty())
+    return Fail("--attention-kernel cudnn: profile '" + hw.name + "' has no cuDNN attention curve "
+                "(compute.attention_efficiency_by_keys_cudnn); use a profile that has one (H100-SXM5-80GB) or drop it");
   if (k.precision == Precision::kFp8 && cluster.device == "cpu")
     return Fail("--precision fp8 needs GPUs with FP8 Tensor Cores; plan CPU ranks with --precision fp32 or bf16");
   if (model.learned_positions() && k.seq_length > model.max_position)

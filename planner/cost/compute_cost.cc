@@ -26,7 +26,8 @@ double MemoryTime(double bytes, const HardwareProfile& p) {
 // query row meets where the profile has one (clamped at its ends), else the
 // profile's single value.
 double AttentionEfficiency(const Op& op, const HardwareProfile& p) {
-  const Curve& c = p.compute.attention_efficiency_by_keys;
+  const bool cudnn = op.cudnn_attention && !p.compute.attention_efficiency_by_keys_cudnn.empty();
+  const Curve& c = cudnn ? p.compute.attention_efficiency_by_keys_cudnn : p.compute.attention_efficiency_by_keys;
   if (c.empty()) return p.compute.attention_efficiency;
   return Interpolate(c, static_cast<double>(std::max<int64_t>(op.n, 1)), Scale::kLog, Scale::kLinear).value;
 }

@@ -235,6 +235,7 @@ Op AttentionCore(const Dims& d, const char* name, double scale) {
   // writes the probabilities, e bytes each).
   if (d.torch_softmax) score_bytes -= score * 2 * d.e;
   op.bytes = scale * (io + score_bytes);
+  op.cudnn_attention = d.plan->cudnn_attention;
   return op;
 }
 

@@ -59,6 +59,9 @@ struct Op {
   // kGemm: inputs in FP8 (Transformer Engine style; compute_cost.h prices it
   // with the profile's FP8 curve). FLOP counts are unchanged.
   bool fp8 = false;
+  // kAttention: priced with the profile's cuDNN attention curve
+  // (PlanSpec::cudnn_attention).
+  bool cudnn_attention = false;
   // kAllToAll of an MoE dispatch or combine under a deduplicating dispatcher
   // (PlanSpec::moe_dispatcher): `bytes` hold the dedup_top_k routed copies of
   // each token, over dedup_experts experts spread evenly on the group; the

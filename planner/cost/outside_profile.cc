@@ -31,6 +31,8 @@ bool OpOutsideProfile(const Op& op, int g, bool spans_nodes, const HardwareProfi
     case OpKind::kGemm: return GemmOutsideProfile(op, p);
     case OpKind::kCollective:
       return CollectiveOutsideProfile(op.coll, op.bytes, op.group_size, g, spans_nodes, p);
+    case OpKind::kAttention:  // cuDNN's rate asked for, the profile has none: priced with its default
+      return op.cudnn_attention && p.compute.attention_efficiency_by_keys_cudnn.empty();
     default: return false;
   }
 }

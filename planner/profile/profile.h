@@ -101,6 +101,12 @@ struct ComputeProfile {
   // Used instead of attention_efficiency when present.
   Curve attention_efficiency_by_keys;
   std::string attention_efficiency_by_keys_note;
+  // Optional, measured: the same for cuDNN's fused attention (Transformer
+  // Engine's kernel on Hopper), used for plans with cudnn_attention
+  // (plan_spec.h); a plan that asks for it on a profile without it is
+  // priced with the default curve and flagged outside the profile.
+  Curve attention_efficiency_by_keys_cudnn;
+  std::string attention_efficiency_by_keys_cudnn_note;
   double memory_bound_efficiency = 0;   // fraction of memory bandwidth for streaming kernels
   double kernel_overhead_s = 0;         // launch + tail per kernel
   double optimizer_bytes_per_param = 0; // bytes moved per parameter by one optimizer step

@@ -104,17 +104,24 @@ Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) 
   const json* pts = Child(*ge, "points", true, what + ".gemm_efficiency", &st);
   DT_RETURN_IF_ERROR(st);
   DT_RETURN_IF_ERROR(ParseCurve(*pts, what + ".gemm_efficiency.points", &c->gemm_efficiency));
-  if (j.contains("attention_efficiency_by_keys") && !j.at("attention_efficiency_by_keys").is_null()) {
-    const std::string aw = what + ".attention_efficiency_by_keys";
-    const json* ak = Child(j, "attention_efficiency_by_keys", false, what, &st);
-    DT_RETURN_IF_ERROR(st);
+  // The attention curves: {"points": [[keys, efficiency], ...], "note": ...}.
+  auto attention_curve = [&](const char* key, Curve* curve, std::string* note) -> Status {
+    if (!j.contains(key) || j.at(key).is_null()) return Status::Ok();
+    const std::string aw = what + "." + key;
+    Status s;
+    const json* ak = Child(j, key, false, what, &s);
+    DT_RETURN_IF_ERROR(s);
     FieldReader ar(*ak, aw);
-    c->attention_efficiency_by_keys_note = ar.StrOr("note", "");
+    *note = ar.StrOr("note", "");
     DT_RETURN_IF_ERROR(ar.status());
-    const json* apts = Child(*ak, "points", true, aw, &st);
-    DT_RETURN_IF_ERROR(st);
-    DT_RETURN_IF_ERROR(ParseCurve(*apts, aw + ".points", &c->attention_efficiency_by_keys));
-  }
+    const json* apts = Child(*ak, "points", true, aw, &s);
+    DT_RETURN_IF_ERROR(s);
+    return ParseCurve(*apts, aw + ".points", curve);
+  };
+  DT_RETURN_IF_ERROR(attention_curve("attention_efficiency_by_keys", &c->attention_efficiency_by_keys,
+                                     &c->attention_efficiency_by_keys_note));
+  DT_RETURN_IF_ERROR(attention_curve("attention_efficiency_by_keys_cudnn", &c->attention_efficiency_by_keys_cudnn,
+                                     &c->attention_efficiency_by_keys_cudnn_note));
   if (j.contains("fp8") && !j.at("fp8").is_null()) {
     const json& f = j.at("fp8");
     FieldReader fr(f, what + ".fp8");
@@ -314,11 +321,16 @@ json ToJson(const HardwareProfile& p) {
       a.push_back({{"what", s.what}, {"measured_s", s.measured_s}, {"predicted_s", s.predicted_s}});
     j["compute"]["step_checks"] = a;
   }
-  if (!c.attention_efficiency_by_keys.empty()) {
-    json ak = {{"points", CurveToJson(c.attention_efficiency_by_keys)}};
-    if (!c.attention_efficiency_by_keys_note.empty()) ak["note"] = c.attention_efficiency_by_keys_note;
-    j["compute"]["attention_efficiency_by_keys"] = ak;
-  }
+  auto write_attention_curve = [&](const char* key, const Curve& curve, const std::string& note) {
+    if (curve.empty()) return;
+    json ak = {{"points", CurveToJson(curve)}};
+    if (!note.empty()) ak["note"] = note;
+    j["compute"][key] = ak;
+  };
+  write_attention_curve("attention_efficiency_by_keys", c.attention_efficiency_by_keys,
+                        c.attention_efficiency_by_keys_note);
+  write_attention_curve("attention_efficiency_by_keys_cudnn", c.attention_efficiency_by_keys_cudnn,
+                        c.attention_efficiency_by_keys_cudnn_note);
   if (c.fp8.available()) {
     j["compute"]["fp8"] = {{"peak_flops", c.fp8.peak_flops}, {"gemm_efficiency", CurveToJson(c.fp8.gemm_efficiency)}};
     if (!c.fp8.note.empty()) j["compute"]["fp8"]["note"] = c.fp8.note;

@@ -40,6 +40,9 @@ struct SearchConstraints {
   // PlanSpec::tp_comm_overlap: set on every plan with tp > 1 and sequence
   // parallelism (the framework overlaps what it can), not searched.
   bool tp_comm_overlap = false;
+  // PlanSpec::cudnn_attention (--attention-kernel cudnn): copied into every
+  // plan, not searched; needs the fused attention core.
+  bool cudnn_attention = false;
   // PlanSpec::overlap_grad_reduce: copied into every plan, not searched.
   bool overlap_grad_reduce = true;
   // --fp8-param-gather (PlanSpec::fp8_param_gather): FP8 plans with the

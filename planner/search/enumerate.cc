@@ -69,6 +69,12 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
     return InvalidArgument("--tp-comm-overlap overlaps tensor-parallel collectives: it needs tp > 1; drop it or raise --tp");
   if (k.tp_comm_overlap && k.sequence_parallel && !*k.sequence_parallel)
     return InvalidArgument("--tp-comm-overlap needs sequence parallelism (as Megatron-LM does): drop --no-sp or it");
+  if (k.cudnn_attention && c.device == "cpu")
+    return InvalidArgument("--attention-kernel cudnn prices a GPU framework's kernel; CPU plans run dtrun's own "
+                           "attention: drop it (or plan for --device gpu)");
+  if (k.cudnn_attention && !k.flash_attention)
+    return InvalidArgument("--attention-kernel cudnn prices cuDNN's fused attention: the plans run the unfused "
+                           "core (flash attention off); drop one of the two");
   if (k.moe_a2a_overlap && !m.moe())
     return InvalidArgument("--moe-a2a-overlap overlaps expert-parallel all-to-alls: the model has no experts; drop it");
   if (k.moe_a2a_overlap && k.recompute && *k.recompute == Recompute::kFull)
@@ -247,6 +253,7 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   p.precision = k.precision;
                   p.fp8_recipe = k.fp8_recipe;
                   p.moe_a2a_overlap = k.moe_a2a_overlap;
+                  p.cudnn_attention = k.cudnn_attention;
                   // Where it applies: the other plans have no SP collectives to hide.
                   p.tp_comm_overlap = k.tp_comm_overlap && tp > 1 && sp;
                   // DeepSpeed overlaps the gradient reduction with the

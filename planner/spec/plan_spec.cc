@@ -301,6 +301,9 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
       return bad("zero_stage " + num(p.zero_stage) + " with experts is not modeled (ZeRO-2/3 of expert "
                  "parameters); use zero_stage 0 or 1 (Megatron's distributed optimizer)");
   }
+  if (p.cudnn_attention && !p.flash_attention)
+    return bad("attention_kernel 'cudnn' prices cuDNN's fused attention, but the plan runs the unfused core "
+               "(flash_attention false); set \"flash_attention\": true or omit attention_kernel");
   if (p.tp_comm_overlap && (p.tp < 2 || !p.sequence_parallel))
     return bad("tp_comm_overlap overlaps the sequence-parallel all-gathers and reduce-scatters with the GEMMs: it "
                "needs tp > 1 and \"sequence_parallel\": true (as Megatron-LM's --tp-comm-overlap does); omit it");
@@ -406,6 +409,7 @@ json ToJson(const PlanSpec& p) {
   if (p.adam_moment_bytes != 0) j["adam_moment_bytes"] = p.adam_moment_bytes;        // absent: 0 (fp32 moments)
   if (p.moe_a2a_overlap) j["moe_a2a_overlap"] = true;                               // absent: false
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;                               // absent: false
+  if (p.cudnn_attention) j["attention_kernel"] = "cudnn";                           // absent: the profile's default
   if (!p.overlap_grad_reduce) j["overlap_grad_reduce"] = false;                     // absent: true
   if (p.recompute_modules != kDefaultRecomputeModules)                              // absent: [core_attn]
     j["recompute_modules"] = RecomputeModuleNames(p.recompute_modules);
@@ -471,6 +475,11 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   p.moe_a2a_overlap = r.BoolOr("moe_a2a_overlap", false);
   p.tp_comm_overlap = r.BoolOr("tp_comm_overlap", false);
   p.overlap_grad_reduce = r.BoolOr("overlap_grad_reduce", true);
+  if (r.Has("attention_kernel")) {
+    const std::string ak = r.Str("attention_kernel");
+    if (ak == "cudnn") p.cudnn_attention = true;
+    else if (ak != "default") r.Fail("'attention_kernel' = \"" + ak + "\": use \"default\" or \"cudnn\"");
+  }
   if (r.Has("moe_dispatcher")) {
     auto d = ParseMoeDispatcher(r.Str("moe_dispatcher"));
     if (!d.ok()) r.Fail(d.status().message());
@@ -587,6 +596,7 @@ std::string Describe(const PlanSpec& p) {
   if (p.adam_moment_bytes == 2) os << " bf16-moments";
   if (p.moe_a2a_overlap) os << " a2a-overlap";
   if (p.tp_comm_overlap) os << " tp-overlap";
+  if (p.cudnn_attention) os << " cudnn-attn";
   if (!p.overlap_grad_reduce) os << " grad-sync-after-backward";
   if (UnevenSplit(p)) {
     os << " layers=";

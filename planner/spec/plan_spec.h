@@ -181,6 +181,15 @@ struct PlanSpec {
   // backward; planner/lower/tp_overlap.h prices them). Needs tp > 1 and
   // sequence_parallel. Never searched; dtrun does not execute it.
   bool tp_comm_overlap = false;
+  // The attention kernel's speed is priced with the profile's cuDNN fused-
+  // attention curve (compute.attention_efficiency_by_keys_cudnn) instead of
+  // its default attention rate: Transformer Engine runs cuDNN's kernel on
+  // Hopper, and how fast that kernel is depends on the cuDNN release
+  // (docs/validation.md "Long context"). Needs the fused core
+  // (flash_attention). JSON "attention_kernel": "cudnn" (absent: default).
+  // Never searched, a statement about the user's software; dtrun does not
+  // execute it (its own attention kernels).
+  bool cudnn_attention = false;
   // The data-parallel gradient reduction starts during each chunk's last
   // backward, in buckets (Megatron-LM --overlap-grad-reduce, PyTorch DDP and
   // FSDP, DeepSpeed overlap_comm): true, the default. false: it starts after

@@ -51,6 +51,9 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
   r.measured_s = c.measured_s;
   r.measured_from = c.measured_from;
   const SearchConstraints& k = c.constraints;
+  if (k.cudnn_attention && hw.compute.attention_efficiency_by_keys_cudnn.empty())
+    return InvalidArgument("case '" + c.id + "': plan.attention_kernel \"cudnn\" but profile '" + hw.name +
+                           "' has no cuDNN attention curve (compute.attention_efficiency_by_keys_cudnn)");
   ModelSpec m = c.model;
   m.seq_length = k.seq_length;
   if (FullyFixed(k)) {
@@ -73,6 +76,7 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     p.fp8_recipe = k.fp8_recipe;
     p.moe_a2a_overlap = k.moe_a2a_overlap;
     p.tp_comm_overlap = k.tp_comm_overlap;
+    p.cudnn_attention = k.cudnn_attention;
     p.overlap_grad_reduce = k.overlap_grad_reduce;
     p.adam_moment_bytes = k.adam_moment_bytes;
     if (c.dp_bucket_bytes > 0) p.dp_bucket_bytes = c.dp_bucket_bytes;

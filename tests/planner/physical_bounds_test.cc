@@ -190,7 +190,9 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
             << Describe(p) << " stage " << s << ": less memory than its model states";
       ++checked;
     }
-    if (cs.etp > 0) EXPECT_GT(folded_over_cp, 0) << "the --etp 1 case must reach EP folded over CP ranks";
+    if (cs.etp > 0) {
+      EXPECT_GT(folded_over_cp, 0) << "the --etp 1 case must reach EP folded over CP ranks";
+    }
   }
   // How close the closest plan comes to each bound (1.0 = at the bound).
   std::printf("%d plans; tightest prediction / bound: compute %.3f, weight reads %.3f, NIC %.3f, model states %.3f\n",

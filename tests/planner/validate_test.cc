@@ -299,6 +299,32 @@ TEST(JsonCases, ThroughputsBecomeIterationTimes) {
   EXPECT_FALSE(report->cases[1].measured_from.empty());
 }
 
+// plan.attention_kernel "cudnn" prices the case with the profile's cuDNN
+// attention curve (faster than the default at 4k tokens on the H100); a
+// profile without the curve makes the case invalid, an unknown kernel too.
+TEST(JsonCases, AttentionKernelCudnn) {
+  const std::string plan = R"({"tp": 1, "pp": 1, "dp": 8, "global_batch_size": 64, "microbatch_size": 1,
+      "recompute": "none", "zero_stage": 1, "schedule": "1f1b", "sequence_parallel": false)";
+  const std::string j = "{\"cases\": [" + Case("default", plan + "}", R"({"iteration_time_s": 3})") + "," +
+                        Case("cudnn", plan + R"(, "attention_kernel": "cudnn"})", R"({"iteration_time_s": 3})") + "," +
+                        Case("bad", plan + R"(, "attention_kernel": "flash3"})", R"({"iteration_time_s": 3})") + "]}";
+  auto cases = ReadJsonCases(WriteTemp("ak.json", j));
+  ASSERT_TRUE(cases.ok()) << cases.status().message();
+  EXPECT_TRUE((*cases)[1].constraints.cudnn_attention);
+  EXPECT_NE((*cases)[2].invalid.find("attention_kernel"), std::string::npos) << (*cases)[2].invalid;
+  auto report = RunValidation(*cases, {});
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  ASSERT_EQ(report->scored, 2);
+  EXPECT_TRUE(report->cases[1].plan.cudnn_attention);
+  EXPECT_LT(report->cases[1].predicted_s, report->cases[0].predicted_s);
+  ValidationOptions a100;
+  a100.profile_override = "A100-SXM4-80GB";
+  auto r2 = RunValidation(*cases, a100);
+  ASSERT_TRUE(r2.ok());
+  EXPECT_TRUE(r2->cases[1].invalid);
+  EXPECT_NE(r2->cases[1].skipped.find("cuDNN attention curve"), std::string::npos) << r2->cases[1].skipped;
+}
+
 // FP8 cases are priced with the profile's FP8 GEMMs (faster than their
 // bf16 twin), never as bf16; a plan predicted not to fit is scored anyway
 // (fixed plan: its own time; searched: the plan closest to fitting).
