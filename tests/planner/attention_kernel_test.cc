@@ -16,26 +16,16 @@
 #include "planner/search/search.h"
 #include "planner/spec/capabilities.h"
 #include "tests/planner/test_models.h"
+#include "tests/planner/test_profiles.h"
 
 namespace dt {
 namespace {
 
-const HardwareProfile& H100() {
-  static const HardwareProfile p = LoadProfile("h100").value();
-  return p;
-}
+using testing_profiles::A100;
+using testing_profiles::H100;
 
 PlanSpec LongPlan(const ModelSpec& m, bool cudnn) {
-  PlanSpec p;
-  p.dp = 1;
-  p.tp = 8;
-  p.sequence_parallel = true;
-  p.micro_batch = 1;
-  p.num_microbatches = 2;
-  p.seq_length = 16384;
-  p.flash_attention = true;
-  p.recompute = Recompute::kSelective;
-  p.layers_per_chunk = {m.num_layers};
+  PlanSpec p = testing_models::TpSpPlan(m, 8, 16384);
   p.cudnn_attention = cudnn;
   return p;
 }
@@ -80,7 +70,7 @@ TEST(AttentionKernel, OnlyTheAttentionCoreChangesRate) {
 TEST(AttentionKernel, ProfileWithoutTheCurveIsFlagged) {
   ModelSpec m = testing_models::Llama8B();
   m.num_layers = 2;
-  const HardwareProfile a100 = LoadProfile("A100-SXM4-80GB").value();
+  const HardwareProfile& a100 = A100();
   ASSERT_TRUE(a100.compute.attention_efficiency_by_keys_cudnn.empty());
   const LayerOps with = TransformerLayerOps(m, LongPlan(m, true), 2);
   const LayerOps without = TransformerLayerOps(m, LongPlan(m, false), 2);
@@ -118,14 +108,11 @@ TEST(AttentionKernel, PlanFilesRulesAndDtrun) {
 TEST(AttentionKernel, SearchCopiesItAndRefusesCpuAndUnfused) {
   ModelSpec m = testing_models::Llama8B();
   m.num_layers = 4;
-  ClusterSpec c{1, 8, "gpu"};
+  const ClusterSpec c{1, 8, "gpu"};
   SearchConstraints k;
-  k.global_batch = 8;
-  k.seq_length = 16384;
-  k.cudnn_attention = true;
+  k.global_batch = 8, k.seq_length = 16384, k.cudnn_attention = true;
   SearchOptions so;
-  so.top = 20;
-  so.threads = 1;
+  so.top = 20, so.threads = 1;
   auto r = SearchPlans(m, c, H100(), k, so);
   ASSERT_TRUE(r.ok()) << r.status().message();
   ASSERT_FALSE(r->top.empty());

@@ -68,6 +68,21 @@ inline ModelSpec Llama8B() {
   return m;
 }
 
+// One pipeline stage with tensor and sequence parallelism over the whole
+// model, fused attention, selective recompute (cost tests).
+inline PlanSpec TpSpPlan(const ModelSpec& m, int tp, int seq, int mbs = 1, int nmb = 2) {
+  PlanSpec p;
+  p.tp = tp;
+  p.sequence_parallel = tp > 1;
+  p.micro_batch = mbs;
+  p.num_microbatches = nmb;
+  p.seq_length = seq;
+  p.flash_attention = true;
+  p.recompute = Recompute::kSelective;
+  p.layers_per_chunk = {m.num_layers};
+  return p;
+}
+
 // A pipeline-only plan with one layer per model chunk (schedule tests).
 inline PlanSpec PipelinePlan(Schedule s, int pp, int vpp, int m, int zero = 0) {
   PlanSpec p;
