@@ -210,13 +210,10 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                 std::vector<int> zs = dp * cp > 1 ? std::vector<int>{0, 1, 2, 3} : std::vector<int>{0};
                 if (m.moe() || m.mtp_layers > 0) zs = dp * cp > 1 ? std::vector<int>{0, 1} : std::vector<int>{0};
                 // Expert tensor parallelism: tp (EP over DP replicas) and,
-                // with tp > 1 and cp 1, 1 (EP folded over tp*dp; PlanSpec::etp).
-                // Folding over cp > 1 too is priced when asked for (--etp, plan
-                // files) but not searched by default: it adds a fifth of the
-                // DeepSeek-V3 search's time for plans long sequences seldom need.
+                // with tp > 1, 1 (EP folded over tp*cp*dp; PlanSpec::etp).
                 // Stored as 0 when equal to tp (the default, absent from plan files).
                 std::vector<int> etps{0};
-                if (m.moe() && tp > 1 && cp == 1) etps.push_back(1);
+                if (m.moe() && tp > 1) etps.push_back(1);
                 if (k.etp) {
                   if (tp % *k.etp != 0) { ++e.plan_rejects["--etp does not divide tp"]; ++e.plans_considered; continue; }
                   etps = {*k.etp == tp ? 0 : *k.etp};

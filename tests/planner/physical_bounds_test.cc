@@ -99,7 +99,7 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
     bool moe_a2a_overlap = false;  // combined 1F1B: all-to-alls hidden behind another microbatch
     int adam_moment_bytes = 0;     // 2: bf16 Adam moments
     bool tp_comm_overlap = false;  // SP collectives under their GEMMs (userbuffers)
-    int etp = 0;                   // 1: the search's --etp 1, EP folded over tp*cp*dp (cp > 1 included)
+    bool folded_over_cp = false;   // the default search must reach EP folded over tp*cp*dp with cp > 1
   };
   ModelSpec small = testing_models::Gpt(2048, 16, 24);
   ModelSpec mid = testing_models::Gpt(5120, 40, 40);
@@ -118,7 +118,7 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
   moe.num_experts = 8;
   moe.moe_top_k = 2;
   moe.moe_ffn_hidden = 5632;
-  ModelSpec moe_long = moe;  // 16k tokens: the search tries cp > 1 (with --etp 1, folded over it)
+  ModelSpec moe_long = moe;  // 16k tokens: the search tries cp > 1, and EP folded over it
   moe_long.seq_length = 16384;
   ModelSpec llama_mtp = llama;  // with a multi-token-prediction module on the last stage
   llama_mtp.mtp_layers = 1;
@@ -146,7 +146,7 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
       {llama_mtp, {2, 8, "gpu"}, "H100-SXM5-80GB", 128},
       {windowed, {4, 8, "gpu"}, "H100-SXM5-80GB", 256, false, 2},
       {big, {16, 8, "gpu"}, "H100-SXM5-80GB", 768, false, 0, true},
-      {moe_long, {4, 8, "gpu"}, "H100-SXM5-80GB", 64, false, 0, false, 1},
+      {moe_long, {4, 8, "gpu"}, "H100-SXM5-80GB", 64, false, 0, false, true},
   };
   std::mt19937_64 rng(20261123);
   int checked = 0, nic_bound_active = 0;
@@ -160,7 +160,6 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
     k.moe_a2a_overlap = cs.moe_a2a_overlap;
     k.adam_moment_bytes = cs.adam_moment_bytes;
     k.tp_comm_overlap = cs.tp_comm_overlap;
-    if (cs.etp > 0) k.etp = cs.etp;
     auto e = EnumeratePlans(cs.m, cs.c, k);
     ASSERT_TRUE(e.ok()) << e.status().message();
     std::vector<PlanSpec> plans = e->plans;
@@ -190,8 +189,8 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
             << Describe(p) << " stage " << s << ": less memory than its model states";
       ++checked;
     }
-    if (cs.etp > 0) {
-      EXPECT_GT(folded_over_cp, 0) << "the --etp 1 case must reach EP folded over CP ranks";
+    if (cs.folded_over_cp) {
+      EXPECT_GT(folded_over_cp, 0) << "the 16k-token MoE search must reach EP folded over CP ranks";
     }
   }
   // How close the closest plan comes to each bound (1.0 = at the bound).
