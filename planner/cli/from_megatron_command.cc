@@ -76,9 +76,7 @@ int RunFromMegatron(const PlanOptions& o) {
   if (o.dims.attention_kernel == "cudnn") {
     if (!mine.flash_attention)
       return Fail("--attention-kernel cudnn with a job that runs the unfused attention core: drop one of the two");
-    if (hw->compute.attention_efficiency_by_keys_cudnn.empty())
-      return Fail("--attention-kernel cudnn: profile '" + hw->name + "' has no cuDNN attention curve; use one that "
-                  "has (H100-SXM5-80GB) or drop it");
+    if (Status s = CheckCudnnAttentionCurve(*hw); !s.ok()) return Fail("--attention-kernel cudnn: " + s.message());
     mine.cudnn_attention = true;
   }
   auto mine_pred = SimulatePlan(m, cluster, mine, *hw);

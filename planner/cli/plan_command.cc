@@ -93,9 +93,9 @@ int RunPlan(const PlanOptions& o) {
   k.flash_attention = o.attention.empty() ? cluster.device != "cpu" : o.attention == "flash";
   k.dropout = cluster.device != "cpu";  // the bundled CPU runtime trains without dropout
   if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());
-  if (k.cudnn_attention && cluster.device != "cpu" && hw.compute.attention_efficiency_by_keys_cudnn.empty())
-    return Fail("--attention-kernel cudnn: profile '" + hw.name + "' has no cuDNN attention curve "
-                "(compute.attention_efficiency_by_keys_cudnn); use a profile that has one (H100-SXM5-80GB) or drop it");
+  if (k.cudnn_attention && cluster.device != "cpu") {
+    if (Status s = CheckCudnnAttentionCurve(hw); !s.ok()) return Fail("--attention-kernel cudnn: " + s.message());
+  }
   if (k.precision == Precision::kFp8 && cluster.device == "cpu")
     return Fail("--precision fp8 needs GPUs with FP8 Tensor Cores; plan CPU ranks with --precision fp32 or bf16");
   if (model.learned_positions() && k.seq_length > model.max_position)

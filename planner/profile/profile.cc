@@ -180,6 +180,12 @@ Curve MeasuredGemmSeconds(const std::vector<GemmPoint>& pts) {
 
 }  // namespace
 
+Status CheckCudnnAttentionCurve(const HardwareProfile& p) {
+  if (!p.compute.attention_efficiency_by_keys_cudnn.empty()) return Status::Ok();
+  return InvalidArgument("profile '" + p.name + "' has no cuDNN attention curve (compute.attention_efficiency_by_keys_cudnn); "
+                         "use a profile that has one (H100-SXM5-80GB) or the default attention kernel");
+}
+
 Status PrepareProfile(HardwareProfile* p, const std::string& where) {
   if (p->name.empty()) return InvalidArgument(where + ": field 'name' must not be empty");
   DT_RETURN_IF_ERROR(CheckDevice(p->device, where + ": device"));

@@ -211,6 +211,11 @@ json ToJson(const HardwareProfile& p);
 // building or editing a profile in code. ProfileFromJson calls it.
 Status PrepareProfile(HardwareProfile* p, const std::string& where);
 
+// Ok when the profile can price plans with cudnn_attention (it has
+// compute.attention_efficiency_by_keys_cudnn); else InvalidArgument naming
+// the profile and what to do.
+Status CheckCudnnAttentionCurve(const HardwareProfile& p);
+
 bool operator==(const HardwareProfile& a, const HardwareProfile& b);
 
 }  // namespace dt

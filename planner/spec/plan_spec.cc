@@ -47,6 +47,13 @@ const char* ToString(MoeDispatcher d) {
   return d == MoeDispatcher::kDeduplicated ? "deduplicated" : "alltoall";
 }
 
+StatusOr<bool> ParseAttentionKernel(const std::string& s) {
+  if (s == "default") return false;
+  if (s == "cudnn") return true;
+  return InvalidArgument("attention kernel '" + s + "' is unknown; use default (the profile's attention rate) or "
+                         "cudnn (its cuDNN fused-attention curve)");
+}
+
 StatusOr<MoeDispatcher> ParseMoeDispatcher(const std::string& s) {
   if (s == "alltoall") return MoeDispatcher::kAllToAll;
   if (s == "deduplicated") return MoeDispatcher::kDeduplicated;
@@ -476,9 +483,9 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   p.tp_comm_overlap = r.BoolOr("tp_comm_overlap", false);
   p.overlap_grad_reduce = r.BoolOr("overlap_grad_reduce", true);
   if (r.Has("attention_kernel")) {
-    const std::string ak = r.Str("attention_kernel");
-    if (ak == "cudnn") p.cudnn_attention = true;
-    else if (ak != "default") r.Fail("'attention_kernel' = \"" + ak + "\": use \"default\" or \"cudnn\"");
+    auto ak = ParseAttentionKernel(r.Str("attention_kernel"));
+    if (!ak.ok()) r.Fail("'attention_kernel': " + ak.status().message());
+    else p.cudnn_attention = *ak;
   }
   if (r.Has("moe_dispatcher")) {
     auto d = ParseMoeDispatcher(r.Str("moe_dispatcher"));

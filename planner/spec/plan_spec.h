@@ -47,6 +47,8 @@ StatusOr<Precision> ParsePrecision(const std::string& s);  // fp32 | bf16 | fp8
 enum class MoeDispatcher { kAllToAll, kDeduplicated };
 const char* ToString(MoeDispatcher d);
 StatusOr<MoeDispatcher> ParseMoeDispatcher(const std::string& s);  // alltoall | deduplicated
+// "default" -> false, "cudnn" -> true (PlanSpec::cudnn_attention).
+StatusOr<bool> ParseAttentionKernel(const std::string& s);
 
 // How an FP8 plan scales its tensors into FP8 (Transformer Engine recipes,
 // Megatron-LM's --fp8-recipe; never searched, like precision). Both use one

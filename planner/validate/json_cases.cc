@@ -119,9 +119,9 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   k.moe_a2a_overlap = p.BoolOr("moe_a2a_overlap", false);
   k.tp_comm_overlap = p.BoolOr("tp_comm_overlap", false);
   if (p.Has("attention_kernel")) {
-    const std::string ak = p.Str("attention_kernel");
-    if (ak == "cudnn") k.cudnn_attention = true;
-    else if (ak != "default") p.Fail("'attention_kernel' = \"" + ak + "\": use \"default\" or \"cudnn\"");
+    auto ak = ParseAttentionKernel(p.Str("attention_kernel"));
+    if (!ak.ok()) p.Fail("'attention_kernel': " + ak.status().message());
+    else k.cudnn_attention = *ak;
   }
   if (k.moe_a2a_overlap && !v.model.moe()) p.Fail("'moe_a2a_overlap' is set but the model has no experts");
   // Gradient reduction overlapped with the backward (absent or null: yes).

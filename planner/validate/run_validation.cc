@@ -51,9 +51,10 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
   r.measured_s = c.measured_s;
   r.measured_from = c.measured_from;
   const SearchConstraints& k = c.constraints;
-  if (k.cudnn_attention && hw.compute.attention_efficiency_by_keys_cudnn.empty())
-    return InvalidArgument("case '" + c.id + "': plan.attention_kernel \"cudnn\" but profile '" + hw.name +
-                           "' has no cuDNN attention curve (compute.attention_efficiency_by_keys_cudnn)");
+  if (k.cudnn_attention) {
+    if (Status s = CheckCudnnAttentionCurve(hw); !s.ok())
+      return InvalidArgument("case '" + c.id + "': plan.attention_kernel \"cudnn\": " + s.message());
+  }
   ModelSpec m = c.model;
   m.seq_length = k.seq_length;
   if (FullyFixed(k)) {
