@@ -98,6 +98,13 @@ int RunValidate(const ValidateOptions& o) {
       flags += mem;
     }
     if (!c.measured_from.empty()) flags += "  (measured " + c.measured_from + ")";
+    if (c.measured_allocated_bytes > 0) {
+      char mem[128];
+      std::snprintf(mem, sizeof mem, "  (peak allocated, rank 0: measured %.1f GiB, predicted %.1f GiB, %+.1f%%)",
+                    c.measured_allocated_bytes / 1073741824.0, c.predicted_allocated_bytes / 1073741824.0,
+                    100 * c.memory_error);
+      flags += mem;
+    }
     std::printf("%-44s %-44s %9.3fs %9.3fs %+7.1f%%%s\n", c.id.c_str(), Describe(c.plan).c_str(),
                 c.measured_s, c.predicted_s, 100 * c.error, flags.c_str());
   }
@@ -109,6 +116,9 @@ int RunValidate(const ValidateOptions& o) {
   if (rep->not_modeled > 0) std::printf("; %d not modeled", rep->not_modeled);
   if (rep->invalid > 0) std::printf("; %d INVALID (listed above)", rep->invalid);
   std::printf("\n");
+  if (rep->memory_scored > 0)
+    std::printf("peak allocated memory (pipeline rank 0; %d case(s) that give it): MAPE %.1f%%, max error %.1f%%\n",
+                rep->memory_scored, 100 * rep->memory_mape, 100 * rep->memory_max_error);
   std::printf("Spearman rank correlation per model (models with >= 3 cases):%s\n",
               rep->spearman.empty() ? " none" : "");
   for (const auto& [g, rho] : rep->spearman)

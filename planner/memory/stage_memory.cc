@@ -130,7 +130,17 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // Activations. in_flight counts chunk-microbatches; a chunk holds
   // StageLayers/vpp layers on average. What stays stored between a
   // microbatch's forward and backward:
-  const double in_flight = in_flight_microbatches;
+  //
+  // Combined 1F1B (PlanSpec::moe_a2a_overlap) runs each steady-state
+  // forward paired with a backward of an earlier microbatch layer by layer:
+  // the forward's layer i beside the backward's layer L-1-i (Megatron-LM,
+  // megatron/core/models/common/model_chunk_schedule_plan.py: get_layer(i)
+  // with pop_layer(), the backward freeing a layer's activations as the
+  // forward stores one). The action list counts the pair's forward as one
+  // more chunk-microbatch in flight; stored at once are one chunk-microbatch
+  // less than that, plus the layer being built (`paired_layer`, below).
+  const bool paired = p.moe_a2a_overlap && in_flight_microbatches >= 2;
+  const double in_flight = in_flight_microbatches - (paired ? 1 : 0);
   // Full recompute of only the first recompute_num_layers layers of each
   // chunk: the rank's recomputed share keeps just the layer inputs. A chunk
   // that recomputes all its layers rebuilds one on top of what is stored
@@ -148,6 +158,10 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   s.activations = over_layers([&](const ModelSpec& k) {
                     return StoredBytesPerLayer(k, p, mp.activation_bytes, share, mp.attention_kernels);
                   }) / p.vpp * in_flight;
+  if (paired)
+    s.activations += larger_kind([&](const ModelSpec& k) {
+      return StoredBytesPerLayer(k, p, mp.activation_bytes, share, mp.attention_kernels);
+    });
   // The first and last model chunks are one of the rank's vpp chunks: their
   // in-flight count is approximated by ceil(in_flight / vpp).
   const double end_in_flight = std::ceil(static_cast<double>(in_flight) / p.vpp);
@@ -158,10 +172,9 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   const double head_stash = last ? 2 * e * tok.T_r * h + 4.0 * tok.T * v_local : 0.0;
   // On the last pipeline rank, 1F1B and interleaved run each last-chunk
   // forward right before its backward: one head stash at a time (GPipe
-  // keeps all of them; combined 1F1B, PlanSpec::moe_a2a_overlap, runs one
-  // more forward first, so two).
-  const double head_in_flight =
-      p.pp > 1 && p.schedule != Schedule::kGpipe ? (p.moe_a2a_overlap ? 2.0 : 1.0) : end_in_flight;
+  // keeps all of them; so does combined 1F1B, whose pair runs the
+  // backward's loss and head first and the forward's last).
+  const double head_in_flight = p.pp > 1 && p.schedule != Schedule::kGpipe ? 1.0 : end_in_flight;
   s.activations += head_stash * head_in_flight;
   // Multi-token prediction (last chunk, after the head, on the same
   // schedule): per module one layer's stored activations, the eh_proj input

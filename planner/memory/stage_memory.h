@@ -23,6 +23,14 @@ struct StageMemory {  // bytes per GPU
 StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const MemoryParams& mp,
                                 int pipeline_rank, int in_flight_microbatches);
 
+// What a framework's caching allocator counts as allocated at the peak
+// (torch.cuda.max_memory_allocated): everything but the reserve (context,
+// communication buffers: outside the allocator) and the fragmentation
+// allowance (cached, not allocated).
+inline double AllocatedBytes(const StageMemory& s) {
+  return s.weights + s.gradients + s.optimizer + s.activations + s.temporary;
+}
+
 // total <= capacity_bytes.
 inline bool FitsDevice(const StageMemory& s, const MemoryParams& mp) {
   return s.total <= mp.capacity_bytes;

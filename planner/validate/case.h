@@ -17,7 +17,9 @@
 // tokens/s per GPU at read time (t = global batch x seq / (tokens/s x GPUs)),
 // TFLOP/s per GPU once the plan is known (t = step FLOPs / (TFLOP/s x GPUs),
 // step FLOPs from planner/cost/flops.h: "model" without, "hardware" with the
-// recompute forward). docs/validation.md has the formulas.
+// recompute forward). docs/validation.md has the formulas. A case may also
+// give the peak memory its framework's allocator reported
+// (measured.peak_allocated_gib), scored apart from the time.
 #pragma once
 
 #include <memory>
@@ -59,6 +61,10 @@ struct ValidationCase {
   std::vector<int> layers_per_chunk;
   HardwareOverride hardware;
   double measured_s = 0;  // iteration time (kIterationTime; tokens/s already converted)
+  // measured.peak_allocated_gib x 2^30: the framework allocator's peak on
+  // pipeline rank 0 (torch.cuda.max_memory_allocated, Megatron-LM's "max
+  // allocated"); 0: not given. Scored against AllocatedBytes of stage 0.
+  double measured_peak_allocated_bytes = 0;
   MeasuredKind measured_kind = MeasuredKind::kIterationTime;
   double measured_tflops_per_gpu = 0;  // the TFLOP/s kinds
   std::string measured_from;           // how measured_s was obtained, when not given directly

@@ -195,6 +195,8 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   } else {
     meas.Fail("needs 'iteration_time_s', 'tokens_per_s_per_gpu' or 'tflops_per_gpu'");
   }
+  // The allocator's peak, GiB (2^30 bytes; Megatron-LM logs MB = 2^20 bytes).
+  if (meas.Has("peak_allocated_gib")) v.measured_peak_allocated_bytes = positive("peak_allocated_gib") * 1073741824.0;
   if (!meas.ok()) return meas.status();
   if (v.measured_kind == MeasuredKind::kHardwareTflopsPerGpu && !k.recompute)
     return InvalidArgument(where + ": hardware TFLOP/s need the plan's 'recompute' to convert to a time");

@@ -41,6 +41,8 @@ void TakePrediction(const PlanSpec& p, const Prediction& pred, CaseResult* r) {
   r->fits = pred.fits;
   r->peak_memory_bytes = pred.peak_memory_bytes;
   r->capacity_bytes = pred.capacity_bytes;
+  for (const StagePeak& s : pred.stages)
+    if (s.stage == 0) r->predicted_allocated_bytes = AllocatedBytes(s.memory);
 }
 
 StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base) {
@@ -115,6 +117,9 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     r.measured_s = StepFlops(m, r.plan, hardware, causal) / (c.measured_tflops_per_gpu * 1e12 * r.plan.world());
   }
   r.error = (r.predicted_s - r.measured_s) / r.measured_s;
+  r.measured_allocated_bytes = c.measured_peak_allocated_bytes;
+  if (r.measured_allocated_bytes > 0)
+    r.memory_error = (r.predicted_allocated_bytes - r.measured_allocated_bytes) / r.measured_allocated_bytes;
   return r;
 }
 
@@ -152,7 +157,7 @@ StatusOr<ValidationReport> RunValidation(const std::vector<ValidationCase>& case
   for (auto& t : pool) t.join();
 
   ValidationReport rep;
-  std::vector<double> pred, meas;
+  std::vector<double> pred, meas, mem_pred, mem_meas;
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> groups;
   for (size_t i = 0; i < cases.size(); ++i) {
     auto& r = results[i];
@@ -175,7 +180,14 @@ StatusOr<ValidationReport> RunValidation(const std::vector<ValidationCase>& case
     meas.push_back(r->measured_s);
     groups[r->group].first.push_back(r->predicted_s);
     groups[r->group].second.push_back(r->measured_s);
+    if (r->measured_allocated_bytes > 0) {
+      mem_pred.push_back(r->predicted_allocated_bytes);
+      mem_meas.push_back(r->measured_allocated_bytes);
+    }
   }
+  rep.memory_scored = static_cast<int>(mem_pred.size());
+  rep.memory_mape = mem_pred.empty() ? 0.0 : Mape(mem_pred, mem_meas);
+  rep.memory_max_error = mem_pred.empty() ? 0.0 : MaxApe(mem_pred, mem_meas);
   rep.mape = pred.empty() ? 0.0 : Mape(pred, meas);
   rep.max_error = pred.empty() ? 0.0 : MaxApe(pred, meas);
   // A rank correlation needs at least 3 plans of a model to mean anything.
@@ -206,13 +218,18 @@ json ToJson(const ValidationReport& r) {
                      {"fits", c.fits},
                      {"peak_memory_bytes", c.peak_memory_bytes},
                      {"capacity_bytes", c.capacity_bytes},
+                     {"measured_allocated_bytes", c.measured_allocated_bytes},
+                     {"predicted_allocated_bytes", c.predicted_allocated_bytes},
+                     {"memory_error", c.memory_error},
                      {"measured_from", c.measured_from},
                      {"skipped", c.skipped},
                      {"invalid", c.invalid}});
   json sp = json::object();
   for (const auto& [g, v] : r.spearman) sp[g] = {{"rho", v}, {"cases", r.group_size.at(g)}};
   return json{{"cases", cases}, {"scored", r.scored}, {"invalid", r.invalid}, {"not_modeled", r.not_modeled},
-              {"mape", r.mape}, {"max_error", r.max_error}, {"spearman", sp}};
+              {"mape", r.mape}, {"max_error", r.max_error}, {"spearman", sp},
+              {"memory_scored", r.memory_scored}, {"memory_mape", r.memory_mape},
+              {"memory_max_error", r.memory_max_error}};
 }
 
 }  // namespace dt

@@ -1,7 +1,8 @@
 // RunValidation: predicts every case (simulating fully fixed plans, searching
 // the unset dimensions of partly fixed ones, as a user would) and compares
 // with the measurement: per-case error, overall MAPE and max error, and
-// Spearman's rank correlation within each model group.
+// Spearman's rank correlation within each model group; for cases that give
+// a measured peak allocation, its error too (memory_mape).
 // Every case gets a row. A plan predicted not to fit is scored anyway (the
 // time of the given plan; for a searched case, of the plan closest to
 // fitting) and flagged. Cases that are invalid, not modeled or fail to
@@ -29,6 +30,9 @@ struct CaseResult {
   double peak_memory_bytes = 0, capacity_bytes = 0;  // predicted peak per GPU (largest stage), device capacity
   bool searched = false;
   TimeBreakdown breakdown;  // of the predicted step
+  // Peak allocated memory of pipeline rank 0, when the case gives it
+  // (measured_allocated_bytes > 0): AllocatedBytes of stage 0 and the error.
+  double measured_allocated_bytes = 0, predicted_allocated_bytes = 0, memory_error = 0;
   std::string measured_from;  // how measured_s was derived, when not given as a time
   std::string skipped;        // why the case is not scored (empty: scored)
   bool invalid = false;       // skipped because its input is wrong (vs not modeled)
@@ -40,6 +44,9 @@ struct ValidationReport {
   int scored = 0, invalid = 0, not_modeled = 0;
   std::map<std::string, double> spearman;  // group -> rho
   std::map<std::string, int> group_size;
+  // Cases with a measured peak allocation: how many, MAPE and max error.
+  int memory_scored = 0;
+  double memory_mape = 0, memory_max_error = 0;
 };
 
 struct ValidationOptions {

@@ -1,9 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 
 #include "planner/cost/comm_cost.h"
+#include "planner/lower/simulate.h"
+#include "planner/profile/profile.h"
 #include "planner/validate/case.h"
 #include "planner/validate/cross_validation.h"
 #include "planner/validate/execute.h"
@@ -297,6 +300,43 @@ TEST(JsonCases, ThroughputsBecomeIterationTimes) {
   const double B = 128, s = 4096, h = 4096, l = 32, world = 8, rate = 776e12;
   EXPECT_NEAR(report->cases[1].measured_s - r.measured_s, 0.5 * 12 * B * s * s * h * l / (rate * world), 1e-6);
   EXPECT_FALSE(report->cases[1].measured_from.empty());
+}
+
+// measured.peak_allocated_gib: scored against stage 0's allocations (the
+// prediction without the reserve and the fragmentation allowance), apart
+// from the time; cases without it are not counted; a non-positive value
+// makes the case invalid.
+TEST(JsonCases, PeakAllocatedMemoryIsScoredApart) {
+  const std::string plan = R"({"tp": 1, "pp": 2, "dp": 4, "global_batch_size": 128, "microbatch_size": 1,
+      "recompute": "none", "zero_stage": 1, "schedule": "1f1b", "sequence_parallel": false})";
+  const std::string j = "{\"cases\": [" + Case("mem", plan, R"({"iteration_time_s": 4.0, "peak_allocated_gib": 40})") +
+                        "," + Case("time", plan, R"({"iteration_time_s": 4.0})") + "," +
+                        Case("bad", plan, R"({"iteration_time_s": 4.0, "peak_allocated_gib": -1})") + "]}";
+  auto cases = ReadJsonCases(WriteTemp("mem.json", j));
+  ASSERT_TRUE(cases.ok()) << cases.status().message();
+  EXPECT_DOUBLE_EQ((*cases)[0].measured_peak_allocated_bytes, 40.0 * 1073741824.0);
+  EXPECT_EQ((*cases)[1].measured_peak_allocated_bytes, 0.0);
+  EXPECT_NE((*cases)[2].invalid.find("peak_allocated_gib"), std::string::npos) << (*cases)[2].invalid;
+  auto report = RunValidation(*cases, {});
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  ASSERT_EQ(report->memory_scored, 1);
+  const CaseResult& r = report->cases[0];
+  // Stage 0 of the same plan, allocations only: below the stage's total.
+  auto sim = SimulatePlan(
+      [&] {
+        ModelSpec m = (*cases)[0].model;
+        m.seq_length = 4096;
+        return m;
+      }(),
+      (*cases)[0].cluster, r.plan, *LoadProfile("H100-SXM5-80GB"));
+  ASSERT_TRUE(sim.ok()) << sim.status().message();
+  const StageMemory& s0 = sim->stages[0].memory;
+  EXPECT_DOUBLE_EQ(r.predicted_allocated_bytes, AllocatedBytes(s0));
+  EXPECT_LT(r.predicted_allocated_bytes, s0.total - s0.reserved);
+  EXPECT_NEAR(r.memory_error, r.predicted_allocated_bytes / (40.0 * 1073741824.0) - 1.0, 1e-12);
+  EXPECT_NEAR(report->memory_mape, std::fabs(r.memory_error), 1e-12);
+  EXPECT_EQ(report->cases[1].measured_allocated_bytes, 0.0);
+  EXPECT_EQ(report->scored, 2);  // the time of both valid cases
 }
 
 // plan.attention_kernel "cudnn" prices the case with the profile's cuDNN
