@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <numeric>
+#include <random>
 #include <set>
 #include <tuple>
 
@@ -123,19 +125,80 @@ GemmPoint MeasureGemm(const MeasureConfig& cfg, const GemmShape& g, size_t i, si
 }
 }  // namespace
 
-std::vector<GemmPoint> MeasureGemms(const MeasureConfig& cfg, const std::vector<GemmShape>& shapes) {
-  std::vector<GemmPoint> out;
-  for (size_t i = 0; i < shapes.size(); ++i) out.push_back(MeasureGemm(cfg, shapes[i], i, shapes.size(), ""));
+namespace {
+// The GEMM shapes are measured in kGemmPasses rounds, each in its own fixed
+// shuffle of the shapes (the same on every rank), and a shape's time is the
+// median of its rounds. Measured once each in size order, a machine whose
+// speed drifts during the profile (a shared VM's) bent the efficiency curve:
+// two profiles of one VM differed by +4% at the small GEMMs and -11% at the
+// large ones, the ones measured last. Shuffled rounds blur every size alike.
+constexpr int kGemmPasses = 3;
+
+std::vector<size_t> PassOrder(size_t n, int pass) {
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::mt19937 rng(0x9E3779B9u + static_cast<unsigned>(pass));
+  std::shuffle(order.begin(), order.end(), rng);
+  return order;
+}
+
+// One round's share of the per-point budget and repetitions.
+MeasureConfig PassConfig(const MeasureConfig& cfg) {
+  MeasureConfig c = cfg;
+  c.point_budget_s = cfg.point_budget_s / kGemmPasses;
+  c.max_reps = std::max(1, cfg.max_reps / kGemmPasses);  // 5 -> 1 per round: three samples in all
+  return c;
+}
+
+// Runs measure(i, pass) for every shape in every round; each shape's point
+// carries the median of its rounds' times.
+std::vector<GemmPoint> InRounds(size_t n, const std::function<GemmPoint(size_t, int)>& measure) {
+  std::vector<GemmPoint> out(n);
+  std::vector<std::vector<double>> seconds(n);
+  for (int pass = 0; pass < kGemmPasses; ++pass)
+    for (size_t i : PassOrder(n, pass)) {
+      out[i] = measure(i, pass);
+      seconds[i].push_back(out[i].seconds);
+    }
+  for (size_t i = 0; i < n; ++i) out[i].seconds = Median(seconds[i]);
   return out;
+}
+
+std::string RoundTag(int pass, const char* tag) {
+  return "round " + std::to_string(pass + 1) + "/" + std::to_string(kGemmPasses) + " " + tag;
+}
+}  // namespace
+
+std::vector<GemmPoint> MeasureGemms(const MeasureConfig& cfg, const std::vector<GemmShape>& shapes) {
+  const MeasureConfig pc = PassConfig(cfg);
+  return InRounds(shapes.size(), [&](size_t i, int pass) {
+    return MeasureGemm(pc, shapes[i], i, shapes.size(), RoundTag(pass, "").c_str());
+  });
 }
 
 void MeasureGemmsInterleaved(const MeasureConfig& cfg, const MeasureConfig& second_cfg,
                              double second_max_flops, const std::vector<GemmShape>& shapes,
                              std::vector<GemmPoint>* first, std::vector<GemmPoint>* second) {
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    first->push_back(MeasureGemm(cfg, shapes[i], i, shapes.size(), ""));
-    if (shapes[i].flops() <= second_max_flops)
-      second->push_back(MeasureGemm(second_cfg, shapes[i], i, shapes.size(), "bf16 "));
+  const MeasureConfig pc = PassConfig(cfg), sc = PassConfig(second_cfg);
+  std::vector<size_t> twins;  // the shapes measured on the second backend too
+  for (size_t i = 0; i < shapes.size(); ++i)
+    if (shapes[i].flops() <= second_max_flops) twins.push_back(i);
+  std::vector<std::vector<double>> second_seconds(twins.size());
+  std::vector<GemmPoint> second_points(twins.size());
+  std::vector<int> twin_of(shapes.size(), -1);
+  for (size_t j = 0; j < twins.size(); ++j) twin_of[twins[j]] = static_cast<int>(j);
+  std::vector<GemmPoint> a = InRounds(shapes.size(), [&](size_t i, int pass) {
+    GemmPoint p = MeasureGemm(pc, shapes[i], i, shapes.size(), RoundTag(pass, "").c_str());
+    if (const int j = twin_of[i]; j >= 0) {  // right after its first-backend twin
+      second_points[j] = MeasureGemm(sc, shapes[i], i, shapes.size(), RoundTag(pass, "bf16 ").c_str());
+      second_seconds[j].push_back(second_points[j].seconds);
+    }
+    return p;
+  });
+  first->insert(first->end(), a.begin(), a.end());
+  for (size_t j = 0; j < twins.size(); ++j) {
+    second_points[j].seconds = Median(second_seconds[j]);
+    second->push_back(second_points[j]);
   }
 }
 

@@ -40,11 +40,15 @@ struct MeasureConfig {
 // cfg.sync; returns the slowest rank's median seconds per call.
 double ConcurrentMedianSeconds(const MeasureConfig& cfg, const std::function<void()>& fn);
 
-// One measured GemmPoint per shape (planner keys, runtime call variants).
+// One measured GemmPoint per shape (planner keys, runtime call variants):
+// the median of three rounds over the shapes, each round in its own fixed
+// shuffle (identical on every rank), with a third of the per-point budget
+// each, so that a drift of the machine's speed during the profile does not
+// line up with GEMM size.
 std::vector<GemmPoint> MeasureGemms(const MeasureConfig& cfg, const std::vector<GemmShape>& shapes);
 
-// The same on two backends, shape by shape: shape i on cfg, then (when its
-// FLOPs are at most second_max_flops) on second_cfg, so that the two sets
+// The same (in rounds) on two backends, shape by shape: shape i on cfg,
+// then (when its FLOPs are at most second_max_flops) on second_cfg, so that the two sets
 // see the same machine speed (a VM's speed drifts by 10-20% within minutes:
 // measured one after the other, their ratio would carry that drift).
 void MeasureGemmsInterleaved(const MeasureConfig& cfg, const MeasureConfig& second_cfg,
