@@ -138,7 +138,7 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // with pop_layer(), the backward freeing a layer's activations as the
   // forward stores one). The action list counts the pair's forward as one
   // more chunk-microbatch in flight; stored at once are one chunk-microbatch
-  // less than that, plus the layer being built (`paired_layer`, below).
+  // less than that, plus the one layer being built (added below).
   const bool paired = p.moe_a2a_overlap && in_flight_microbatches >= 2;
   const double in_flight = in_flight_microbatches - (paired ? 1 : 0);
   // Full recompute of only the first recompute_num_layers layers of each

@@ -19,7 +19,10 @@ struct StageMemory {  // bytes per GPU
 // in_flight_microbatches: peak (microbatch, chunk) pairs live on the rank,
 // in microbatches of one model chunk (planner/schedule/in_flight.h). Stored
 // activations = per-layer bytes x (StageLayers / vpp) x in_flight, plus the
-// recompute working set, the first/last-stage extras and p2p buffers.
+// recompute working set, the first/last-stage extras and p2p buffers. Under
+// combined 1F1B (moe_a2a_overlap) the pair's forward is counted in
+// in_flight_microbatches but runs layer by layer against a backward, so
+// one chunk-microbatch less plus one layer is stored (docs/memory.md).
 StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const MemoryParams& mp,
                                 int pipeline_rank, int in_flight_microbatches);
 
