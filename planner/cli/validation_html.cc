@@ -71,6 +71,19 @@ std::string ValidationHtml(const ValidationReport& r, const std::string& source,
          Fmt("%.3f", c->measured_s) + "</td><td>" + Fmt("%.3f", c->predicted_s) + "</td><td>" + SignedPct(c->error) +
          "</td></tr>\n";
   h += "</table>\n";
+  if (r.memory_scored > 0) {  // cases that give the allocator's measured peak
+    h += "<h2>Peak allocated memory (pipeline rank 0)</h2>\n<p>" + std::to_string(r.memory_scored) +
+         " case(s) give it: MAPE " + Pct(r.memory_mape) + ", max error " + Pct(r.memory_max_error) +
+         ". Predicted: the stage's weights, gradients, optimizer states, activations and temporaries, without the "
+         "reserve and the fragmentation allowance.</p>\n<table><tr><th>case</th><th>measured (GiB)</th>"
+         "<th>predicted (GiB)</th><th>error</th></tr>\n";
+    for (const CaseResult& c : r.cases)
+      if (c.skipped.empty() && c.measured_allocated_bytes > 0)
+        h += "<tr><td class=\"l\">" + Esc(c.id) + "</td><td>" + Fmt("%.1f", c.measured_allocated_bytes / 1073741824.0) +
+             "</td><td>" + Fmt("%.1f", c.predicted_allocated_bytes / 1073741824.0) + "</td><td>" +
+             SignedPct(c.memory_error) + "</td></tr>\n";
+    h += "</table>\n";
+  }
   if (!skipped.empty()) {
     h += "<h2>Not scored</h2>\n<table><tr><th>case</th><th>why</th></tr>\n";
     for (const CaseResult* c : skipped)

@@ -49,11 +49,22 @@ if [ -f "$CASES" ]; then
     || fail "validate report: $(grep -c '<title>[^<]*: measured' "$V") points for ${ncases:-no} cases"
   grep -q "predicted step time (s)" "$V" || fail "validate report: axis title missing"
   grep -q "Largest errors" "$V" || fail "validate report: error table missing"
+  ! grep -q "Peak allocated memory" "$V" || fail "validate report: a memory table for cases that give no memory"
   echo "ok: validate --cases report structure"
 else
   echo "SKIP: $CASES not found: validate --cases report not checked"
   V=
 fi
+
+# Cases that give the allocator's measured peak (measured.peak_allocated_gib)
+# get a memory table with their error.
+M=$T/moe.html
+"$DTPLAN" validate --cases "$SRC/examples/validation/published-moe.json" --report "$M" > "$T/moe.txt" 2>&1 \
+  || fail "validate --report (MoE cases) exited $?: $(tail -2 "$T/moe.txt")"
+grep -q "Peak allocated memory (pipeline rank 0)" "$M" || fail "validate report: memory table missing"
+sed -n '/Peak allocated memory/,/<\/table>/p' "$M" | grep -Eq '<td>[0-9.]+</td><td>[0-9.]+</td><td>[+-][0-9.]+%</td>' \
+  || fail "validate report: no measured / predicted / error row in the memory table"
+echo "ok: validate report memory table"
 
 # validate --execute --report: step time per plan and memory per stage (2 real dtrun runs).
 DTRUN=$(dirname "$DTPLAN")/runtime/dtrun
