@@ -139,7 +139,10 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // forward stores one). The action list counts the pair's forward as one
   // more chunk-microbatch in flight; stored at once are one chunk-microbatch
   // less than that, plus the one layer being built (added below).
-  const bool paired = p.moe_a2a_overlap && in_flight_microbatches >= 2;
+  // (No pairing when every forward of the step is a warmup forward: the
+  // count is then capped at num_microbatches * vpp, all of them stored.)
+  const bool paired = p.moe_a2a_overlap && in_flight_microbatches >= 2 &&
+                      in_flight_microbatches < p.num_microbatches * p.vpp;
   const double in_flight = in_flight_microbatches - (paired ? 1 : 0);
   // Full recompute of only the first recompute_num_layers layers of each
   // chunk: the rank's recomputed share keeps just the layer inputs. A chunk

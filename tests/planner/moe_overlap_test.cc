@@ -142,6 +142,13 @@ TEST(MoeA2aOverlap, PairedStepStoresOneLayerMore) {
   const double on_act = EstimateStageMemory(m, on, mp, 0, InFlightMicrobatches(on, 0)).activations;
   const double one_layer = StoredBytesPerLayer(m, off, mp.activation_bytes, 1.0, mp.attention_kernels);
   EXPECT_NEAR(on_act - off_act, one_layer, 1.0);
+  // Too few microbatches to pair any (every forward a warmup forward): all
+  // of them stored, as without the overlap.
+  PlanSpec few_off = Plan(m, 2, 2, false), few_on = Plan(m, 2, 2, true);
+  few_off.num_microbatches = few_on.num_microbatches = 2;
+  ASSERT_EQ(InFlightMicrobatches(few_on, 0), few_on.num_microbatches * few_on.vpp);
+  EXPECT_DOUBLE_EQ(EstimateStageMemory(m, few_on, mp, 0, InFlightMicrobatches(few_on, 0)).activations,
+                   EstimateStageMemory(m, few_off, mp, 0, InFlightMicrobatches(few_off, 0)).activations);
 }
 
 // A paired forward + backward exposes no more than both all-to-alls and no
