@@ -72,10 +72,9 @@ int RunFromMegatron(const PlanOptions& o) {
   // Megatron-LM's fp32 main gradients, unless the job set them (--main-grads-dtype bf16).
   const int job_grad_bytes = job->plan.grad_bytes;
   mine.grad_bytes = job_grad_bytes > 0 ? job_grad_bytes : FrameworkGradBytes(Framework::kMegatron, job->bf16);
-  // --attention-kernel cudnn: the job's attention is priced as the best plan's is.
+  // --attention-kernel cudnn: the job's attention is priced as the best plan's is
+  // (a job on the unfused core is refused by plan validation in SimulatePlan).
   if (o.dims.attention_kernel == "cudnn") {
-    if (!mine.flash_attention)
-      return Fail("--attention-kernel cudnn with a job that runs the unfused attention core: drop one of the two");
     if (Status s = CheckCudnnAttentionCurve(*hw); !s.ok()) return Fail("--attention-kernel cudnn: " + s.message());
     mine.cudnn_attention = true;
   }

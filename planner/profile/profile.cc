@@ -257,6 +257,8 @@ bool operator==(const HardwareProfile& a, const HardwareProfile& b) {
          ca.attention_efficiency == cb.attention_efficiency &&
          ca.attention_efficiency_by_keys == cb.attention_efficiency_by_keys &&
          ca.attention_efficiency_by_keys_note == cb.attention_efficiency_by_keys_note &&
+         ca.attention_efficiency_by_keys_cudnn == cb.attention_efficiency_by_keys_cudnn &&
+         ca.attention_efficiency_by_keys_cudnn_note == cb.attention_efficiency_by_keys_cudnn_note &&
          ca.memory_bound_efficiency == cb.memory_bound_efficiency &&
          ca.kernel_overhead_s == cb.kernel_overhead_s &&
          ca.optimizer_bytes_per_param == cb.optimizer_bytes_per_param &&

@@ -180,26 +180,23 @@ void MeasureGemmsInterleaved(const MeasureConfig& cfg, const MeasureConfig& seco
                              double second_max_flops, const std::vector<GemmShape>& shapes,
                              std::vector<GemmPoint>* first, std::vector<GemmPoint>* second) {
   const MeasureConfig pc = PassConfig(cfg), sc = PassConfig(second_cfg);
-  std::vector<size_t> twins;  // the shapes measured on the second backend too
-  for (size_t i = 0; i < shapes.size(); ++i)
-    if (shapes[i].flops() <= second_max_flops) twins.push_back(i);
-  std::vector<std::vector<double>> second_seconds(twins.size());
-  std::vector<GemmPoint> second_points(twins.size());
-  std::vector<int> twin_of(shapes.size(), -1);
-  for (size_t j = 0; j < twins.size(); ++j) twin_of[twins[j]] = static_cast<int>(j);
+  auto twin = [&](size_t i) { return shapes[i].flops() <= second_max_flops; };  // measured on both
+  std::vector<GemmPoint> second_points(shapes.size());
+  std::vector<std::vector<double>> second_seconds(shapes.size());
   std::vector<GemmPoint> a = InRounds(shapes.size(), [&](size_t i, int pass) {
     GemmPoint p = MeasureGemm(pc, shapes[i], i, shapes.size(), RoundTag(pass, "").c_str());
-    if (const int j = twin_of[i]; j >= 0) {  // right after its first-backend twin
-      second_points[j] = MeasureGemm(sc, shapes[i], i, shapes.size(), RoundTag(pass, "bf16 ").c_str());
-      second_seconds[j].push_back(second_points[j].seconds);
+    if (twin(i)) {  // right after its first-backend twin
+      second_points[i] = MeasureGemm(sc, shapes[i], i, shapes.size(), RoundTag(pass, "bf16 ").c_str());
+      second_seconds[i].push_back(second_points[i].seconds);
     }
     return p;
   });
   first->insert(first->end(), a.begin(), a.end());
-  for (size_t j = 0; j < twins.size(); ++j) {
-    second_points[j].seconds = Median(second_seconds[j]);
-    second->push_back(second_points[j]);
-  }
+  for (size_t i = 0; i < shapes.size(); ++i)
+    if (twin(i)) {
+      second_points[i].seconds = Median(second_seconds[i]);
+      second->push_back(second_points[i]);
+    }
 }
 
 double MeasureCopyBandwidth(const MeasureConfig& cfg, int64_t bytes) {
