@@ -10,6 +10,7 @@
 #include "planner/memory/activation_memory.h"
 #include "planner/memory/param_count.h"
 #include "planner/memory/zero_units.h"
+#include "planner/schedule/in_flight.h"
 
 namespace dt {
 
@@ -158,9 +159,19 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
     rebuilds_on_top |= n > 0 && n == p.layers_per_chunk[chunk];
   }
   const double share = layers > 0 ? recomputed / layers : 1.0;
+  // Unequal chunks (an uneven or accounted split under the interleaved
+  // schedule): the rank's peak holds more pairs of its heavier chunks than
+  // the average chunk says. The schedule's peak of stored layers over
+  // in_flight x the average chunk scales the count (1 for equal chunks).
+  double uneven = 1.0;
+  if (p.vpp > 1 && layers > 0) {
+    const int schedule_in_flight = InFlightMicrobatches(p, pipeline_rank);
+    if (schedule_in_flight > 0)
+      uneven = PeakInFlightLayers(p, pipeline_rank) / (schedule_in_flight * layers / p.vpp);
+  }
   s.activations = over_layers([&](const ModelSpec& k) {
                     return StoredBytesPerLayer(k, p, mp.activation_bytes, share, mp.attention_kernels);
-                  }) / p.vpp * in_flight;
+                  }) / p.vpp * in_flight * uneven;
   if (paired)
     s.activations += larger_kind([&](const ModelSpec& k) {
       return StoredBytesPerLayer(k, p, mp.activation_bytes, share, mp.attention_kernels);

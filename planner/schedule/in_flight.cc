@@ -32,6 +32,29 @@ int InFlightMicrobatches(const PlanSpec& p, int pipeline_rank) {
   return std::min(WarmupForwards(p, pipeline_rank) + 1, p.num_microbatches * p.vpp);
 }
 
+double PeakInFlightLayers(const PlanSpec& p, int pipeline_rank) {
+  const int total = p.num_microbatches * p.vpp;
+  const int warmup = WarmupForwards(p, pipeline_rank);
+  const int group = p.pp * p.vpp;
+  // Layers of the k-th forward's and backward's chunk (build_schedule.cc's
+  // StepAt: pp consecutive steps per local chunk, forwards ascending,
+  // backwards descending).
+  auto layers_of = [&](int k, bool forward) {
+    int local = (k % group) / p.pp;
+    if (!forward) local = p.vpp - 1 - local;
+    return static_cast<double>(p.layers_per_chunk[local * p.pp + pipeline_rank]);
+  };
+  double live = 0, peak = 0;
+  for (int k = 0; k < warmup; ++k) peak = live += layers_of(k, true);
+  const int steady = std::min(total - warmup, group);
+  for (int i = 0; i < steady; ++i) {
+    live += layers_of(warmup + i, true);
+    peak = std::max(peak, live);
+    live -= layers_of(i, false);
+  }
+  return peak;
+}
+
 double BubbleOverIdeal(const PlanSpec& p) {
   const double x = static_cast<double>(p.pp - 1) / p.num_microbatches;
   return p.schedule == Schedule::kInterleaved ? x / p.vpp : x;

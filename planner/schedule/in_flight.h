@@ -37,6 +37,17 @@ InFlight PeakInFlight(const ActionList& rank_actions, const PlanSpec& p, int pip
 // microbatches = pp + (pp-1)/v microbatches of the whole stage.
 int InFlightMicrobatches(const PlanSpec& p, int pipeline_rank);
 
+// Peak over the step of the layers whose activations are stored on the
+// rank: the sum of layers_per_chunk[chunk] over its in-flight (microbatch,
+// chunk) pairs. With equal chunks that is InFlightMicrobatches x the
+// chunk's layers; with unequal ones (an uneven or accounted split under
+// the interleaved schedule) the peak falls where the rank holds the most
+// pairs of its heavier chunks. Closed form of walking BuildSchedule's list:
+// right after steady forward W+i the live pairs are forwards 0..W+i less
+// backwards 0..i-1, and that sum repeats with period pp*vpp, so one period
+// is enough (O(W + pp*vpp)).
+double PeakInFlightLayers(const PlanSpec& p, int pipeline_rank);
+
 // Analytic pipeline bubble with equal per-chunk F and B times and free
 // communication. Bubble time over ideal compute time (m microbatches' work):
 //   GPipe, 1F1B  (pp-1)/m;   interleaved (1/v)*(pp-1)/m   (Narayanan et al. SC21)

@@ -6,6 +6,7 @@
 #include "planner/memory/memory_params.h"
 #include "planner/memory/param_count.h"
 #include "planner/memory/stage_memory.h"
+#include "planner/schedule/in_flight.h"
 
 namespace dt {
 namespace {
@@ -215,6 +216,30 @@ TEST(StageMemory, ActivationsScaleWithInFlightAndRecompute) {
   const double last = EstimateStageMemory(m, p, mp, 7, 1).activations;
   const double mid = EstimateStageMemory(m, p, mp, 6, 1).activations;
   EXPECT_GT(last - mid, 4.0 * 2048 * 51200 / 8);
+}
+
+// Interleaved chunks of unequal size: the peak holds the rank's in-flight
+// pairs of each chunk, not in_flight x the average chunk. gpt-tiny's plan
+// pp 2 x vpp 2, m 4, layers 1,2,1,0 (measured under dtrun on 2026-11-27:
+// stage 1 peaked at 8.6 MiB where the average-chunk count gave 5.5 MiB):
+// rank 1 holds chunk 1 (2 layers) for three microbatches at its peak, six
+// stored layers, where the average chunk (1 layer) x 3 in flight says three.
+TEST(StageMemory, UnequalInterleavedChunksCountTheirOwnLayers) {
+  const ModelSpec m = Gpt(1024, 16, 4);
+  const MemoryParams mp = MemoryParams::MixedPrecision(80e9);
+  PlanSpec p = Plan(m, 1, 4, false, Recompute::kNone);
+  p.pp = 2;
+  p.vpp = 2;
+  p.schedule = Schedule::kInterleaved;
+  p.num_microbatches = 4;
+  p.layers_per_chunk = {1, 1, 1, 1};
+  const double per_layer = ActivationBytesPerLayer(m, p, 2);
+  const double even = EstimateStageMemory(m, p, mp, 1, InFlightMicrobatches(p, 1)).activations;
+  p.layers_per_chunk = {1, 2, 1, 0};
+  ASSERT_EQ(InFlightMicrobatches(p, 1), 3);
+  const double uneven = EstimateStageMemory(m, p, mp, 1, InFlightMicrobatches(p, 1)).activations;
+  // Even: 3 pairs x 1 layer; uneven: 3 pairs of the 2-layer chunk.
+  EXPECT_NEAR(uneven - even, 3 * per_layer, 1e-6 * uneven);
 }
 
 TEST(StageMemory, TiedEmbeddingCopiedOntoLastStage) {

@@ -6,6 +6,7 @@
 #include "tests/planner/test_models.h"
 
 #include <algorithm>
+#include <array>
 #include <string>
 
 namespace dt {
@@ -157,6 +158,47 @@ TEST(Schedule, InterleavedFirstStagePeakMatchesMegatron) {
   InFlight f = PeakInFlight((*s)[0], p, 0);
   EXPECT_EQ(f.total_peak, 11);
   EXPECT_EQ(f.per_chunk_peak, (std::vector<int>{8, 4}));
+}
+
+// The stored-layer peak (PeakInFlightLayers) is the list's own: walking
+// each rank's built list, adding a chunk's layers at its forward and taking
+// them off at its backward, over random uneven splits (zero-layer chunks
+// included), every schedule, combined 1F1B on and off.
+TEST(Schedule, PeakInFlightLayersMatchesWalkingTheList) {
+  uint32_t seed = 12345;
+  auto next = [&](int n) {
+    seed = seed * 1664525u + 1013904223u;
+    return static_cast<int>((seed >> 8) % static_cast<uint32_t>(n));
+  };
+  int uneven_peaks_differ = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const Schedule sched = std::array<Schedule, 3>{Schedule::kGpipe, Schedule::k1F1B, Schedule::kInterleaved}[next(3)];
+    const int pp = 1 + next(6);
+    if (sched == Schedule::kInterleaved && pp < 2) continue;
+    const int vpp = sched == Schedule::kInterleaved ? 1 + next(4) : 1;
+    const int m = sched == Schedule::kInterleaved ? pp * (1 + next(5)) : 1 + next(12);
+    PlanSpec p = Plan(sched, pp, vpp, m);
+    p.moe_a2a_overlap = next(2) == 1;
+    for (int& l : p.layers_per_chunk) l = next(4);
+    auto s = BuildSchedule(p);
+    ASSERT_TRUE(s.ok()) << Describe(p);
+    for (int r = 0; r < pp; ++r) {
+      double live = 0, peak = 0;
+      for (const Action& a : (*s)[r]) {
+        if (a.kind == ActionKind::kForward) peak = std::max(peak, live += p.layers_per_chunk[a.chunk]);
+        if (a.kind == ActionKind::kBackward) live -= p.layers_per_chunk[a.chunk];
+      }
+      EXPECT_DOUBLE_EQ(PeakInFlightLayers(p, r), peak) << Describe(p) << " rank " << r;
+      double layers = 0;
+      for (int local = 0; local < vpp; ++local) layers += p.layers_per_chunk[local * pp + r];
+      if (peak != InFlightMicrobatches(p, r) * layers / vpp) ++uneven_peaks_differ;
+    }
+  }
+  EXPECT_GT(uneven_peaks_differ, 0);  // the average-chunk count is not already the peak
+  // Equal chunks: the count times the chunk's layers.
+  PlanSpec even = Plan(Schedule::kInterleaved, 4, 2, 8);
+  even.layers_per_chunk.assign(8, 3);
+  for (int r = 0; r < 4; ++r) EXPECT_DOUBLE_EQ(PeakInFlightLayers(even, r), 3.0 * InFlightMicrobatches(even, r));
 }
 
 TEST(Schedule, Deterministic) {
