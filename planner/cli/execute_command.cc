@@ -131,16 +131,19 @@ int RunValidateExecute(const ValidateOptions& o) {
   if (o.json) {
     std::cout << ToJson(*rep).dump(2) << "\n";
   } else {
-    std::printf("%-52s %10s %10s %7s %9s %9s %7s\n", "plan (predicted order)", "pred s", "meas s", "err",
-                "pred MiB", "meas MiB", "err");
+    std::printf("%-52s %10s %10s %7s %9s %9s %7s  %s\n", "plan (predicted order)", "pred s", "meas s", "err",
+                "pred MiB", "meas MiB", "err", "worst stage");
     for (const auto& e : rep->plans) {
       if (!e.ok) {
         std::printf("%-52s FAILED: %s\n", Describe(e.plan).c_str(), e.error.c_str());
         continue;
       }
-      std::printf("%-52s %10.4f %10.4f %+6.1f%% %9.1f %9.1f %+6.1f%%\n", Describe(e.plan).c_str(),
+      std::printf("%-52s %10.4f %10.4f %+6.1f%% %9.1f %9.1f %+6.1f%%", Describe(e.plan).c_str(),
                   e.predicted.step_time_s, e.measured_step_s, 100 * e.time_error,
                   e.predicted_peak_bytes / 1048576.0, e.measured_peak_bytes / 1048576.0, 100 * e.memory_error);
+      if (e.worst_stage >= 0 && e.stage_measured_bytes.size() > 1)
+        std::printf("  stage %d %+.1f%%", e.worst_stage, 100 * e.worst_stage_error);
+      std::printf("\n");
     }
     std::printf("\nstep time: MAPE %.1f%%, max error %.1f%%, Spearman %.3f; peak memory per stage: max error %.1f%%; "
                 "regret of the chosen plan %.1f%%; %d failed\n",

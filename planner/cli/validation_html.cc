@@ -126,16 +126,18 @@ std::string ExecuteHtml(const ExecuteReport& r, const ModelSpec& m, const Cluste
        "baseline).</figcaption></figure>\n";
   h += Legend();
   h += "<h2>Plans (predicted order)</h2>\n<table><tr><th>plan</th><th>predicted (s)</th><th>measured (s)</th>"
-       "<th>error</th><th>predicted MiB</th><th>measured MiB</th><th>error</th></tr>\n";
+       "<th>error</th><th>predicted MiB</th><th>measured MiB</th><th>error</th><th>worst stage</th></tr>\n";
   for (const ExecutedPlan& e : r.plans) {
     h += "<tr><td class=\"l\">" + Esc(Describe(e.plan)) + "</td>";
     if (!e.ok) {
-      h += "<td colspan=\"6\">failed: " + Esc(e.error) + "</td></tr>\n";
+      h += "<td colspan=\"7\">failed: " + Esc(e.error) + "</td></tr>\n";
       continue;
     }
     h += "<td>" + Fmt("%.4f", e.predicted.step_time_s) + "</td><td>" + Fmt("%.4f", e.measured_step_s) + "</td><td>" +
          SignedPct(e.time_error) + "</td><td>" + Fmt("%.1f", e.predicted_peak_bytes / 1048576.0) + "</td><td>" +
-         Fmt("%.1f", e.measured_peak_bytes / 1048576.0) + "</td><td>" + SignedPct(e.memory_error) + "</td></tr>\n";
+         Fmt("%.1f", e.measured_peak_bytes / 1048576.0) + "</td><td>" + SignedPct(e.memory_error) + "</td><td>" +
+         (e.worst_stage >= 0 ? std::to_string(e.worst_stage) + ": " + SignedPct(e.worst_stage_error) : "") +
+         "</td></tr>\n";
   }
   h += "</table>\n</body></html>\n";
   return h;

@@ -229,6 +229,14 @@ StatusOr<ExecuteReport> ExecutePlans(const ModelSpec& m, const ClusterSpec& c,
       e.time_error = (e.predicted.step_time_s - e.measured_step_s) / e.measured_step_s;
       e.memory_error = e.measured_peak_bytes > 0
                            ? (e.predicted_peak_bytes - e.measured_peak_bytes) / e.measured_peak_bytes : 0;
+      for (size_t s = 0; s < e.stage_measured_bytes.size() && s < e.stage_predicted_bytes.size(); ++s) {
+        if (e.stage_measured_bytes[s] <= 0) continue;
+        const double err = (e.stage_predicted_bytes[s] - e.stage_measured_bytes[s]) / e.stage_measured_bytes[s];
+        if (e.worst_stage < 0 || std::abs(err) > std::abs(e.worst_stage_error)) {
+          e.worst_stage = static_cast<int>(s);
+          e.worst_stage_error = err;
+        }
+      }
       if (!opt.speed_check.empty() && e.round_speed.size() == e.round_step_s.size()) {
         std::vector<double> adjusted;
         for (size_t r = 0; r < e.round_step_s.size(); ++r)
@@ -250,11 +258,7 @@ StatusOr<ExecuteReport> ExecutePlans(const ModelSpec& m, const ClusterSpec& c,
     ameas.push_back(e.speed_adjusted_step_s);
     if (e.speed_adjusted_step_s <= 0) all_checked = false;
     speeds.insert(speeds.end(), e.round_speed.begin(), e.round_speed.end());
-    for (size_t s = 0; s < e.stage_measured_bytes.size() && s < e.stage_predicted_bytes.size(); ++s)
-      if (e.stage_measured_bytes[s] > 0)
-        rep.memory_max_error = std::max(rep.memory_max_error,
-                                        std::abs(e.stage_predicted_bytes[s] - e.stage_measured_bytes[s]) /
-                                            e.stage_measured_bytes[s]);
+    rep.memory_max_error = std::max(rep.memory_max_error, std::abs(e.worst_stage_error));
   }
   const TimeScore raw = ScoreTimes(pred, meas);
   rep.time_mape = raw.mape;
@@ -295,6 +299,10 @@ json ToJson(const ExecuteReport& r) {
         j["speed_adjusted_error"] = e.speed_adjusted_error;
       }
       j["memory_error"] = e.memory_error;
+      if (e.worst_stage >= 0) {
+        j["worst_stage"] = e.worst_stage;
+        j["worst_stage_memory_error"] = e.worst_stage_error;
+      }
     } else {
       j["error"] = e.error;
     }

@@ -60,6 +60,11 @@ struct ExecutedPlan {
   double time_error = 0, memory_error = 0;  // (pred - meas) / meas
   // Per pipeline stage: predicted and measured (max over the stage's ranks).
   std::vector<double> stage_predicted_bytes, stage_measured_bytes;
+  // The stage whose prediction misses its measurement by the most (what
+  // ExecuteReport::memory_max_error takes the max of) and that signed error;
+  // -1 when no stage was measured.
+  int worst_stage = -1;
+  double worst_stage_error = 0;
 };
 
 struct ExecuteReport {

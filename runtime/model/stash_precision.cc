@@ -1,6 +1,7 @@
 #include "runtime/model/stash_precision.h"
 
 #include "runtime/model/gpt_layer.h"
+#include "runtime/model/moe_mlp.h"
 #include "runtime/tensor/allocator.h"
 
 namespace dt::rt {
@@ -11,6 +12,11 @@ void ForEachNarrowed(LayerStash* s, F f) {
   for (Tensor* t : {&s->x, &s->ln1, &s->qkv, &s->probs, &s->attn, &s->x2, &s->ln2, &s->fc1, &s->act, &s->up,
                      &s->shared_out})
     f(t);
+  // An MoE block's expert-major input, its inner tensors and the expert
+  // outputs it reads back (the router's weights stay fp32, as the memory
+  // model counts them).
+  if (s->moe)
+    for (Tensor* t : {&s->moe->x, &s->moe->gate, &s->moe->up, &s->moe->act, &s->moe->back}) f(t);
 }
 }  // namespace
 

@@ -5,7 +5,8 @@
 //
 // Narrowed: the layer input x, the norm outputs, QKV, the attention
 // probabilities and output, the residual x2, the MLP pre-/post-activation
-// (and Llama's up projection). Kept fp32: the per-row norm statistics
+// (and Llama's up projection), and an MoE block's expert input, inner
+// tensors and returned expert outputs. Kept fp32: the per-row norm statistics
 // (mean, rstd) and ring attention's log-sum-exp, a few floats per row, as
 // the planner's memory model assumes (planner/memory/activation_memory.cc).
 // Called by ModelChunk around the layers, so the layers themselves are

@@ -123,6 +123,36 @@ else
   echo "FAIL: validate --execute --rounds"; echo "$out" | head -5; head -5 "$T/rounds.err"; fails=$((fails+1))
 fi
 
+# Per-stage memory: each plan names its worst stage (the largest |predicted - measured| / measured),
+# and the summary's max error is the largest of those. A stand-in dtrun reports 1 MiB on rank 0
+# and 9 MiB on rank 1, so on pp 2 plans the two stages miss by different amounts.
+cat > "$T/fake_dtrun_stages.sh" <<'FAKE'
+#!/usr/bin/env bash
+metrics=""
+while [ $# -gt 0 ]; do case "$1" in --metrics) metrics="$2"; shift;; esac; shift; done
+rank="${OMPI_COMM_WORLD_RANK:-0}"
+peak=$(( rank == 0 ? 1048576 : 9437184 ))
+for step in 1 2 3; do echo "{\"step\":$step,\"rank\":$rank,\"step_time_s\":0.01,\"peak_bytes\":$peak}" >> "$metrics"; done
+FAKE
+chmod +x "$T/fake_dtrun_stages.sh"
+out=$("$DTPLAN" validate --execute --model "$M/gpt-tiny.json" --nodes 1 --gpus 2 --device cpu --pp 2 --top 3 --steps 3 --rounds 1 \
+        --dtrun "$T/fake_dtrun_stages.sh" --work-dir "$T/stages" --json 2>"$T/stages.err")
+if echo "$out" | python3 -c '
+import json, sys
+d = json.load(sys.stdin); ps = d["plans"]; assert len(ps) == 3, ps
+worst = 0
+for p in ps:
+    errs = [(pr - me) / me for pr, me in zip(p["stage_predicted_bytes"], p["stage_measured_bytes"])]
+    k = max(range(len(errs)), key=lambda i: abs(errs[i]))
+    assert p["worst_stage"] == k and abs(p["worst_stage_memory_error"] - errs[k]) < 1e-12, (p, errs)
+    worst = max(worst, abs(errs[k]))
+assert abs(d["memory_max_error"] - worst) < 1e-12, d["memory_max_error"]
+'; then
+  echo "ok: validate --execute names each plan's worst stage and scores the worst of them"
+else
+  echo "FAIL: validate --execute worst stage"; echo "$out" | head -5; head -5 "$T/stages.err"; fails=$((fails+1))
+fi
+
 # Frameworks: export what the plan is in Megatron-LM / torchtitan / DeepSpeed, with launch lines.
 expect 0 "--tensor-model-parallel-size 8" -- "$DTPLAN" export --plan "$T/p3.json" --to megatron
 expect 0 "torchrun --nnodes 8 --nproc-per-node 8 --rdzv-backend c10d" -- "$DTPLAN" export --plan "$T/p3.json" --to megatron
