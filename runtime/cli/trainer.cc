@@ -27,6 +27,7 @@
 #include "runtime/ckpt/ckpt_format.h"
 #include "runtime/cli/fault_drill.h"
 #include "runtime/cli/report.h"
+#include "runtime/comm/timed_comm.h"
 #include "runtime/comm/watchdog.h"
 #include "runtime/data/data_loader.h"
 #include "runtime/data/file_source.h"
@@ -137,9 +138,27 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
     return BadInput(world, "data vocab " + std::to_string((*source)->vocab()) + " exceeds the model's vocab " +
                                std::to_string(model.vocab));
 
+  // DT_COMM_TIMES=1: measure the host time each group's calls take
+  // (runtime/comm/timed_comm.h); each rank prints its per-step means at the end.
+  CommTimes comm_times;  // outlives the groups' TimedComms
+  const char* timing_env = std::getenv("DT_COMM_TIMES");
+  const bool time_comms = timing_env != nullptr && std::string(timing_env) == "1";
   StatusOr<Groups> groups_or = BuildGroups(*grid, world.rank(), plan.ep);
   if (!groups_or.ok()) return BadInput(world, groups_or.status().message());
   Groups& groups = *groups_or;
+  if (time_comms) {
+    auto wrap = [&](std::unique_ptr<Comm>& c, const char* label) {
+      if (c) c = std::make_unique<TimedComm>(std::move(c), label, &comm_times);
+    };
+    wrap(groups.tp, "tp");
+    wrap(groups.cp, "cp");
+    wrap(groups.dp, "dp");
+    wrap(groups.pp, "pp");
+    wrap(groups.dp_cp, "dp_cp");
+    wrap(groups.tied, "tied");
+    wrap(groups.ep, "ep");
+    wrap(groups.expert_dp, "expert_dp");
+  }
   const Coord coord = groups.coord;
   auto sized = [](const std::unique_ptr<Comm>& c) { return c && c->size() > 1 ? c.get() : nullptr; };
 
@@ -363,6 +382,7 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
 
   bool metrics_failed = false;  // rank 0: a metrics write failed
   int64_t done_step = start_step;
+  double timed_step_s = 0;  // DT_COMM_TIMES: this rank's step time after the first step
   for (int64_t step = start_step; step < end_step; ++step) {
     const int64_t step1 = step + 1;
     watchdog->BeginStep(step1);
@@ -375,6 +395,10 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
     const double t0 = Now();
     StepOutcome out = interp.RunStep(loader.position());
     const double dt = Now() - t0;
+    if (time_comms) {
+      if (step == start_step) comm_times.Clear();  // the first step is warmup, as for the step times
+      else timed_step_s += dt;
+    }
     loader.Advance();
     const double contrib = (coord.tp == 0 && coord.cp == 0) ? out.loss_sum : 0.0;
     double local[3] = {contrib, dt, static_cast<double>(PeakBytes())};
@@ -425,6 +449,22 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
         break;
       }
     }
+  }
+  if (time_comms && done_step - start_step > 1) {
+    const double steps = static_cast<double>(done_step - start_step - 1);
+    std::string line;
+    double total = 0;
+    for (const auto& [label, e] : comm_times.by_group) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, " %s %.3f ms (%.0f calls)", label.c_str(), 1e3 * e.seconds / steps,
+                    static_cast<double>(e.calls) / steps);
+      line += buf;
+      total += e.seconds;
+    }
+    std::fprintf(stderr, "dtrun: DT_COMM_TIMES rank %d (tp %d cp %d dp %d pp %d): step %.3f ms, in communication "
+                 "%.3f ms:%s (means per step after the first; time inside blocking calls and request waits)\n",
+                 world.rank(), coord.tp, coord.cp, coord.dp, coord.pp, 1e3 * timed_step_s / steps,
+                 1e3 * total / steps, line.c_str());
   }
   watchdog->Enter("end of training");
   if (root && metrics.is_open() && !metrics_failed) {

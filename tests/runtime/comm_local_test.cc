@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "runtime/comm/local_comm.h"
+#include "runtime/comm/timed_comm.h"
 #include "runtime/comm/watchdog.h"
 
 namespace dt::rt {
@@ -230,6 +231,43 @@ TEST(JobWatchdog, AStoppedRankNamesItself) {
   const std::string msg = f.get();
   EXPECT_NE(msg.find("phase 'save step 4'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("THIS rank did not run for"), std::string::npos) << msg;
+}
+
+
+// TimedComm forwards every call unchanged and books each call and the time
+// inside it under its group's label; a member that arrives early at a
+// blocking collective is charged the wait for the late one (what a step
+// loses to the group, DT_COMM_TIMES in dtrun).
+TEST(TimedComm, ForwardsResultsAndBooksCallsAndWaits) {
+  LocalGroupHandle g(2);
+  CommTimes times[2];
+  std::vector<std::vector<float>> sum(2), gathered(2), received(2);
+  RunRanks(2, [&](int r) {
+    TimedComm c(g.Member(r), "tp", &times[r]);
+    EXPECT_EQ(c.rank(), r);
+    EXPECT_EQ(c.size(), 2);
+    if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // rank 0 waits for it
+    sum[r] = {float(r + 1), 2.f};
+    c.AllReduce(sum[r].data(), 2, ReduceOp::kSum);
+    const float mine = float(10 * r);
+    gathered[r].assign(2, 0.f);
+    c.AllGather(&mine, gathered[r].data(), 1);
+    received[r].assign(1, 0.f);
+    const float out = float(100 + r);
+    auto send = c.ISend(&out, 1, 1 - r, 7);
+    auto recv = c.IRecv(received[r].data(), 1, 1 - r, 7);
+    recv->Wait();
+    send->Wait();
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(sum[r], (std::vector<float>{3.f, 4.f}));
+    EXPECT_EQ(gathered[r], (std::vector<float>{0.f, 10.f}));
+    EXPECT_EQ(received[r][0], float(100 + (1 - r)));
+    ASSERT_EQ(times[r].by_group.size(), 1u);
+    EXPECT_EQ(times[r].by_group.at("tp").calls, 4);  // all-reduce, all-gather, send, receive
+  }
+  EXPECT_GE(times[0].by_group.at("tp").seconds, 0.04);  // rank 0 waited ~50 ms for rank 1
+  EXPECT_LT(times[1].by_group.at("tp").seconds, times[0].by_group.at("tp").seconds);
 }
 
 }  // namespace
