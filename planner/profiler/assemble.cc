@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "base/format.h"
+#include "planner/profiler/measure_step_comm.h"
 #include "planner/cost/comm_cost.h"
 #include "planner/cost/compute_cost.h"
 
@@ -244,7 +245,23 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
   n.gpus_per_node = m.ranks_per_node;
   n.note = "measured intra-node collectives (" + std::string(m.device_kind == "cpu" ? "MPI over shared memory" : "NCCL") +
            "), nccl-tests bus bandwidth convention; inter-node tables not measured (single node)";
-  for (const CollSeries& s : m.collectives) {
+  std::vector<CollSeries> collectives = m.collectives;
+  if (!m.in_step_collectives.empty()) {
+    // Timed inside the runtime's steps (measure_step_comm.h): scale the
+    // isolated points near the sizes the steps moved by in-step / alone.
+    std::vector<double> r = ApplyInStepCollectives(m.in_step_collectives, &collectives);
+    if (!r.empty()) {
+      std::sort(r.begin(), r.end());
+      char buf[240];
+      std::snprintf(buf, sizeof buf,
+                    "; collectives near the sizes the runtime's tp and dp steps move are scaled by the in-step / "
+                    "alone ratio of the nearest in-step size within 4x (%zu in-step sizes: median %.2f, range "
+                    "%.2f-%.2f)",
+                    r.size(), r[r.size() / 2], r.front(), r.back());
+      n.note += buf;
+    }
+  }
+  for (const CollSeries& s : collectives) {
     LinkEntry e = LinkEntryFromSeries(s);
     if (e.points.empty()) continue;
     auto& table = n.collectives[static_cast<int>(s.kind)].intra;

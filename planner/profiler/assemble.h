@@ -54,6 +54,9 @@ struct Measurements {
   int64_t memory_bytes = 0;            // per rank
   int64_t reserved_bytes = 0;          // baseline RSS / context per rank
   std::vector<CollSeries> collectives;
+  // The same collectives timed inside the runtime's tp and dp steps
+  // (measure_step_comm.h); empty: not measured (the series stay isolated).
+  std::vector<CollSeries> in_step_collectives;
 };
 
 // Efficiency curve from GEMM points against `peak` (see header comment).

@@ -12,6 +12,7 @@
 #include "planner/profiler/bench_timer.h"
 #include "planner/cost/layer_ops.h"
 #include "planner/profiler/gemm_shapes.h"
+#include "planner/profiler/measure_step_comm.h"
 #include "planner/profiler/speed_check.h"
 #include "planner/spec/model_spec.h"
 
@@ -175,6 +176,18 @@ int RunProfiler(const ProfilerOptions& o, const ProfilerDevice& dev, rt::MpiComm
       DT_MPI_CHECK(MPI_Comm_free(&sub_raw));
     }
     node.Barrier();
+  }
+
+  // CPU: the same collectives inside the runtime's own tp and dp steps over
+  // the node's ranks (measure_step_comm.h), when the world is one node.
+  if (dev.kind == "cpu" && !models.empty() && node.size() == world.size() && world.size() >= 2) {
+    const ModelSpec& m0 = models.front();
+    const int seq = o.seq_length > 0 ? o.seq_length : m0.seq_length;
+    ms.in_step_collectives = MeasureStepCollectives(cfg, m0, seq, world.size(), world.rank());
+    for (const CollSeries& s : ms.in_step_collectives)
+      for (const CollSample& x : s.samples)
+        progress(std::string("in step: ") + CollectiveKey(s.kind) + " g=" + std::to_string(s.group_size) + " " +
+                 std::to_string(static_cast<long long>(x.bytes)) + " B: " + std::to_string(x.seconds * 1e6) + " us");
   }
 
   int code = 0;

@@ -32,12 +32,18 @@ TimedComm::TimedComm(std::unique_ptr<Comm> inner, std::string label, CommTimes* 
     : inner_(std::move(inner)), label_(std::move(label)), times_(times) {}
 
 template <typename F>
-void TimedComm::Timed(F f) {
+void TimedComm::Timed(F f, const char* op, double bus_bytes) {
   const double t0 = Now();
   f();
+  const double dt = Now() - t0;
   CommTimes::Entry& e = times_->by_group[label_];
-  e.seconds += Now() - t0;
+  e.seconds += dt;
   ++e.calls;
+  if (op != nullptr) {
+    CommTimes::Entry& c = times_->by_call[{op, bus_bytes}];
+    c.seconds += dt;
+    ++c.calls;
+  }
 }
 
 std::unique_ptr<Request> TimedComm::Wrap(std::unique_ptr<Request> r) {
@@ -49,12 +55,16 @@ std::unique_ptr<Request> TimedComm::Wrap(std::unique_ptr<Request> r) {
   return std::make_unique<TimedRequest>(std::move(r), &e);
 }
 
-void TimedComm::AllReduce(float* buf, size_t n, ReduceOp op) { Timed([&] { inner_->AllReduce(buf, n, op); }); }
+void TimedComm::AllReduce(float* buf, size_t n, ReduceOp op) {
+  Timed([&] { inner_->AllReduce(buf, n, op); }, "all_reduce", 4.0 * n);
+}
 std::unique_ptr<Request> TimedComm::IAllReduce(float* buf, size_t n) { return Wrap(inner_->IAllReduce(buf, n)); }
 void TimedComm::ReduceScatter(const float* in, float* out, size_t n) {
-  Timed([&] { inner_->ReduceScatter(in, out, n); });
+  Timed([&] { inner_->ReduceScatter(in, out, n); }, "reduce_scatter", 4.0 * n * size());
 }
-void TimedComm::AllGather(const float* in, float* out, size_t n) { Timed([&] { inner_->AllGather(in, out, n); }); }
+void TimedComm::AllGather(const float* in, float* out, size_t n) {
+  Timed([&] { inner_->AllGather(in, out, n); }, "all_gather", 4.0 * n * size());
+}
 std::unique_ptr<Request> TimedComm::ISend(const float* buf, size_t n, int peer, int tag) {
   return Wrap(inner_->ISend(buf, n, peer, tag));
 }
@@ -65,12 +75,14 @@ void TimedComm::Barrier() { Timed([&] { inner_->Barrier(); }); }
 void TimedComm::AllToAllV(const float* in, const size_t* send_counts, float* out, const size_t* recv_counts) {
   Timed([&] { inner_->AllToAllV(in, send_counts, out, recv_counts); });
 }
-void TimedComm::AllReduceBf16(uint16_t* buf, size_t n) { Timed([&] { inner_->AllReduceBf16(buf, n); }); }
+void TimedComm::AllReduceBf16(uint16_t* buf, size_t n) {
+  Timed([&] { inner_->AllReduceBf16(buf, n); }, "all_reduce", 2.0 * n);
+}
 void TimedComm::ReduceScatterBf16(const uint16_t* in, uint16_t* out, size_t n) {
-  Timed([&] { inner_->ReduceScatterBf16(in, out, n); });
+  Timed([&] { inner_->ReduceScatterBf16(in, out, n); }, "reduce_scatter", 2.0 * n * size());
 }
 void TimedComm::AllGatherBf16(const uint16_t* in, uint16_t* out, size_t n) {
-  Timed([&] { inner_->AllGatherBf16(in, out, n); });
+  Timed([&] { inner_->AllGatherBf16(in, out, n); }, "all_gather", 2.0 * n * size());
 }
 
 }  // namespace dt::rt

@@ -27,7 +27,15 @@ struct CommTimes {
     long long calls = 0;
   };
   std::map<std::string, Entry> by_group;  // label ("tp", "dp", ...) -> totals
-  void Clear() { by_group.clear(); }
+  // Blocking collectives by operation ("all_reduce", "reduce_scatter",
+  // "all_gather") and size in the nccl-tests convention of the profile's
+  // series (all-reduce: the buffer; reduce-scatter: the whole input;
+  // all-gather: the whole output; in bytes as moved, 2 per bf16 element).
+  std::map<std::pair<std::string, double>, Entry> by_call;
+  void Clear() {
+    by_group.clear();
+    by_call.clear();
+  }
 };
 
 class TimedComm : public Comm {
@@ -50,7 +58,7 @@ class TimedComm : public Comm {
 
  private:
   template <typename F>
-  void Timed(F f);
+  void Timed(F f, const char* op = nullptr, double bus_bytes = 0);
   std::unique_ptr<Request> Wrap(std::unique_ptr<Request> r);
 
   std::unique_ptr<Comm> inner_;

@@ -17,6 +17,7 @@
 #include "planner/profiler/assemble.h"
 #include "planner/profiler/gemm_shapes.h"
 #include "planner/profiler/measure_compute.h"
+#include "planner/profiler/measure_step_comm.h"
 #include "planner/profiler/profile_command.h"
 #include "planner/profiler/profiler_options.h"
 #include "runtime/backend/backend.h"
@@ -295,6 +296,57 @@ TEST(ProfilerAssemble, CollectiveCurveExactMonotoneAndFlagged) {
   // Time at the noisy point was raised to the previous one (never faster).
   for (size_t i = 1; i < e.points.size(); ++i)
     EXPECT_GE(e.points.x[i] / e.points.y[i], e.points.x[i - 1] / e.points.y[i - 1]);
+}
+
+// In-step collectives (measure_step_comm.h): each isolated point takes the
+// in-step / alone ratio of the in-step size of its operation and group
+// nearest to it within a factor 4; the alone time at an in-step size is
+// interpolated log-log; points farther away, other operations and other
+// group sizes are untouched.
+TEST(ProfilerAssemble, InStepCollectivesScaleTheNearestIsolatedPoints) {
+  std::vector<CollSeries> series = Synthetic().collectives;
+  CollSeries g4 = series[0];
+  g4.group_size = 4;
+  series.push_back(g4);
+  const std::vector<CollSeries> before = series;
+  CollSeries in;
+  in.kind = CollKind::kAllGather;
+  in.group_size = 2;
+  // 32 KiB (an isolated point: 8 * 4^6) at 3x; 200 KB (between 128 KiB and
+  // 512 KiB) at 2x its interpolated alone time.
+  auto alone = [](double b) { return 5e-6 + b / 4e9; };
+  const double mid = 200e3;
+  const double lo = 131072, hi = 524288;
+  const double x = std::log(mid / lo) / std::log(hi / lo);
+  const double alone_mid = std::exp(std::log(alone(lo)) * (1 - x) + std::log(alone(hi)) * x);
+  in.samples = {{32768, 3 * alone(32768)}, {mid, 2 * alone_mid}};
+  std::vector<double> r = ApplyInStepCollectives({in}, &series);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_NEAR(r[0], 3.0, 1e-9);
+  EXPECT_NEAR(r[1], 2.0, 1e-9);
+  for (size_t s = 0; s < series.size(); ++s) {
+    for (size_t i = 0; i < series[s].samples.size(); ++i) {
+      const double b = series[s].samples[i].bytes, t0 = before[s].samples[i].seconds;
+      const double t = series[s].samples[i].seconds;
+      if (series[s].kind != CollKind::kAllGather || series[s].group_size != 2) {
+        EXPECT_DOUBLE_EQ(t, t0) << CollectiveKey(series[s].kind) << " g=" << series[s].group_size << " " << b;
+        continue;
+      }
+      // Nearest in-step size within 4x: 8 KiB..128 KiB -> 32 KiB (128 KiB is
+      // 4x from 32 KiB but 1.5x from 200 KB: 200 KB), 512 KiB -> 200 KB.
+      double expect = 1.0;
+      if (b >= 8192 && b <= 65536) expect = 3.0;
+      if (b >= 131072 && b <= 524288) expect = 2.0;
+      EXPECT_NEAR(t / t0, expect, 1e-9) << b;
+    }
+  }
+  // The assembled profile says so in its network note.
+  Measurements m = Synthetic();
+  m.in_step_collectives = {in};
+  HardwareProfile p = *AssembleProfile(m);
+  EXPECT_NE(p.network.note.find("in-step / alone ratio"), std::string::npos) << p.network.note;
+  EXPECT_GT(CollectiveTime(CollKind::kAllGather, 32768, 2, 1, false, p),
+            2.5 * CollectiveTime(CollKind::kAllGather, 32768, 2, 1, false, *AssembleProfile(Synthetic())));
 }
 
 TEST(ProfilerAssemble, EfficiencyCurveSatisfiesProfileRules) {

@@ -12,6 +12,13 @@ mpirun -np 2 $root --oversubscribe "$exe" --quick --out "$out" --no-progress
 end=$(date +%s)
 echo "quick profile took $((end - start)) s"
 [ -s "$out" ] || { echo "no profile written to $out"; exit 1; }
+# The collectives were also timed inside the runtime's tp 2 and dp 2 steps
+# (measure_step_comm.h) and their ratios carried onto the series.
+python3 -c '
+import json, sys
+note = json.load(open(sys.argv[1]))["network"]["note"]
+assert "in-step / alone ratio" in note, note
+print("ok: in-step collectives:", note[note.index("collectives near"):])' "$out"
 DT_PROFILE_TO_CHECK="$out" "$tests" --gtest_filter='ProfilerWritten.*'
 # --speed-check: the same 2 ranks re-measure the profile's whole-step checks
 # and print one JSON line (speed > 0, one entry per gpt-tiny check); with

@@ -1,0 +1,174 @@
+#include "planner/profiler/measure_step_comm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "base/check.h"
+#include "planner/profile/profile.h"
+#include "planner/schedule/build_schedule.h"
+#include "planner/spec/rank_grid.h"
+#include "runtime/comm/mpi_comm.h"
+#include "runtime/comm/timed_comm.h"
+#include "runtime/data/data_loader.h"
+#include "runtime/data/markov_source.h"
+#include "runtime/exec/interpreter.h"
+#include "runtime/model/model_chunk.h"
+#include "runtime/optim/optimizer.h"
+
+namespace dt {
+namespace {
+
+constexpr int kWarmupSteps = 2;
+constexpr int kTimedSteps = 6;
+
+// Runs kTimedSteps steps of plan p (after the warmup) on every rank with
+// its groups timed; returns this rank's per-call means by (operation, size).
+std::map<std::pair<std::string, double>, double> TimeStepCollectives(const MeasureConfig& cfg, const ModelSpec& m,
+                                                                     const PlanSpec& p, int world_rank) {
+  StatusOr<RankGrid> grid = RankGrid::Create(p.tp, p.cp, p.dp, p.pp, p.order);
+  DT_CHECK(grid.ok()) << grid.status().message();
+  StatusOr<rt::Groups> groups_or = rt::BuildGroups(*grid, world_rank, p.ep);
+  DT_CHECK(groups_or.ok()) << groups_or.status().message();
+  rt::Groups& groups = *groups_or;
+  rt::CommTimes times;
+  auto timed = [&](std::unique_ptr<rt::Comm>& c, const char* label) -> rt::Comm* {
+    if (!c || c->size() < 2) return nullptr;
+    c = std::make_unique<rt::TimedComm>(std::move(c), label, &times);
+    return c.get();
+  };
+  rt::Comm* tp = timed(groups.tp, "tp");
+  rt::Comm* dp = timed(groups.dp, "dp");
+  rt::ModelChunk chunk(m, p, /*chunk=*/0, groups.coord.tp, rt::ParallelComms{tp, dp, nullptr, nullptr, nullptr, nullptr},
+                       *cfg.be, 1234);
+  rt::OptimizerOptions oo;
+  oo.lr.total_steps = 1 << 30;
+  oo.zero_stage = p.zero_stage;
+  oo.bucket_bytes = p.dp_bucket_bytes;
+  rt::Optimizer opt({&chunk.params()}, {true}, oo, rt::OptimizerComms{dp, tp, nullptr, nullptr, nullptr, nullptr});
+  rt::MarkovOptions mo;
+  mo.vocab = std::max(2, std::min(m.vocab, 256));  // token ids the model's embedding holds
+  StatusOr<rt::MarkovSource> src = rt::MarkovSource::Create(mo);
+  DT_CHECK(src.ok()) << src.status().message();
+  rt::BatchShape shape;
+  shape.micro_batch = p.micro_batch;
+  shape.num_microbatches = p.num_microbatches;
+  shape.seq_length = p.seq_length;
+  shape.dp_size = p.dp;
+  shape.dp_rank = groups.coord.dp;
+  shape.seed = 1;
+  StatusOr<rt::DataLoader> loader = rt::DataLoader::Create(std::make_shared<rt::MarkovSource>(std::move(*src)), shape);
+  DT_CHECK(loader.ok()) << loader.status().message();
+  StatusOr<std::vector<ActionList>> schedule = BuildSchedule(p);
+  DT_CHECK(schedule.ok()) << schedule.status().message();
+  rt::Interpreter interp(p, (*schedule)[0], {&chunk}, &opt, nullptr, &*loader);
+  for (int s = 0; s < kWarmupSteps + kTimedSteps; ++s) {
+    if (s == kWarmupSteps) times.Clear();
+    if (cfg.sync != nullptr) cfg.sync->Barrier();  // steps start together, as dtrun's do
+    interp.RunStep(s);
+    loader->Advance();
+  }
+  std::map<std::pair<std::string, double>, double> per_call;
+  for (const auto& [key, e] : times.by_call)
+    if (e.calls > 0) per_call[key] = e.seconds / static_cast<double>(e.calls);
+  return per_call;
+}
+
+double LogLogAt(const CollSeries& s, double bytes) {
+  const auto& v = s.samples;
+  if (v.empty()) return 0;
+  if (bytes <= v.front().bytes) return v.front().seconds;
+  if (bytes >= v.back().bytes) return v.back().seconds * bytes / v.back().bytes;
+  for (size_t i = 1; i < v.size(); ++i) {
+    if (bytes > v[i].bytes) continue;
+    const double x = std::log(bytes / v[i - 1].bytes) / std::log(v[i].bytes / v[i - 1].bytes);
+    return std::exp(std::log(v[i - 1].seconds) * (1 - x) + std::log(v[i].seconds) * x);
+  }
+  return v.back().seconds;
+}
+
+}  // namespace
+
+std::vector<CollSeries> MeasureStepCollectives(const MeasureConfig& cfg, const ModelSpec& m, int seq,
+                                               int world_size, int world_rank) {
+  std::vector<CollSeries> out;
+  const int g = world_size;
+  if (g < 2 || m.moe() || m.heads % g != 0 || m.hidden % g != 0 || m.kv_heads % g != 0) return out;
+  std::vector<PlanSpec> plans;
+  auto base = [&](int mbs) {
+    PlanSpec p;
+    p.micro_batch = mbs;
+    p.num_microbatches = 2;
+    p.seq_length = seq;
+    p.recompute = Recompute::kNone;
+    p.flash_attention = false;
+    p.dropout = false;
+    p.layers_per_chunk = {m.num_layers};
+    return p;
+  };
+  for (int mbs : {1, 2, 4, 8}) {  // the activation sizes tp plans move
+    PlanSpec p = base(mbs);
+    p.tp = g;
+    p.sequence_parallel = true;
+    plans.push_back(p);
+  }
+  for (int zero : {0, 1, 3}) {  // gradient buckets, ZeRO shards, ZeRO-3's per-layer units
+    PlanSpec p = base(2);
+    p.dp = g;
+    p.zero_stage = zero;
+    plans.push_back(p);
+  }
+  std::map<std::pair<std::string, double>, double> best;  // min over ranks, then over plans' means
+  for (const PlanSpec& p : plans) {
+    std::map<std::pair<std::string, double>, double> mine = TimeStepCollectives(cfg, m, p, world_rank);
+    // Same keys on every rank (the plans are symmetric); the least time over ranks.
+    std::vector<float> v;
+    for (const auto& kv : mine) v.push_back(static_cast<float>(-kv.second));
+    if (cfg.sync != nullptr && !v.empty()) cfg.sync->AllReduce(v.data(), v.size(), rt::ReduceOp::kMax);
+    size_t i = 0;
+    for (const auto& kv : mine) {
+      const double t = -static_cast<double>(v[i++]);
+      auto it = best.find(kv.first);
+      if (it == best.end() || t < it->second) best[kv.first] = t;
+    }
+  }
+  std::map<std::string, CollSeries> by_op;
+  for (const auto& [key, t] : best) {
+    CollSeries& s = by_op[key.first];
+    for (CollKind k : {CollKind::kAllReduce, CollKind::kReduceScatter, CollKind::kAllGather})
+      if (key.first == CollectiveKey(k)) s.kind = k;
+    s.group_size = g;
+    s.samples.push_back({key.second, t});  // the map orders sizes ascending
+  }
+  for (auto& [op, s] : by_op) out.push_back(s);
+  return out;
+}
+
+std::vector<double> ApplyInStepCollectives(const std::vector<CollSeries>& in_step, std::vector<CollSeries>* series) {
+  std::vector<double> ratios;
+  for (const CollSeries& is : in_step) {
+    for (CollSeries& s : *series) {
+      if (s.kind != is.kind || s.group_size != is.group_size || s.samples.empty()) continue;
+      std::vector<double> r;
+      for (const CollSample& x : is.samples) {
+        const double alone = LogLogAt(s, x.bytes);
+        r.push_back(alone > 0 ? x.seconds / alone : 1.0);
+      }
+      ratios.insert(ratios.end(), r.begin(), r.end());
+      for (CollSample& pt : s.samples) {
+        double nearest = 4.0;  // a factor 4 in size at most
+        double ratio = 1.0;
+        for (size_t i = 0; i < is.samples.size(); ++i) {
+          const double d = std::max(pt.bytes, is.samples[i].bytes) / std::min(pt.bytes, is.samples[i].bytes);
+          if (d <= nearest) nearest = d, ratio = r[i];
+        }
+        pt.seconds *= ratio;
+      }
+    }
+  }
+  return ratios;
+}
+
+}  // namespace dt
