@@ -119,5 +119,42 @@ TEST_F(LlamaOpsTest, RopeRotatesHalvesByPositionAndInvertsInBackward) {
   CheckGrad("dx", x, dx, fwd);
 }
 
+// The angle table RoPE keeps between calls (rope.cc) must give what the
+// formula gives whatever came before it on the thread: a different theta
+// or head_dim, and positions beyond those seen so far (the table grows).
+TEST_F(LlamaOpsTest, RopeTableServesAnyThetaHeadDimAndPosition) {
+  auto direct = [](const RopeDims& d, const std::vector<int64_t>& pos, Vec x) {
+    const int64_t half = d.head_dim / 2;
+    for (int64_t t = 0; t < d.seq; ++t)
+      for (int64_t v = 0; v < d.batch * d.heads; ++v) {
+        float* h = x.data() + (t * d.batch * d.heads + v) * d.head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          const double ang = static_cast<double>(pos[t]) *
+                             std::pow(d.theta, -2.0 * static_cast<double>(i) / static_cast<double>(d.head_dim));
+          const float c = static_cast<float>(std::cos(ang)), s = static_cast<float>(std::sin(ang));
+          const float a = h[i], b = h[i + half];
+          h[i] = a * c - b * s;
+          h[i + half] = b * c + a * s;
+        }
+      }
+    return x;
+  };
+  const std::vector<std::pair<RopeDims, std::vector<int64_t>>> calls = {
+      {RopeDims{2, 1, 2, 8, 10000.0}, {0, 1}},        // fills the table to position 1
+      {RopeDims{3, 1, 2, 8, 10000.0}, {7, 300, 2}},   // grows it
+      {RopeDims{2, 2, 1, 4, 500.0}, {3, 4}},          // another theta and head_dim
+      {RopeDims{2, 1, 2, 8, 10000.0}, {299, 4096}}};  // back, and further out
+  uint64_t seed = 11;
+  for (const auto& [d, pos] : calls) {
+    Vec x = Random(d.seq * d.batch * d.heads * d.head_dim, seed++);
+    Vec y = x;
+    RopeForward(*be, d, pos.data(), y.data());
+    const Vec want = direct(d, pos, x);
+    for (size_t e = 0; e < y.size(); ++e)  // equal up to the compiler's fused multiply-adds
+      ASSERT_NEAR(y[e], want[e], 1e-6f * (1.0f + std::fabs(want[e]))) << "theta " << d.theta << " head_dim "
+                                                                       << d.head_dim << " element " << e;
+  }
+}
+
 }  // namespace
 }  // namespace dt::rt
