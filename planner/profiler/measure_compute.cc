@@ -76,6 +76,19 @@ std::vector<Op> LayerPlannerOps(const ModelSpec& m, int seq, int tp, int mbs) {
 
 }  // namespace
 
+PlanSpec ProfilerStepPlan(const ModelSpec& m, int seq, int micro_batch, int num_microbatches) {
+  PlanSpec p;
+  p.micro_batch = micro_batch;
+  p.num_microbatches = num_microbatches;
+  p.seq_length = seq;
+  p.recompute = Recompute::kNone;
+  p.flash_attention = false;
+  p.dropout = false;
+  p.sequence_parallel = false;
+  p.layers_per_chunk = {m.num_layers};
+  return p;
+}
+
 double ConcurrentMedianSeconds(const MeasureConfig& cfg, const std::function<void()>& fn) {
   DT_CHECK(cfg.be != nullptr) << "MeasureConfig without backend";
   auto call = [&] {
@@ -327,15 +340,7 @@ std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const Model
                                            const std::vector<int>& mbs) {
   std::vector<ModelSample> out;
   for (int b : mbs) {
-    PlanSpec p;
-    p.micro_batch = b;
-    p.num_microbatches = 1;
-    p.seq_length = seq;
-    p.recompute = Recompute::kNone;
-    p.flash_attention = false;
-    p.dropout = false;
-    p.sequence_parallel = false;
-    p.layers_per_chunk = {m.num_layers};
+    const PlanSpec p = ProfilerStepPlan(m, seq, b, 1);
     ModelSample s;
     const int e = 4;
     LayerOps emb = EmbeddingOps(m, p, e), layer = TransformerLayerOps(m, p, e), head = HeadOps(m, p, e);

@@ -36,6 +36,11 @@ struct MeasureConfig {
   bool time_gemms_in_step = false;
 };
 
+// The plan of the profiler's runtime steps: one chunk of all the model's
+// layers, no recompute, unfused attention, no dropout (as dtrun trains),
+// num_microbatches microbatches of micro_batch sequences of seq tokens.
+PlanSpec ProfilerStepPlan(const ModelSpec& m, int seq, int micro_batch, int num_microbatches);
+
 // Runs fn (then be->Synchronize()) concurrently on every rank of
 // cfg.sync; returns the slowest rank's median seconds per call.
 double ConcurrentMedianSeconds(const MeasureConfig& cfg, const std::function<void()>& fn);

@@ -52,14 +52,8 @@ std::map<std::pair<std::string, double>, double> TimeStepCollectives(const Measu
   mo.vocab = std::max(2, std::min(m.vocab, 256));  // token ids the model's embedding holds
   StatusOr<rt::MarkovSource> src = rt::MarkovSource::Create(mo);
   DT_CHECK(src.ok()) << src.status().message();
-  rt::BatchShape shape;
-  shape.micro_batch = p.micro_batch;
-  shape.num_microbatches = p.num_microbatches;
-  shape.seq_length = p.seq_length;
-  shape.dp_size = p.dp;
-  shape.dp_rank = groups.coord.dp;
-  shape.seed = 1;
-  StatusOr<rt::DataLoader> loader = rt::DataLoader::Create(std::make_shared<rt::MarkovSource>(std::move(*src)), shape);
+  StatusOr<rt::DataLoader> loader = rt::DataLoader::Create(std::make_shared<rt::MarkovSource>(std::move(*src)),
+                                                          rt::BatchShapeFor(p, groups.coord.dp, /*seed=*/1));
   DT_CHECK(loader.ok()) << loader.status().message();
   StatusOr<std::vector<ActionList>> schedule = BuildSchedule(p);
   DT_CHECK(schedule.ok()) << schedule.status().message();
@@ -97,17 +91,7 @@ std::vector<CollSeries> MeasureStepCollectives(const MeasureConfig& cfg, const M
   const int g = world_size;
   if (g < 2 || m.moe() || m.heads % g != 0 || m.hidden % g != 0 || m.kv_heads % g != 0) return out;
   std::vector<PlanSpec> plans;
-  auto base = [&](int mbs) {
-    PlanSpec p;
-    p.micro_batch = mbs;
-    p.num_microbatches = 2;
-    p.seq_length = seq;
-    p.recompute = Recompute::kNone;
-    p.flash_attention = false;
-    p.dropout = false;
-    p.layers_per_chunk = {m.num_layers};
-    return p;
-  };
+  auto base = [&](int mbs) { return ProfilerStepPlan(m, seq, mbs, 2); };
   for (int mbs : {1, 2, 4, 8}) {  // the activation sizes tp plans move
     PlanSpec p = base(mbs);
     p.tp = g;

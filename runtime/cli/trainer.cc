@@ -283,14 +283,7 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
     }
   }
 
-  BatchShape shape;
-  shape.micro_batch = plan.micro_batch;
-  shape.num_microbatches = plan.num_microbatches;
-  shape.seq_length = plan.seq_length;
-  shape.dp_size = plan.dp;
-  shape.dp_rank = coord.dp;
-  shape.seed = data_seed;
-  StatusOr<DataLoader> loader_or = DataLoader::Create(*source, shape);
+  StatusOr<DataLoader> loader_or = DataLoader::Create(*source, BatchShapeFor(plan, coord.dp, data_seed));
   if (!loader_or.ok()) return BadInput(world, loader_or.status().message());
   DataLoader& loader = *loader_or;
   loader.set_position(data_position);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "planner/spec/plan_spec.h"
 #include "runtime/data/token_source.h"
 
 namespace dt::rt {
@@ -28,6 +29,18 @@ struct BatchShape {
   uint64_t seed = 0;
   int64_t global_batch() const { return dp_size * micro_batch * num_microbatches; }
 };
+
+// The batch shape a plan's rank at data-parallel coordinate dp_rank reads.
+inline BatchShape BatchShapeFor(const PlanSpec& p, int dp_rank, uint64_t seed) {
+  BatchShape s;
+  s.micro_batch = p.micro_batch;
+  s.num_microbatches = p.num_microbatches;
+  s.seq_length = p.seq_length;
+  s.dp_size = p.dp;
+  s.dp_rank = dp_rank;
+  s.seed = seed;
+  return s;
+}
 
 class DataLoader {
  public:

@@ -85,14 +85,7 @@ std::vector<double> Train(const ModelSpec& model, const PlanSpec& p, int steps) 
     oo.zero_stage = p.zero_stage;
     Comm* grad_group = p.cp > 1 ? sized(g.dp_cp) : sized(g.dp);
     Optimizer opt(stores, counts_tied, oo, OptimizerComms{grad_group, sized(g.tp), sized(g.pp), sized(g.tied)});
-    BatchShape shape;
-    shape.micro_batch = p.micro_batch;
-    shape.num_microbatches = p.num_microbatches;
-    shape.seq_length = p.seq_length;
-    shape.dp_size = p.dp;
-    shape.dp_rank = g.coord.dp;
-    shape.seed = 11;
-    DataLoader loader = *DataLoader::Create(source, shape);
+    DataLoader loader = *DataLoader::Create(source, BatchShapeFor(p, g.coord.dp, /*seed=*/11));
     Interpreter interp(p, schedule[g.coord.pp], ptrs, &opt, sized(g.pp), &loader);
     for (int s = 0; s < steps; ++s) {
       StepOutcome o = interp.RunStep(s);

@@ -90,13 +90,7 @@ std::vector<StageRecord> RunOneStep(const ModelSpec& model, const PlanSpec& p) {
     OptimizerOptions oo;
     oo.zero_stage = p.zero_stage;
     Optimizer opt(stores, counts_tied, oo, OptimizerComms{&dp, sized(g.tp), sized(g.pp), sized(g.tied)});
-    BatchShape shape;
-    shape.micro_batch = p.micro_batch;
-    shape.num_microbatches = p.num_microbatches;
-    shape.seq_length = p.seq_length;
-    shape.dp_size = p.dp;
-    shape.dp_rank = g.coord.dp;
-    DataLoader loader = *DataLoader::Create(source, shape);
+    DataLoader loader = *DataLoader::Create(source, BatchShapeFor(p, g.coord.dp, /*seed=*/0));
     Interpreter interp(p, schedule[g.coord.pp], ptrs, &opt, sized(g.pp), &loader);
     dp.all_gathers.clear();
     dp.reduce_scatters.clear();
