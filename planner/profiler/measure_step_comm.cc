@@ -107,7 +107,21 @@ std::vector<CollSeries> MeasureStepCollectives(const MeasureConfig& cfg, const M
   std::map<std::pair<std::string, double>, double> best;  // min over ranks, then over plans' means
   for (const PlanSpec& p : plans) {
     std::map<std::pair<std::string, double>, double> mine = TimeStepCollectives(cfg, m, p, world_rank);
-    // Same keys on every rank (the plans are symmetric); the least time over ranks.
+    // The plans are symmetric, so every rank saw the same calls; checked
+    // (count and a digest of the sizes, max and min over ranks) before the
+    // element-wise reduction below, which needs equal lists. A plan whose
+    // ranks disagree is left out on every rank.
+    if (cfg.sync != nullptr && cfg.sync->size() > 1) {
+      double digest = 0;
+      int k = 0;
+      for (const auto& kv : mine) digest += std::fmod(kv.first.second * (++k) + kv.first.first.size(), 65521.0);
+      std::vector<float> check = {static_cast<float>(mine.size()), -static_cast<float>(mine.size()),
+                                  static_cast<float>(std::fmod(digest, 65521.0)),
+                                  -static_cast<float>(std::fmod(digest, 65521.0))};
+      cfg.sync->AllReduce(check.data(), check.size(), rt::ReduceOp::kMax);
+      if (check[0] != -check[1] || check[2] != -check[3]) continue;
+    }
+    // The least time over ranks.
     std::vector<float> v;
     for (const auto& kv : mine) v.push_back(static_cast<float>(-kv.second));
     if (cfg.sync != nullptr && !v.empty()) cfg.sync->AllReduce(v.data(), v.size(), rt::ReduceOp::kMax);
