@@ -25,7 +25,7 @@ constexpr int kWarmupSteps = 2;
 constexpr int kTimedSteps = 6;
 
 // Runs kTimedSteps steps of plan p (after the warmup) on every rank with
-// its groups timed; returns this rank's per-call means by (operation, size).
+// its groups timed; returns this rank's median call by (operation, size).
 std::map<std::pair<std::string, double>, double> TimeStepCollectives(const MeasureConfig& cfg, const ModelSpec& m,
                                                                      const PlanSpec& p, int world_rank) {
   StatusOr<RankGrid> grid = RankGrid::Create(p.tp, p.cp, p.dp, p.pp, p.order);
@@ -64,9 +64,15 @@ std::map<std::pair<std::string, double>, double> TimeStepCollectives(const Measu
     interp.RunStep(s);
     loader->Advance();
   }
+  // The median call: a size the step moves once per step has only
+  // kTimedSteps calls, and one descheduled call would set its mean.
   std::map<std::pair<std::string, double>, double> per_call;
-  for (const auto& [key, e] : times.by_call)
-    if (e.calls > 0) per_call[key] = e.seconds / static_cast<double>(e.calls);
+  for (const auto& [key, e] : times.by_call) {
+    if (e.each.empty()) continue;
+    std::vector<double> v = e.each;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    per_call[key] = v[v.size() / 2];
+  }
   return per_call;
 }
 
@@ -104,7 +110,7 @@ std::vector<CollSeries> MeasureStepCollectives(const MeasureConfig& cfg, const M
     p.zero_stage = zero;
     plans.push_back(p);
   }
-  std::map<std::pair<std::string, double>, double> best;  // min over ranks, then over plans' means
+  std::map<std::pair<std::string, double>, double> best;  // min over ranks, then over plans
   for (const PlanSpec& p : plans) {
     std::map<std::pair<std::string, double>, double> mine = TimeStepCollectives(cfg, m, p, world_rank);
     // The plans are symmetric, so every rank saw the same calls; checked

@@ -9,7 +9,7 @@
 // steps over every rank of the node (tp = ranks with sequence parallelism,
 // microbatch 1-8; dp = ranks with ZeRO-0, -1 and -3, microbatch 2) with
 // each group wrapped in rt::TimedComm, and returns, per collective and
-// size, the mean time per call of the rank that spent least in it (the
+// size, the median call of the rank that spent least in it (the
 // other ranks' excess is waiting for the slowest one, whose compute the
 // profile's step timings already price).
 //

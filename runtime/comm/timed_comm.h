@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/comm/comm.h"
 
@@ -25,6 +26,7 @@ struct CommTimes {
   struct Entry {
     double seconds = 0;
     long long calls = 0;
+    std::vector<double> each;  // by_call only: every call's time, in call order
   };
   std::map<std::string, Entry> by_group;  // label ("tp", "dp", ...) -> totals
   // Blocking collectives by operation ("all_reduce", "reduce_scatter",

@@ -265,6 +265,15 @@ TEST(TimedComm, ForwardsResultsAndBooksCallsAndWaits) {
     EXPECT_EQ(received[r][0], float(100 + (1 - r)));
     ASSERT_EQ(times[r].by_group.size(), 1u);
     EXPECT_EQ(times[r].by_group.at("tp").calls, 4);  // all-reduce, all-gather, send, receive
+    // Blocking collectives also by operation and size (bytes as the profile's series count them),
+    // each call's time kept.
+    ASSERT_EQ(times[r].by_call.size(), 2u);
+    const auto& ar = times[r].by_call.at({"all_reduce", 8.0});
+    const auto& ag = times[r].by_call.at({"all_gather", 8.0});
+    EXPECT_EQ(ar.calls, 1);
+    EXPECT_EQ(ag.calls, 1);
+    ASSERT_EQ(ar.each.size(), 1u);
+    EXPECT_DOUBLE_EQ(ar.each[0], ar.seconds);
   }
   EXPECT_GE(times[0].by_group.at("tp").seconds, 0.04);  // rank 0 waited ~50 ms for rank 1
   EXPECT_LT(times[1].by_group.at("tp").seconds, times[0].by_group.at("tp").seconds);
