@@ -150,13 +150,14 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // that recomputes all its layers rebuilds one on top of what is stored
   // (rebuilds_on_top, used for the backward working set below).
   double recomputed = 0, layers = 0;
-  bool rebuilds_on_top = false;
+  bool rebuilds_on_top = false, equal_chunks = true;
   for (int local = 0; local < p.vpp; ++local) {
     const int chunk = local * p.pp + pipeline_rank;
     const int n = p.RecomputedLayers(chunk);
     recomputed += n;
     layers += p.layers_per_chunk[chunk];
     rebuilds_on_top |= n > 0 && n == p.layers_per_chunk[chunk];
+    equal_chunks &= p.layers_per_chunk[chunk] == p.layers_per_chunk[pipeline_rank];
   }
   const double share = layers > 0 ? recomputed / layers : 1.0;
   // Unequal chunks (an uneven or accounted split under the interleaved
@@ -164,7 +165,7 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // the average chunk says. The schedule's peak of stored layers over
   // in_flight x the average chunk scales the count (1 for equal chunks).
   double uneven = 1.0;
-  if (p.vpp > 1 && layers > 0) {
+  if (!equal_chunks && layers > 0) {
     const int schedule_in_flight = InFlightMicrobatches(p, pipeline_rank);
     if (schedule_in_flight > 0)
       uneven = PeakInFlightLayers(p, pipeline_rank) / (schedule_in_flight * layers / p.vpp);

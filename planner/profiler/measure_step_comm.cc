@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/check.h"
+#include "planner/profile/interp.h"
 #include "planner/profile/profile.h"
 #include "planner/schedule/build_schedule.h"
 #include "planner/spec/rank_grid.h"
@@ -34,6 +35,7 @@ std::map<std::pair<std::string, double>, double> TimeStepCollectives(const Measu
   DT_CHECK(groups_or.ok()) << groups_or.status().message();
   rt::Groups& groups = *groups_or;
   rt::CommTimes times;
+  times.keep_each_call = true;  // for the median call below
   auto timed = [&](std::unique_ptr<rt::Comm>& c, const char* label) -> rt::Comm* {
     if (!c || c->size() < 2) return nullptr;
     c = std::make_unique<rt::TimedComm>(std::move(c), label, &times);
@@ -76,17 +78,14 @@ std::map<std::pair<std::string, double>, double> TimeStepCollectives(const Measu
   return per_call;
 }
 
-double LogLogAt(const CollSeries& s, double bytes) {
-  const auto& v = s.samples;
-  if (v.empty()) return 0;
-  if (bytes <= v.front().bytes) return v.front().seconds;
-  if (bytes >= v.back().bytes) return v.back().seconds * bytes / v.back().bytes;
-  for (size_t i = 1; i < v.size(); ++i) {
-    if (bytes > v[i].bytes) continue;
-    const double x = std::log(bytes / v[i - 1].bytes) / std::log(v[i].bytes / v[i - 1].bytes);
-    return std::exp(std::log(v[i - 1].seconds) * (1 - x) + std::log(v[i].seconds) * x);
+// The isolated series' time at `bytes`, log-log between its points.
+double AloneSeconds(const CollSeries& s, double bytes) {
+  Curve c;
+  for (const CollSample& x : s.samples) {
+    c.x.push_back(x.bytes);
+    c.y.push_back(x.seconds);
   }
-  return v.back().seconds;
+  return Interpolate(c, bytes, Scale::kLog, Scale::kLog).value;
 }
 
 }  // namespace
@@ -157,7 +156,7 @@ std::vector<double> ApplyInStepCollectives(const std::vector<CollSeries>& in_ste
       if (s.kind != is.kind || s.group_size != is.group_size || s.samples.empty()) continue;
       std::vector<double> r;
       for (const CollSample& x : is.samples) {
-        const double alone = LogLogAt(s, x.bytes);
+        const double alone = AloneSeconds(s, x.bytes);
         r.push_back(alone > 0 ? x.seconds / alone : 1.0);
       }
       ratios.insert(ratios.end(), r.begin(), r.end());

@@ -43,7 +43,7 @@ void TimedComm::Timed(F f, const char* op, double bus_bytes) {
     CommTimes::Entry& c = times_->by_call[{op, bus_bytes}];
     c.seconds += dt;
     ++c.calls;
-    c.each.push_back(dt);
+    if (times_->keep_each_call) c.each.push_back(dt);
   }
 }
 

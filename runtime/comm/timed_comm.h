@@ -26,8 +26,11 @@ struct CommTimes {
   struct Entry {
     double seconds = 0;
     long long calls = 0;
-    std::vector<double> each;  // by_call only: every call's time, in call order
+    std::vector<double> each;  // by_call with keep_each_call only: every call's time, in call order
   };
+  // Keep every blocking call's time in by_call's `each` (the profiler takes
+  // medians); off, only totals are kept, whatever the run's length.
+  bool keep_each_call = false;
   std::map<std::string, Entry> by_group;  // label ("tp", "dp", ...) -> totals
   // Blocking collectives by operation ("all_reduce", "reduce_scatter",
   // "all_gather") and size in the nccl-tests convention of the profile's

@@ -243,6 +243,7 @@ TEST(TimedComm, ForwardsResultsAndBooksCallsAndWaits) {
   CommTimes times[2];
   std::vector<std::vector<float>> sum(2), gathered(2), received(2);
   RunRanks(2, [&](int r) {
+    times[r].keep_each_call = true;
     TimedComm c(g.Member(r), "tp", &times[r]);
     EXPECT_EQ(c.rank(), r);
     EXPECT_EQ(c.size(), 2);
