@@ -52,6 +52,7 @@ struct PlanOptions {
   int top = 5;
   DimensionOptions dims;
   std::string attention;  // flash | unfused; default flash on gpu, unfused on cpu
+  std::string cross_entropy;  // fused (default) | unfused
   std::string out = "plan.json";
   std::string trace;
   std::string report;         // self-contained HTML report of the search

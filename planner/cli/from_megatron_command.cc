@@ -85,6 +85,7 @@ int RunFromMegatron(const PlanOptions& o) {
   k.seq_length = m.seq_length;
   k.global_batch = mine.global_batch();
   k.flash_attention = mine.flash_attention;
+  k.cross_entropy_fusion = mine.cross_entropy_fusion;  // the job's loss kernel
   k.dropout = mine.dropout;
   k.precision = mine.precision;  // --fp8-format: the best plan is searched in FP8 too
   k.moe_dispatcher = mine.moe_dispatcher;  // --moe-enable-deepep: the best plan uses DeepEP too

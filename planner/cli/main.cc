@@ -112,6 +112,10 @@ static int Run(int argc, char** argv) {
   app.add_option("--attention", plan.attention,
                  "attention kernel: flash (fused, default on gpu) or unfused (default on cpu)")
       ->check(CLI::IsMember({"flash", "unfused"}));
+  app.add_option("--cross-entropy", plan.cross_entropy,
+                 "the loss kernel: fused (one pass over the logits; default, Megatron-LM's "
+                 "--cross-entropy-loss-fusion) or unfused (Megatron-LM's default: six PyTorch passes)")
+      ->check(CLI::IsMember({"fused", "unfused"}));
   app.add_option("--out", plan.out, "where to write the best plan (JSON)");
   app.add_option("--trace", plan.trace, "write the best plan's simulated step as a Chrome trace");
   app.add_option("--report", plan.report,

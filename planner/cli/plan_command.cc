@@ -91,6 +91,7 @@ int RunPlan(const PlanOptions& o) {
   const bool bf16 = o.dims.precision.empty() ? hw.device.dtype != "fp32" : o.dims.precision != "fp32";
   k.grad_bytes = FrameworkGradBytes(*framework, bf16);
   k.flash_attention = o.attention.empty() ? cluster.device != "cpu" : o.attention == "flash";
+  k.cross_entropy_fusion = o.cross_entropy != "unfused";
   k.dropout = cluster.device != "cpu";  // the bundled CPU runtime trains without dropout
   if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());
   if (k.cudnn_attention && cluster.device != "cpu") {

@@ -686,7 +686,25 @@ LayerOps HeadOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   f.push_back(head);
   // Vocab-parallel cross-entropy (Megatron): fp32 logits, a max, the target
   // logit and the sum of exponentials, each all-reduced over TP ([b,s] fp32).
-  f.push_back(MemoryOp("cross_entropy", d.T * d.v_local * (e + 2 * 4.0)));
+  const double logits = static_cast<double>(d.T) * d.v_local;
+  if (p.cross_entropy_fusion) {
+    // One fused kernel (--cross-entropy-loss-fusion): reads the logits,
+    // writes and rereads the fp32 softmax it stores for backward.
+    f.push_back(MemoryOp("cross_entropy", logits * (e + 2 * 4.0)));
+  } else {
+    // Megatron-LM's _VocabParallelCrossEntropy as PyTorch ops
+    // (megatron/core/tensor_parallel/cross_entropy.py; mpu/cross_entropy.py
+    // before 2022): logits.float(), max, sub_ of the max, exp (in place),
+    // sum, div_ by the sum (the stored softmax); the target logit's gather
+    // and masking are a few [b, s] kernels.
+    if (e < 4) f.push_back(MemoryOp("ce_logits_to_fp32", logits * (e + 4)));
+    f.push_back(MemoryOp("ce_max", logits * 4));
+    f.push_back(MemoryOp("ce_subtract_max", logits * 8));
+    f.push_back(MemoryOp("ce_target_logit", d.T * 16.0));
+    f.push_back(MemoryOp("ce_exp", logits * 8));
+    f.push_back(MemoryOp("ce_sum_exp", logits * 4));
+    f.push_back(MemoryOp("ce_softmax_divide", logits * 8));
+  }
   if (d.tp > 1) {
     for (const char* name : {"ce_max_allreduce", "ce_target_allreduce", "ce_sumexp_allreduce"})
       f.push_back(CollectiveOp(name, CollKind::kAllReduce, GroupKind::kTp, d.tp, 4.0 * d.T));
@@ -695,7 +713,15 @@ LayerOps HeadOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   // fp32 scalar all-reduced; the gradient needs no communication).
   if (d.cp > 1) f.push_back(CollectiveOp("cp_loss_allreduce", CollKind::kAllReduce, GroupKind::kCp, d.cp, 4.0));
   auto& g = ops.backward;
-  g.push_back(MemoryOp("cross_entropy_bwd", d.T * d.v_local * (4.0 + e)));
+  if (p.cross_entropy_fusion) {
+    g.push_back(MemoryOp("cross_entropy_bwd", logits * (4.0 + e)));
+  } else {
+    // softmax minus the one-hot target (in place), times the loss gradient
+    // (mul_), then the fp32 gradient cast back for the head's GEMMs.
+    g.push_back(MemoryOp("ce_bwd_subtract_target", d.T * 16.0));
+    g.push_back(MemoryOp("ce_bwd_scale", logits * 8));
+    if (e < 4) g.push_back(MemoryOp("ce_bwd_to_half", logits * (4 + e)));
+  }
   GemmBackward(head, "lm_head_dgrad", "lm_head_wgrad", &g);
   TpEnterBackward(d, d.sp ? "sp_reducescatter_head_grad" : "tp_allreduce_head_grad", &g);
   g.push_back(MemoryOp(d.ln ? "final_ln_bwd" : "final_rmsnorm_bwd", 3 * e * d.T_r * d.h));

@@ -126,6 +126,7 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
   }
   if (p.sequence_parallel) add("--sequence-parallel");
   if (p.tp_comm_overlap) add("--tp-comm-overlap");  // TE userbuffers with its default methods, as priced
+  if (p.cross_entropy_fusion) add("--cross-entropy-loss-fusion");  // the fused loss priced (Megatron's default: off)
   add("--micro-batch-size", Str(p.micro_batch));
   add("--global-batch-size", Str(p.global_batch()));
   switch (p.recompute) {

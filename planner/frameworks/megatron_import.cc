@@ -28,7 +28,7 @@ const std::set<std::string> kStringFlags = {
     "--tokenizer-type", "--attention-dropout", "--hidden-dropout", "--rotary-base", "--norm-epsilon",
     "--rotary-seq-len-interpolation-factor", "--moe-token-dispatcher-type", "--moe-layer-freq", "--fp8-format",
     "--fp8-recipe", "--recompute-modules", "--rotary-percent", "--exp-avg-dtype", "--exp-avg-sq-dtype", "--main-params-dtype",
-    "--main-grads-dtype"};
+    "--main-grads-dtype", "--cross-entropy-fusion-impl"};
 const std::set<std::string> kBoolFlags = {
     "--group-query-attention", "--swiglu", "--disable-bias-linear", "--add-qkv-bias",
     "--untie-embeddings-and-output-weights", "--sequence-parallel", "--use-distributed-optimizer",
@@ -37,7 +37,7 @@ const std::set<std::string> kBoolFlags = {
     "--moe-grouped-gemm", "--multi-latent-attention", "--moe-enable-deepep",
     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--fp8-param-gather",
     "--overlap-moe-expert-parallel-comm", "--moe-layer-recompute", "--qk-layernorm",
-    "--use-precision-aware-optimizer", "--tp-comm-overlap"};
+    "--use-precision-aware-optimizer", "--tp-comm-overlap", "--cross-entropy-loss-fusion"};
 // Flags that change neither the memory nor the step time dtplan predicts:
 // data, tokenizer files, checkpoints, logging, learning-rate schedule,
 // optimizer hyper-parameters, initialization, kernel fusion switches.
@@ -669,6 +669,14 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
   }
   p.moe_a2a_overlap = has("--overlap-moe-expert-parallel-comm");  // Validate checks Megatron's rules
   p.tp_comm_overlap = has("--tp-comm-overlap");  // Validate: tp > 1 and --sequence-parallel, as Megatron requires
+  // Megatron-LM's loss is unfused unless the flag is given; both
+  // --cross-entropy-fusion-impl values (native, te) are one fused pass.
+  p.cross_entropy_fusion = has("--cross-entropy-loss-fusion");
+  if (has("--cross-entropy-fusion-impl")) {
+    const std::string impl = v.at("--cross-entropy-fusion-impl");
+    if (impl != "native" && impl != "te")
+      return InvalidArgument("--cross-entropy-fusion-impl '" + impl + "': use native or te");
+  }
   if (has("--fp8-param-gather")) {
     if (p.precision != Precision::kFp8) return InvalidArgument("--fp8-param-gather needs --fp8-format (FP8 training)");
     if (p.zero_stage != 1)

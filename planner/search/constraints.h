@@ -30,6 +30,7 @@ struct SearchConstraints {
   int recompute_num_layers = 0;
   std::optional<bool> sequence_parallel;
   bool flash_attention = true;  // a software choice, not searched
+  bool cross_entropy_fusion = true;  // PlanSpec::cross_entropy_fusion, not searched
   Precision precision = Precision::kProfile;  // copied into every plan, not searched
   bool force_balanced_routing = false;     // copied into every plan (PlanSpec), not searched
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;  // copied into every plan, not searched

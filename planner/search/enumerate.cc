@@ -122,6 +122,7 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
   if (cpu_runtime) {
     PlanSpec probe;
     probe.flash_attention = k.flash_attention;
+    probe.cross_entropy_fusion = k.cross_entropy_fusion;
     probe.dropout = k.dropout;
     if (k.recompute && *k.recompute == Recompute::kSelective) {  // the modules are a fixed choice too
       probe.recompute = Recompute::kSelective;
@@ -242,6 +243,7 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   if (rc == Recompute::kSelective) p.recompute_modules = k.recompute_modules;
                   if (rc == Recompute::kFull) p.recompute_num_layers = k.recompute_num_layers;
                   p.flash_attention = k.flash_attention;
+                  p.cross_entropy_fusion = k.cross_entropy_fusion;
                   p.force_balanced_routing = k.force_balanced_routing;
                   p.moe_dispatcher = k.moe_dispatcher;
                   p.dropout = k.dropout;

@@ -51,6 +51,12 @@ const std::vector<Capability>& CapabilityTable() {
        false,
        "replan without --tp-comm-overlap (dtrun runs the sequence-parallel collectives in line), or run the plan in "
        "Megatron-LM (dtplan export --to megatron writes --tp-comm-overlap)"},
+      // dtrun's loss is one fused pass over each row of logits
+      // (runtime/ops/cross_entropy.cc): priced as PlanSpec::cross_entropy_fusion.
+      {Feature::kUnfusedCrossEntropy, "Megatron-LM's unfused cross-entropy (the loss as six PyTorch passes)", false,
+       false,
+       "replan without --cross-entropy unfused (dtrun's loss is one fused pass), or run the plan in Megatron-LM "
+       "(dtplan export --to megatron writes --cross-entropy-loss-fusion only for fused plans)"},
       // dtrun's selective recompute rebuilds the attention probabilities only
       // (runtime/model/gpt_layer.cc, llama_layer.cc): Megatron-LM's default.
       {Feature::kRecomputeModules,
@@ -135,6 +141,7 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kMultiTokenPrediction: u = m.mtp_layers > 0; break;
       case Feature::kMoeA2aOverlap: u = p.moe_a2a_overlap; break;
       case Feature::kTpCommOverlap: u = p.tp_comm_overlap; break;
+      case Feature::kUnfusedCrossEntropy: u = !p.cross_entropy_fusion; break;
       case Feature::kRecomputeModules:
         u = p.recompute == Recompute::kSelective && p.recompute_modules != kDefaultRecomputeModules;
         break;
@@ -167,6 +174,7 @@ std::string Where(const ModelSpec& m, const PlanSpec& p, Feature f) {
       return "plan has etp=" + std::to_string(p.expert_tp()) + " and tp=" + std::to_string(p.tp);
     case Feature::kFlashAttention: return "plan assumes flash attention";
     case Feature::kTpCommOverlap: return "plan has tp_comm_overlap";
+    case Feature::kUnfusedCrossEntropy: return "plan has cross_entropy_loss_fusion=false";
     case Feature::kDropout: return "plan has dropout";
     case Feature::kBf16: return "plan has precision=bf16";
     case Feature::kBf16ZeroSharded: return "plan has precision=bf16 and zero_stage=" + std::to_string(p.zero_stage);

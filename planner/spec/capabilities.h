@@ -49,6 +49,7 @@ enum class Feature {
   kMultiTokenPrediction,   // ModelSpec::mtp_layers > 0 (DeepSeek-V3's MTP modules)
   kMoeA2aOverlap,          // PlanSpec::moe_a2a_overlap (combined 1F1B)
   kTpCommOverlap,          // PlanSpec::tp_comm_overlap (Transformer Engine userbuffers)
+  kUnfusedCrossEntropy,    // PlanSpec::cross_entropy_fusion false (Megatron's loss as PyTorch ops)
   kRecomputeModules,       // selective recompute of modules other than the attention core alone
   kBf16,                   // precision bf16: bf16 storage, fp32 master weights and Adam
   kBf16ZeroSharded,        // precision bf16 with ZeRO-2/3

@@ -416,6 +416,7 @@ json ToJson(const PlanSpec& p) {
   if (p.adam_moment_bytes != 0) j["adam_moment_bytes"] = p.adam_moment_bytes;        // absent: 0 (fp32 moments)
   if (p.moe_a2a_overlap) j["moe_a2a_overlap"] = true;                               // absent: false
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;                               // absent: false
+  if (!p.cross_entropy_fusion) j["cross_entropy_loss_fusion"] = false;               // absent: true
   if (p.cudnn_attention) j["attention_kernel"] = "cudnn";                           // absent: the profile's default
   if (!p.overlap_grad_reduce) j["overlap_grad_reduce"] = false;                     // absent: true
   if (p.recompute_modules != kDefaultRecomputeModules)                              // absent: [core_attn]
@@ -481,6 +482,7 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   p.fp8_param_gather = r.BoolOr("fp8_param_gather", false);
   p.moe_a2a_overlap = r.BoolOr("moe_a2a_overlap", false);
   p.tp_comm_overlap = r.BoolOr("tp_comm_overlap", false);
+  p.cross_entropy_fusion = r.BoolOr("cross_entropy_loss_fusion", true);
   p.overlap_grad_reduce = r.BoolOr("overlap_grad_reduce", true);
   if (r.Has("attention_kernel")) {
     auto ak = ParseAttentionKernel(r.Str("attention_kernel"));
@@ -603,6 +605,7 @@ std::string Describe(const PlanSpec& p) {
   if (p.adam_moment_bytes == 2) os << " bf16-moments";
   if (p.moe_a2a_overlap) os << " a2a-overlap";
   if (p.tp_comm_overlap) os << " tp-overlap";
+  if (!p.cross_entropy_fusion) os << " unfused-ce";
   if (p.cudnn_attention) os << " cudnn-attn";
   if (!p.overlap_grad_reduce) os << " grad-sync-after-backward";
   if (UnevenSplit(p)) {

@@ -146,6 +146,14 @@ struct PlanSpec {
   // stored or streamed. false = the unfused softmax(QK^T)V of Megatron-LM
   // before 2022 (and of the bundled CPU runtime).
   bool flash_attention = true;
+  // The LM loss is one fused kernel pass over the logits (Megatron-LM's
+  // --cross-entropy-loss-fusion, on by default in NeMo 2 and
+  // Megatron-Bridge; and dtrun's loss). false = Megatron-LM's default
+  // vocab-parallel cross-entropy as PyTorch ops: the logits cast to fp32,
+  // then max, subtract, exp, sum and divide, each a pass over
+  // tokens x vocab / tp (Megatron before 2024, Megatron-DeepSpeed, NeMo 1).
+  // Never searched; dtrun executes only the fused form.
+  bool cross_entropy_fusion = true;
   // GPT dropout (attention, residual, embedding): its 1-byte masks and the
   // dropped-out attention probabilities are stored for backward. The bundled
   // runtime trains without dropout (false); Llama never uses it.

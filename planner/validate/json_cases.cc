@@ -145,6 +145,14 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   const std::string source = top.StrOr("source", "");
   v.source = source.substr(0, source.find(','));  // "Narayanan et al. SC21, Table 1" -> its paper
   k.flash_attention = p.BoolOr("flash_attention", source.find("SC21") == std::string::npos);
+  // The loss kernel: fused unless the case says otherwise, or its software
+  // had no fused loss: Megatron-LM before 2024 (SC21) and NeMo 1.x (the NeMo
+  // performance pages of 24.03 / 24.07; NeMo 2 sets
+  // cross_entropy_loss_fusion true by default, nemo/collections/llm/gpt/
+  // model/base.py at v2.0.0, and so does Megatron-Bridge's GPTProvider).
+  const bool unfused_loss_era =
+      source.find("SC21") != std::string::npos || source.rfind("NVIDIA/NeMo docs/source/performance", 0) == 0;
+  k.cross_entropy_fusion = p.BoolOr("cross_entropy_loss_fusion", !unfused_loss_era);
   if (p.Has("sequence_parallel")) k.sequence_parallel = p.BoolOr("sequence_parallel", false);
   int zero = static_cast<int>(p.IntOr("zero_stage", 0));
   if (p.BoolOr("distributed_optimizer", false)) zero = std::max(zero, 1);

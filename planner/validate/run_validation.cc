@@ -70,6 +70,7 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     if (p.recompute == Recompute::kFull) p.recompute_num_layers = k.recompute_num_layers;
     p.sequence_parallel = *k.sequence_parallel; p.zero_stage = *k.zero_stage;
     p.flash_attention = k.flash_attention;
+    p.cross_entropy_fusion = k.cross_entropy_fusion;
     p.precision = k.precision;
     p.ep = k.ep.value_or(1);
     p.etp = k.etp && *k.etp != p.tp ? *k.etp : 0;

@@ -150,6 +150,7 @@ StatusOr<std::vector<ValidationCase>> VtrainCasesFromCsvText(const std::string& 
     k.sequence_parallel = false;
     k.zero_stage = 0;
     k.flash_attention = false;  // Megatron-DeepSpeed of vTrain: unfused attention core
+    k.cross_entropy_fusion = false;  // and Megatron's unfused vocab-parallel cross-entropy
     v.dp_bucket_bytes = int64_t{1} << 60;  // no gradient bucketing: one reduction after backward
     v.hardware.network = network;
     v.hardware.inter_node_Bps_per_node = 800e9 / 8;  // 800 Gbit/s per node

@@ -314,7 +314,9 @@ TEST(Frameworks, Gpt3_175bMegatronJobRoundTrips) {
   ASSERT_TRUE(job.ok()) << job.status().message();
   EXPECT_EQ(job->launcher_nodes, 16);
   EXPECT_EQ(job->launcher_gpus_per_node, 8);
-  EXPECT_EQ(Describe(job->plan), "dp=1 tp=8 pp=16 mbs=1 m=1536 1f1b rc=none zero0");
+  // No --cross-entropy-loss-fusion: Megatron-LM's unfused loss.
+  EXPECT_EQ(Describe(job->plan), "dp=1 tp=8 pp=16 mbs=1 m=1536 1f1b rc=none zero0 unfused-ce");
+  EXPECT_FALSE(job->plan.cross_entropy_fusion);
   EXPECT_EQ(job->model.vocab, 51200);  // GPT-2 BPE 50257 padded to 128 x tp
   EXPECT_NEAR(job->model.TotalParams() / 1e9, 175.0, 0.5);
   EXPECT_TRUE(job->plan.flash_attention);

@@ -248,6 +248,43 @@ TEST(LayerOps, EmbeddingAndHeadAreVocabParallel) {
   EXPECT_STREQ(ToString(GroupKind::kCp), "cp");
 }
 
+// Megatron-LM's unfused vocab-parallel cross-entropy (its default before
+// --cross-entropy-loss-fusion): the logits cast to fp32, then max,
+// subtract, exp, sum and divide as PyTorch ops; backward scales the stored
+// softmax and casts the gradient back. Same FLOPs and TP collectives as
+// the fused loss, 38 + 14 bytes per logit instead of 10 + 6 (bf16).
+TEST(LayerOps, UnfusedCrossEntropyMovesTheLogitsSixTimes) {
+  const ModelSpec m = Gpt(4096, 32, 36);
+  PlanSpec p = Plan(m, 8, 1, false);
+  const LayerOps fused = HeadOps(m, p, 2);
+  p.cross_entropy_fusion = false;
+  const LayerOps unfused = HeadOps(m, p, 2);
+  const double logits = 2.0 * 2048 * (51200 / 8);
+  auto bytes = [](const std::vector<Op>& ops, bool loss_only) {
+    double b = 0;
+    for (const Op& op : ops) {
+      const std::string n = op.name;
+      if (op.kind == OpKind::kCollective) continue;
+      if (!loss_only || n.rfind("ce_", 0) == 0 || n.rfind("cross_entropy", 0) == 0) b += op.bytes;
+    }
+    return b;
+  };
+  EXPECT_DOUBLE_EQ(bytes(fused.forward, true), logits * 10);
+  EXPECT_DOUBLE_EQ(bytes(fused.backward, true), logits * 6);
+  // The two [b, s] bookkeeping kernels (target logit, one-hot subtract) are tiny.
+  EXPECT_NEAR(bytes(unfused.forward, true), logits * 38, logits * 0.01);
+  EXPECT_NEAR(bytes(unfused.backward, true), logits * 14, logits * 0.01);
+  EXPECT_EQ(unfused.forward.size(), fused.forward.size() + 6);
+  EXPECT_EQ(unfused.backward.size(), fused.backward.size() + 2);
+  EXPECT_DOUBLE_EQ(SumFlops(unfused.forward), SumFlops(fused.forward));
+  EXPECT_DOUBLE_EQ(SumFlops(unfused.backward), SumFlops(fused.backward));
+  EXPECT_EQ(Count(unfused.forward, CollKind::kAllReduce, GroupKind::kTp), 3);
+  // fp32 logits need no cast either way.
+  const LayerOps unfused32 = HeadOps(m, p, 4);
+  EXPECT_NEAR(bytes(unfused32.forward, true), logits * 32, logits * 0.01);
+  EXPECT_NEAR(bytes(unfused32.backward, true), logits * 8, logits * 0.01);
+}
+
 }  // namespace
 }  // namespace dt
 
