@@ -121,8 +121,8 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
   // In situ: a GEMM inside the runtime's training step can take longer than
   // the same shape called again and again on its own (its operands were
   // last touched several ops earlier; gpt-tiny's at microbatch 16: 1.15x,
-  // docs/profiler.md). Where the whole-model steps timed a shape, their mean
-  // time per call replaces the isolated one; the curve above keeps the
+  // docs/profiler.md). Where the whole-model steps timed a shape, its time
+  // per call there (median over steps) replaces the isolated one; the curve above keeps the
   // isolated rates (peak and shapes the steps do not run).
   std::string in_situ_note;
   {
@@ -190,7 +190,7 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
     if (!ratios.empty()) {
       std::sort(ratios.begin(), ratios.end());
       in_situ_note = " " + std::to_string(ratios.size()) +
-                     " gemm_points timed inside the whole-model training steps (mean per call) instead of alone: "
+                     " gemm_points timed inside the whole-model training steps (median over steps of the time per call) instead of alone: "
                      "in-step / alone " + ShortNumber(ratios[ratios.size() / 2], 3) + " median, " +
                      ShortNumber(ratios.front(), 3) + "-" + ShortNumber(ratios.back(), 3) + ".";
     }

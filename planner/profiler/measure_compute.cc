@@ -336,6 +336,20 @@ std::vector<GemmPoint> InStepGemms(const rt::bench::ProfilingBackend& timing, co
 }
 }  // namespace
 
+std::vector<GemmPoint> MedianOverSteps(const std::vector<std::vector<GemmPoint>>& steps) {
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<double>> by_shape;
+  for (const std::vector<GemmPoint>& step : steps)
+    for (const GemmPoint& g : step) by_shape[{g.m, g.n, g.k}].push_back(g.seconds);
+  std::vector<GemmPoint> out;
+  for (const auto& [key, seconds] : by_shape) {
+    GemmPoint g;
+    std::tie(g.m, g.n, g.k) = key;
+    g.seconds = Median(seconds);
+    out.push_back(g);
+  }
+  return out;
+}
+
 std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const ModelSpec& m, int seq,
                                            const std::vector<int>& mbs) {
   std::vector<ModelSample> out;
@@ -389,22 +403,28 @@ std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const Model
       step();
       once = AllMax(cfg.sync, NowSeconds() - t0);
     }
-    timing.Reset();
     std::vector<double> times;
+    // In-step GEMM times per step (mean per call within the step), so that
+    // a shape's time is the median over steps: one call descheduled on a
+    // shared VM (several ms) once made a shape's mean over all steps' calls
+    // 4x its usual time, and a plan using it was priced 60% slow.
+    std::vector<std::vector<GemmPoint>> gemm_steps;
     // 3 x --reps steps (at least 5), fewer for long steps: those beyond
     // 8 point budgets stop at 5 (a 0.6 s step of gpt-small-cpu at mbs 16
     // would otherwise take 9 s of the profile's minute for 15 repeats).
     const int reps = RepsForBudget(once, 8 * cfg.point_budget_s, 5, std::max(5, 3 * cfg.max_reps));
     for (int i = 0; i < reps; ++i) {
+      timing.Reset();
       Barrier(cfg.sync);
       const double t0 = NowSeconds();
       step();
       times.push_back(AllMax(cfg.sync, NowSeconds() - t0));
+      if (cfg.time_gemms_in_step) gemm_steps.push_back(InStepGemms(timing, s.ops));
     }
     std::sort(times.begin(), times.end());
     s.seconds = times[times.size() / 2];
     s.what = m.name + " training step mbs" + std::to_string(b);
-    if (cfg.time_gemms_in_step) s.in_step_gemms = InStepGemms(timing, s.ops);
+    s.in_step_gemms = MedianOverSteps(gemm_steps);
     out.push_back(std::move(s));
     Report(cfg, out.back().what + Fmt(": %.3f ms (%.0f planner ops)", out.back().seconds * 1e3,
                                       static_cast<double>(out.back().ops.size())));

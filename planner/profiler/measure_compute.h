@@ -102,11 +102,17 @@ struct ModelSample {
   std::vector<Op> ops;  // planner ops of the same work (no collectives)
   int64_t params = 0;   // parameters the optimizer step updates
   double seconds = 0;   // zero grads + forward + backward + optimizer step
-  // With MeasureConfig::time_gemms_in_step: this rank's mean time per call
-  // of each linear-layer GEMM inside the timed steps, keyed as the planner
-  // keys it (the shapes of `ops`; attention's per-head GEMMs are left out).
+  // With MeasureConfig::time_gemms_in_step: this rank's time per call of
+  // each linear-layer GEMM inside the timed steps (MedianOverSteps of each
+  // step's mean per call), keyed as the planner keys it (the shapes of
+  // `ops`; attention's per-head GEMMs are left out).
   std::vector<GemmPoint> in_step_gemms;
 };
+
+// Per shape, the median over steps of each step's time per call (a shape
+// missing from a step has one sample fewer). A call descheduled for
+// milliseconds on a shared VM moves one step's sample, not the result.
+std::vector<GemmPoint> MedianOverSteps(const std::vector<std::vector<GemmPoint>>& steps);
 std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const ModelSpec& m, int seq,
                                            const std::vector<int>& mbs);
 

@@ -247,6 +247,36 @@ TEST(ProfilerSteps, InStepGemmsCoverThePlannersLinearGemms) {
   EXPECT_TRUE(MeasureModelSteps(cfg, *m, 32, {2})[0].in_step_gemms.empty());
 }
 
+// A shape's in-step time is the median over steps of each step's time per
+// call: one step whose call of a shape was descheduled (4x, as seen on a
+// shared VM) does not move it, a shape every step runs slower does, and a
+// shape missing from some steps keeps the samples it has.
+TEST(ProfilerSteps, InStepGemmTimesAreMediansOverSteps) {
+  auto point = [](int64_t m, int64_t n, int64_t k, double s) {
+    GemmPoint g;
+    g.m = m, g.n = n, g.k = k, g.seconds = s;
+    return g;
+  };
+  std::vector<std::vector<GemmPoint>> steps;
+  for (int i = 0; i < 7; ++i) {
+    const double hiccup = i == 3 ? 4.0 : 1.0;
+    std::vector<GemmPoint> step = {point(256, 64, 256, 90e-6 * hiccup), point(256, 256, 64, (100 + i) * 1e-6)};
+    if (i % 2 == 0) step.push_back(point(64, 64, 64, 5e-6));
+    steps.push_back(step);
+  }
+  const std::vector<GemmPoint> out = MedianOverSteps(steps);
+  ASSERT_EQ(out.size(), 3u);
+  auto time_of = [&](int64_t m, int64_t n, int64_t k) {
+    for (const GemmPoint& g : out)
+      if (g.m == m && g.n == n && g.k == k) return g.seconds;
+    return -1.0;
+  };
+  EXPECT_DOUBLE_EQ(time_of(256, 64, 256), 90e-6);
+  EXPECT_DOUBLE_EQ(time_of(256, 256, 64), 103e-6);
+  EXPECT_DOUBLE_EQ(time_of(64, 64, 64), 5e-6);
+  EXPECT_TRUE(MedianOverSteps({}).empty());
+}
+
 // Unmeasured shapes are priced from the median of the measured shapes of
 // the same FLOPs: two skinny shapes (n or k = 4) four times slower than
 // three square-ish ones of 2^19 FLOPs set neither that size's price nor,
