@@ -15,14 +15,12 @@
 #include "planner/spec/capabilities.h"
 #include "planner/validate/case.h"
 #include "tests/planner/test_models.h"
+#include "tests/planner/test_profiles.h"
 
 namespace dt {
 namespace {
 
-const HardwareProfile& A100() {
-  static const HardwareProfile p = LoadProfile("a100").value();
-  return p;
-}
+using testing_profiles::A100;
 
 PlanSpec Dp8(const ModelSpec& m, bool fused) {
   PlanSpec p;
