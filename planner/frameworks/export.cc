@@ -16,6 +16,15 @@ std::string Header(const char* what, const PlanFile& f) {
 
 bool Bf16(const PlanFile& f) { return f.cluster.device != "cpu"; }
 
+// The loss kernel dtplan priced (PlanSpec::cross_entropy_fusion is
+// Megatron-LM's switch) against what a framework without that switch runs.
+std::string LossNote(const PlanSpec& p, const std::string& theirs) {
+  return std::string("the loss was priced as ") +
+         (p.cross_entropy_fusion ? "one fused pass over the logits (Megatron-LM's --cross-entropy-loss-fusion)"
+                                 : "Megatron-LM's unfused cross-entropy (six PyTorch passes over the logits)") +
+         "; " + theirs + ", not exactly the kernel priced (docs/simulator.md \"The loss\")";
+}
+
 StatusOr<FrameworkExport> ExportMegatron(const PlanFile& f) {
   FrameworkExport out;
   DT_ASSIGN_OR_RETURN(std::vector<CliFlag> flags, MegatronArgs(f.model, f.plan, Bf16(f), &out.notes));
@@ -123,6 +132,8 @@ StatusOr<FrameworkExport> ExportTorchtitan(const PlanFile& f) {
   if (p.zero_stage == 2)
     out.notes.push_back("ZeRO-2 maps to FSDP with fsdp_reshard_after_forward = \"never\" (parameters stay gathered "
                         "from forward to backward)");
+  out.notes.push_back(LossNote(p, "torchtitan's loss is PyTorch's cross_entropy on the logits cast to fp32 (a "
+                                  "log-softmax pass and its backward)"));
   out.launch = TorchrunLaunchLines(f.cluster, "-m torchtitan.train --job.config_file job.toml");
   return out;
 }
@@ -170,6 +181,7 @@ StatusOr<FrameworkExport> ExportDeepSpeed(const PlanFile& f) {
     out.notes.push_back("selective recompute of [" + RecomputeModulesString(p.recompute_modules, ", ") +
                         "] is model code in DeepSpeed: wrap each of those blocks of every layer in "
                         "deepspeed.checkpointing.checkpoint (no config key)");
+  out.notes.push_back(LossNote(p, "DeepSpeed runs the model code's loss"));
   if (p.tp > 1) out.notes.push_back("tensor parallelism is DeepSpeed AutoTP training (tensor_parallel.autotp_size, DeepSpeed >= 0.16.4)");
   out.notes.push_back("train_batch_size = micro batch x gradient accumulation x data-parallel size (" +
                       Str(p.micro_batch) + " x " + Str(p.num_microbatches) + " x " + Str(p.dp) + ")");

@@ -160,6 +160,7 @@ expect 2 "torchtitan cannot run this model: no GPT-2/GPT-3 model" -- "$DTPLAN" e
 expect 2 "--to 'jax' is unknown" -- "$DTPLAN" export --plan "$T/p3.json" --to jax
 expect 0 "torchtitan" -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --framework torchtitan --out "$T/tt.json"
 expect 0 "data_parallel_shard_degree" -- "$DTPLAN" export --plan "$T/tt.json" --to torchtitan
+expect 0 "the loss was priced as one fused pass over the logits" -- "$DTPLAN" export --plan "$T/tt.json" --to torchtitan
 expect 0 "run it in a framework" -- "$DTPLAN" --model "$M/gpt3-175b.json" --nodes 8 --gpus 8 --framework deepspeed --out "$T/ds.json"
 expect 0 '"train_micro_batch_size_per_gpu"' -- "$DTPLAN" export --plan "$T/ds.json" --to deepspeed
 expect 0 "wrote" -- "$DTPLAN" --model "$M/gpt3-175b.json" --nodes 8 --gpus 8 --tp 8 --pp 8 --vpp 2 --schedule interleaved --no-sp --out "$T/il.json"
