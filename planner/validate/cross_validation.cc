@@ -21,14 +21,36 @@ void SetLargeGemmPoints(HardwareProfile* p, const std::vector<double>& y) {
     if (c.x[i] >= 17e9) c.y[i] = y[j++];
 }
 
-// Sum of absolute relative errors and count, per source.
+// Sum of absolute relative errors, of their squares, and count, per source.
 struct ErrorSum {
   double sum = 0;
+  double sumsq = 0;
   int n = 0;
 };
 using SourceErrors = std::map<std::string, ErrorSum>;
 
 double MapeOf(const ErrorSum& e) { return e.n > 0 ? e.sum / e.n : 0.0; }
+
+// Squared standard error of a source's MAPE (the sample variance of its
+// cases' absolute errors over their count); 0 for fewer than two cases.
+double MapeVariance(const ErrorSum& e) {
+  if (e.n < 2) return 0.0;
+  const double mean = e.sum / e.n;
+  const double var = std::max(0.0, (e.sumsq - e.n * mean * mean) / (e.n - 1));
+  return var / e.n;
+}
+
+// How far a setting lies from the source values: per knob, the distance in
+// units of the knob's grid span, summed.
+double DistanceFromSource(const std::vector<const CvKnob*>& ks, const std::vector<double>& setting) {
+  double d = 0;
+  for (size_t i = 0; i < ks.size(); ++i) {
+    const auto [lo, hi] = std::minmax_element(ks[i]->grid.begin(), ks[i]->grid.end());
+    const double span = *hi > *lo ? *hi - *lo : 1.0;
+    d += std::fabs(setting[i] - ks[i]->source_value) / span;
+  }
+  return d;
+}
 
 // Every combination of the knobs' grid values (first knob slowest), plus the
 // source values as the last setting.
@@ -61,6 +83,7 @@ StatusOr<SourceErrors> Score(const std::vector<ValidationCase>& cases,
     if (!r.skipped.empty()) continue;
     ErrorSum& s = e[cases[i].source];
     s.sum += std::fabs(r.error);
+    s.sumsq += r.error * r.error;
     ++s.n;
   }
   return e;
@@ -143,22 +166,45 @@ StatusOr<CvReport> CrossValidate(const std::vector<ValidationCase>& cases, const
     }
   }
 
-  // The best setting of each profile without `left_out` ("" = none left out):
-  // least mean over the remaining sources of their MAPE; the source values
-  // (last setting) when no source remains.
+  // The setting of each profile fitted without `left_out` ("" = none left
+  // out). The objective is the mean over the remaining sources of their MAPE;
+  // its standard error comes from the spread of each source's case errors.
+  // One-standard-error rule (Hastie, Tibshirani and Friedman, The Elements
+  // of Statistical Learning, 2nd ed., section 7.10): of the settings whose
+  // objective is within one standard error of the least, the one nearest
+  // the source values is taken (then the lower objective, then the first),
+  // so a knob the remaining data cannot pin down keeps its cited value
+  // instead of drifting to wherever noise puts the minimum. The source
+  // values (last setting) when no source remains.
   auto fit = [&](const std::string& left_out) {
     std::map<std::string, size_t> choice;
     for (const auto& [name, t] : tables) {
-      size_t best = t.settings.size() - 1;
-      double best_obj = std::numeric_limits<double>::infinity();
-      for (size_t i = 0; i + 1 < t.settings.size(); ++i) {
-        double sum = 0;
+      const size_t n_set = t.settings.size();
+      std::vector<double> obj(n_set, std::numeric_limits<double>::infinity()), se(n_set, 0.0);
+      size_t best = 0;
+      for (size_t i = 0; i < n_set; ++i) {
+        double sum = 0, var = 0;
         int n = 0;
         for (const auto& [s, e] : t.errors[i])
-          if (s != left_out && e.n > 0) sum += MapeOf(e), ++n;
-        if (n > 0 && sum / n < best_obj) best_obj = sum / n, best = i;
+          if (s != left_out && e.n > 0) sum += MapeOf(e), var += MapeVariance(e), ++n;
+        if (n == 0) continue;
+        obj[i] = sum / n;
+        se[i] = std::sqrt(var) / n;
+        if (obj[i] < obj[best]) best = i;
       }
-      choice[name] = best;
+      if (!std::isfinite(obj[best])) {
+        choice[name] = n_set - 1;
+        continue;
+      }
+      const double limit = obj[best] + se[best];
+      size_t pick = best;
+      double pick_d = DistanceFromSource(t.knobs, t.settings[best]);
+      for (size_t i = 0; i < n_set; ++i) {
+        if (!(obj[i] <= limit)) continue;
+        const double d = DistanceFromSource(t.knobs, t.settings[i]);
+        if (d < pick_d - 1e-12 || (std::fabs(d - pick_d) <= 1e-12 && obj[i] < obj[pick])) pick = i, pick_d = d;
+      }
+      choice[name] = pick;
     }
     return choice;
   };

@@ -8,12 +8,17 @@
 //
 // The parameters ("knobs") are physical quantities with a source value:
 // each is searched exhaustively over a fixed grid (jointly per GPU profile,
-// since a case reads only its own GPU's profile), minimizing the mean over
-// sources of each source's MAPE (every source weighs the same, however many
-// cases it has). A GPU with no cases left to fit keeps its source values
+// since a case reads only its own GPU's profile). The objective is the mean
+// over sources of each source's MAPE (every source weighs the same, however
+// many cases it has); its standard error comes from the spread of each
+// source's case errors. Of the settings within one standard error of the
+// least objective, the one nearest the source values is taken (the
+// one-standard-error rule), so a knob the fitting data cannot pin down keeps
+// its cited value. A GPU with no cases left to fit keeps its source values
 // (the numbers from the cited public sources, before any calibration).
-// Deterministic: grids and sources are ordered; ties pick the first grid
-// point. Errors: a profile that fails to load or a validation failure.
+// Deterministic: grids and sources are ordered; ties pick the lower
+// objective, then the first setting. Errors: a profile that fails to load or
+// a validation failure.
 #pragma once
 
 #include <functional>

@@ -70,6 +70,31 @@ check "$V/published-fp8.json" 4.4 llama-h4096-l32 0.95
 check "$SRC/examples/validation/published-moe.json" 17.6 llama-h4096-l94 0.96
 check "$SRC/examples/validation/published-dense.json" 7.2
 
+# Leave-one-source-out cross-validation over the three A100/H100 sources of
+# shared/ (docs/validation.md "Cross-validation"): the left-out mean, 9.5%
+# since the one-standard-error rule (sixteenth session), plus 0.3 points.
+if [ -f "$V/published-calibration.json" ] && [ -f "$V/vtrain/ground_truth_single.csv" ] &&
+   [ -f "$V/vtrain/ground_truth_multi.csv" ]; then
+  if ! cv=$("$DTPLAN" validate --cv --cases "$V/published-calibration.json" \
+        --cases "$V/vtrain/ground_truth_single.csv" --cases "$V/vtrain/ground_truth_multi.csv" 2>/dev/null); then
+    echo "FAIL: dtplan validate --cv exited non-zero"
+    failed=1
+  else
+    checked=$((checked + 1))
+    if ! python3 -c '
+import re, sys
+m = re.search(r"^mean over sources\s+(\S+)%\s+(\S+)%\s+(\S+)%", sys.stdin.read(), re.M)
+if not m:
+    print("FAIL: no mean line in the cross-validation output"); sys.exit(1)
+left = float(m.group(3))
+print("cross-validation, three sources: left-out mean %.1f%% (limit 9.8%%)" % left)
+if not left <= 9.8:
+    print("FAIL: cross-validated error above the guard; if the change is right, update docs/validation.md and this guard")
+    sys.exit(1)
+' <<<"$cv"; then failed=1; fi
+  fi
+fi
+
 if [ "$checked" -eq 0 ]; then
   echo "no validation data found: nothing checked"
   exit 77
