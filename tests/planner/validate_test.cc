@@ -405,29 +405,47 @@ TEST(JsonCases, Fp8AndNonFittingCasesAreScored) {
 namespace dt {
 namespace {
 
+// Cases read from a vTrain-style CSV whose "measurements" are the A100
+// profile's own predictions at host_overhead_s = 40 us, each times
+// noise[i] (none: exact), alternating between sources "even" and "odd".
+std::vector<ValidationCase> CasesMadeAt40us(const char* file, const char* csv, const std::vector<double>& noise) {
+  auto read = ReadVtrainCsv(WriteTemp(file, csv));
+  EXPECT_TRUE(read.ok()) << read.status().message();
+  if (!read.ok()) return {};
+  std::vector<ValidationCase> cases = *read;
+  auto truth = LoadProfile("A100-SXM4-80GB");
+  EXPECT_TRUE(truth.ok());
+  if (!truth.ok()) return {};
+  truth->compute.host_overhead_s = 40e-6;
+  std::map<std::string, HardwareProfile> profs = {{"A100-SXM4-80GB", *truth}};
+  ValidationOptions vo;
+  vo.profiles = &profs;
+  auto gen = RunValidation(cases, vo);
+  EXPECT_TRUE(gen.ok()) << gen.status().message();
+  if (!gen.ok()) return {};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    cases[i].source = i % 2 ? "odd" : "even";
+    cases[i].measured_s = gen->cases[i].predicted_s * (i < noise.size() ? noise[i] : 1.0);
+  }
+  return cases;
+}
+
+std::vector<CvKnob> HostOverheadKnob() {
+  std::vector<CvKnob> knobs;
+  for (const CvKnob& k : CalibratedKnobs())
+    if (k.profile == "A100-SXM4-80GB" && k.name == "host_overhead_s") knobs.push_back(k);
+  return knobs;
+}
+
 // Cross-validation recovers a parameter that really generated the data:
 // "measurements" are the predictions of the A100 profile with a host
 // overhead of 40 us, split into two sources; every fold must refit 40 us
 // and score its left-out source with (near) zero error, while the shipped
 // profile (80 us) does not.
 TEST(CrossValidation, RecoversTheParameterThatMadeTheData) {
-  auto read = ReadVtrainCsv(WriteTemp("cv.csv", kCsv));
-  ASSERT_TRUE(read.ok()) << read.status().message();
-  std::vector<ValidationCase> cases = *read;
-  for (size_t i = 0; i < cases.size(); ++i) cases[i].source = i % 2 ? "odd" : "even";
-  auto truth = LoadProfile("A100-SXM4-80GB");
-  ASSERT_TRUE(truth.ok());
-  truth->compute.host_overhead_s = 40e-6;
-  std::map<std::string, HardwareProfile> profs = {{"A100-SXM4-80GB", *truth}};
-  ValidationOptions vo;
-  vo.profiles = &profs;
-  auto gen = RunValidation(cases, vo);
-  ASSERT_TRUE(gen.ok()) << gen.status().message();
-  for (size_t i = 0; i < cases.size(); ++i) cases[i].measured_s = gen->cases[i].predicted_s;
-
-  std::vector<CvKnob> knobs;
-  for (const CvKnob& k : CalibratedKnobs())
-    if (k.profile == "A100-SXM4-80GB" && k.name == "host_overhead_s") knobs.push_back(k);
+  const std::vector<ValidationCase> cases = CasesMadeAt40us("cv.csv", kCsv, {});
+  ASSERT_EQ(cases.size(), 3u);
+  const std::vector<CvKnob> knobs = HostOverheadKnob();
   ASSERT_EQ(knobs.size(), 1u);
   auto rep = CrossValidate(cases, knobs, 1);
   ASSERT_TRUE(rep.ok()) << rep.status().message();
@@ -457,34 +475,20 @@ TEST(CrossValidation, KeepsTheSourceValueWhereTheDataCannotTellTheGridApart) {
       "4,16,2,4096,32,4,2048,1,2,2,1\n"
       "8,32,4,4096,32,4,2048,2,2,2,1\n"
       "8,32,4,4096,32,4,2048,4,2,1,1\n";
-  auto read = ReadVtrainCsv(WriteTemp("cv_noisy.csv", csv));
-  ASSERT_TRUE(read.ok()) << read.status().message();
-  std::vector<ValidationCase> cases = *read;
+  const std::vector<ValidationCase> cases =
+      CasesMadeAt40us("cv_noisy.csv", csv, {1.30, 0.75, 1.10, 0.90, 1.25, 0.80, 1.05, 0.95});
   ASSERT_EQ(cases.size(), 8u);
-  const double noise[] = {1.30, 0.75, 1.10, 0.90, 1.25, 0.80, 1.05, 0.95};
-  auto truth = LoadProfile("A100-SXM4-80GB");
-  ASSERT_TRUE(truth.ok());
-  truth->compute.host_overhead_s = 40e-6;
-  std::map<std::string, HardwareProfile> profs = {{"A100-SXM4-80GB", *truth}};
-  ValidationOptions vo;
-  vo.profiles = &profs;
-  auto gen = RunValidation(cases, vo);
-  ASSERT_TRUE(gen.ok()) << gen.status().message();
-  for (size_t i = 0; i < cases.size(); ++i) {
-    cases[i].source = i % 2 ? "odd" : "even";
-    cases[i].measured_s = gen->cases[i].predicted_s * noise[i];
-  }
-  std::vector<CvKnob> knobs;
-  for (const CvKnob& k : CalibratedKnobs())
-    if (k.profile == "A100-SXM4-80GB" && k.name == "host_overhead_s") knobs.push_back(k);
+  const std::vector<CvKnob> knobs = HostOverheadKnob();
   ASSERT_EQ(knobs.size(), 1u);
   const double source = knobs[0].source_value;
 
   // The plain least of the objective (mean over the two sources of their
   // MAPE) is not the source value: the rule is what keeps it.
+  auto a100 = LoadProfile("A100-SXM4-80GB");
+  ASSERT_TRUE(a100.ok());
   double least = 1e9, argmin = -1;
   for (double v : knobs[0].grid) {
-    std::map<std::string, HardwareProfile> p = {{"A100-SXM4-80GB", *truth}};
+    std::map<std::string, HardwareProfile> p = {{"A100-SXM4-80GB", *a100}};
     knobs[0].apply(&p.at("A100-SXM4-80GB"), v);
     ValidationOptions o;
     o.profiles = &p;
