@@ -40,6 +40,7 @@ struct DimensionOptions {
   bool tp_comm_overlap = false;  // --tp-comm-overlap
   std::string attention_kernel;  // --attention-kernel: "" / default, or cudnn
   bool no_overlap_grad_reduce = false;  // --no-overlap-grad-reduce
+  bool no_overlap_p2p_comm = false;     // --no-overlap-p2p-comm
 };
 // Copies the fixed dimensions into k; InvalidArgument for a bad
 // --schedule / --recompute value.

@@ -92,6 +92,7 @@ int RunFromMegatron(const PlanOptions& o) {
   k.moe_a2a_overlap = mine.moe_a2a_overlap;  // and combined 1F1B when the job has it
   k.tp_comm_overlap = mine.tp_comm_overlap;  // and TP overlap wherever the plan has tp > 1 and SP
   k.overlap_grad_reduce = mine.overlap_grad_reduce;  // and the job's gradient-reduction overlap
+  k.overlap_p2p_comm = mine.overlap_p2p_comm;  // and its pipeline-send overlap
   k.fp8_param_gather = mine.fp8_param_gather;  // and FP8 parameters
   k.fp8_recipe = mine.fp8_recipe;  // and the job's FP8 scaling recipe
   k.adam_moment_bytes = mine.adam_moment_bytes;  // and the job's Adam moment dtype

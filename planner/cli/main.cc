@@ -74,6 +74,10 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
   app->add_flag("--no-overlap-grad-reduce", d->no_overlap_grad_reduce,
                 "start the data-parallel gradient reduction after the whole backward, as Megatron-LM runs "
                 "without --overlap-grad-reduce (default: overlapped with the last backward, in buckets)");
+  app->add_flag("--no-overlap-p2p-comm", d->no_overlap_p2p_comm,
+                "interleaved GPU plans: every pipeline send blocks its stage's compute until done, as Megatron-LM "
+                "runs with --no-overlap-p2p-communication (default: overlapped, Megatron-LM's default; schedules "
+                "without interleaving always block on GPUs, never in dtrun)");
   app->add_flag("--fp8-param-gather", d->fp8_param_gather,
                 "FP8 plans: keep the linear weights in FP8 and all-gather them in FP8 (Megatron-LM's "
                 "--fp8-param-gather; plans with the distributed optimizer, zero 1, only; default off, as in "

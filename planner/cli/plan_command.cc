@@ -40,6 +40,7 @@ Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
   k->tp_comm_overlap = d.tp_comm_overlap;
   k->cudnn_attention = d.attention_kernel == "cudnn";
   k->overlap_grad_reduce = !d.no_overlap_grad_reduce;
+  k->overlap_p2p_comm = !d.no_overlap_p2p_comm;
   k->fp8_param_gather = d.fp8_param_gather;
   if (!d.adam_moments.empty()) k->adam_moment_bytes = d.adam_moments == "bf16" ? 2 : 0;
   if (d.sp_on) k->sequence_parallel = true;

@@ -159,6 +159,9 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
       break;
   }
   if (p.dp * p.cp > 1 && p.overlap_grad_reduce) add("--overlap-grad-reduce");  // the bucketed overlap dtplan prices
+  // Interleaved sends overlap compute by default in Megatron-LM (since 2024);
+  // a plan priced with blocking sends says so (PlanSpec::overlap_p2p_comm).
+  if (p.schedule == Schedule::kInterleaved && !p.overlap_p2p_comm) add("--no-overlap-p2p-communication");
   if (p.adam_moment_bytes == 2) {  // bf16 Adam moments (TE FusedAdam; needs the distributed optimizer)
     add("--use-precision-aware-optimizer");
     add("--exp-avg-dtype", "bf16");

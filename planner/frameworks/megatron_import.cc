@@ -37,7 +37,8 @@ const std::set<std::string> kBoolFlags = {
     "--moe-grouped-gemm", "--multi-latent-attention", "--moe-enable-deepep",
     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--fp8-param-gather",
     "--overlap-moe-expert-parallel-comm", "--moe-layer-recompute", "--qk-layernorm",
-    "--use-precision-aware-optimizer", "--tp-comm-overlap", "--cross-entropy-loss-fusion"};
+    "--use-precision-aware-optimizer", "--tp-comm-overlap", "--cross-entropy-loss-fusion",
+    "--no-overlap-p2p-communication", "--overlap-p2p-communication", "--overlap-p2p-communication-warmup-flush"};
 // Flags that change neither the memory nor the step time dtplan predicts:
 // data, tokenizer files, checkpoints, logging, learning-rate schedule,
 // optimizer hyper-parameters, initialization, kernel fusion switches.
@@ -709,6 +710,13 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
   // Without --overlap-grad-reduce (Megatron-LM's default) the reduction
   // runs after the whole backward: priced so (PlanSpec::overlap_grad_reduce).
   p.overlap_grad_reduce = has("--overlap-grad-reduce") || p.dp * p.cp == 1;
+  // Interleaved sends overlap the next chunk's compute unless
+  // --no-overlap-p2p-communication (Megatron-LM's default since 2024;
+  // releases before it had the opt-in --overlap-p2p-communication, also
+  // accepted); other schedules block whatever the flags say.
+  // --overlap-p2p-communication-warmup-flush extends the overlap to the
+  // warmup and flush, which the overlapped plan already assumes.
+  p.overlap_p2p_comm = !has("--no-overlap-p2p-communication");
   DT_RETURN_IF_ERROR(Validate(p, m, "the Megatron-LM command"));
   return job;
 }

@@ -146,13 +146,14 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
           break;
         }
         case ActionKind::kSendAct: {
-          sim::TaskId x = e->AddTask(fwd_link[s], costs.p2p, kCatP2p, nm("act", mb, ch));
+          // A blocking send occupies the sender's compute stream (PlanCosts::blocking_sends).
+          sim::TaskId x = e->AddTask(costs.blocking_sends ? cs : fwd_link[s], costs.p2p, kCatP2p, nm("act", mb, ch));
           e->AddDep(fwd_last.at(mb, ch), x);
           act_xfer.at(mb, ch) = x;
           break;
         }
         case ActionKind::kSendGrad: {
-          sim::TaskId x = e->AddTask(bwd_link[s], costs.p2p, kCatP2p, nm("grad", mb, ch));
+          sim::TaskId x = e->AddTask(costs.blocking_sends ? cs : bwd_link[s], costs.p2p, kCatP2p, nm("grad", mb, ch));
           e->AddDep(bwd_last.at(mb, ch), x);
           grad_xfer.at(mb, ch) = x;
           break;
@@ -221,6 +222,7 @@ TimeBreakdown ReadBreakdown(const Lowered& l, const sim::Engine& e) {
   b.tp_exposed = e.BusyTime(cs, kCatTpComm);
   b.optimizer = e.BusyTime(cs, kCatOptimizer);
   b.dp_exposed = e.BusyTime(cs, kCatDpComm);  // blocking ZeRO-2/3 collectives
+  b.pp_exposed = e.BusyTime(cs, kCatP2p);     // blocking pipeline sends
   // Idle gaps on the compute stream that a transfer or a sync explains.
   for (const auto& w : l.waits[crit]) {
     if (w.dep < 0) continue;

@@ -200,6 +200,11 @@ enum class Executor { kFramework, kDtrun };
 Executor ExecutorOf(const HardwareProfile& hw) { return hw.device.kind == "cpu" ? Executor::kDtrun : Executor::kFramework; }
 }  // namespace
 
+bool BlockingSends(const PlanSpec& p, const HardwareProfile& hw) {
+  if (ExecutorOf(hw) == Executor::kDtrun) return false;
+  return p.schedule != Schedule::kInterleaved || !p.overlap_p2p_comm;
+}
+
 PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
                            const HardwareProfile& hw) {
   const int e = hw.device.bytes_per_element();
@@ -384,6 +389,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     }
   }
   pc.p2p = p.pp > 1 ? P2PTime(ActivationMessageBytes(m, p, e), pipe.spans_nodes, hw) : 0;
+  pc.blocking_sends = BlockingSends(p, hw);
   if (p.pp > 1)
     pc.outside_profile |= CollectiveOutsideProfile(CollKind::kSendRecv, ActivationMessageBytes(m, p, e), 2,
                                                    1, pipe.spans_nodes, hw);

@@ -48,11 +48,20 @@ struct EpOverlapCost {
 struct PlanCosts {
   std::vector<ChunkCost> chunks;       // indexed by model chunk
   double p2p = 0;                      // one activation (or its gradient) between stages
+  // The sender's compute stream waits for each pipeline send (BlockingSends).
+  bool blocking_sends = false;
   std::vector<double> optimizer;       // optimizer step per pipeline stage
   int num_buckets_last = 1;            // DP buckets per chunk (overlap granularity)
   bool outside_profile = false;        // some point lay outside a measured profile's range
   EpOverlapCost ep_overlap;            // filled for MoE plans with ep > 1 and moe_a2a_overlap
 };
+
+// Whether a plan's pipeline sends block the sending stage: framework (GPU)
+// plans without interleaving (Megatron-LM's 1F1B and DeepSpeed's pipeline
+// engine wait on every send before the next compute) and interleaved ones
+// without PlanSpec::overlap_p2p_comm. dtrun (CPU plans) sends with
+// MPI_Isend and never blocks.
+bool BlockingSends(const PlanSpec& p, const HardwareProfile& hw);
 
 // Exposed EP all-to-all time of the forward of chunk `fwd_chunk` paired with
 // the backward of chunk `bwd_chunk` under combined 1F1B: layer pairs at

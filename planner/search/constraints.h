@@ -46,6 +46,8 @@ struct SearchConstraints {
   bool cudnn_attention = false;
   // PlanSpec::overlap_grad_reduce: copied into every plan, not searched.
   bool overlap_grad_reduce = true;
+  // PlanSpec::overlap_p2p_comm: copied into every plan, not searched.
+  bool overlap_p2p_comm = true;
   // --fp8-param-gather (PlanSpec::fp8_param_gather): FP8 plans with the
   // distributed optimizer keep FP8 parameters; plans with another ZeRO
   // stage are rejected with why. Off by default, as in Megatron-LM, and not

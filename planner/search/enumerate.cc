@@ -258,6 +258,7 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   // DeepSpeed overlaps the gradient reduction with the
                   // backward only under ZeRO without a pipeline
                   // (DeepSpeedOverlapsGradReduce): its plans are priced so.
+                  p.overlap_p2p_comm = k.overlap_p2p_comm;
                   p.overlap_grad_reduce = k.overlap_grad_reduce &&
                                           (k.framework != Framework::kDeepSpeed || DeepSpeedOverlapsGradReduce(z, pp));
                   if (p.moe_a2a_overlap) {

@@ -419,6 +419,7 @@ json ToJson(const PlanSpec& p) {
   if (!p.cross_entropy_fusion) j["cross_entropy_loss_fusion"] = false;               // absent: true
   if (p.cudnn_attention) j["attention_kernel"] = "cudnn";                           // absent: the profile's default
   if (!p.overlap_grad_reduce) j["overlap_grad_reduce"] = false;                     // absent: true
+  if (!p.overlap_p2p_comm) j["overlap_p2p_comm"] = false;                           // absent: true
   if (p.recompute_modules != kDefaultRecomputeModules)                              // absent: [core_attn]
     j["recompute_modules"] = RecomputeModuleNames(p.recompute_modules);
   if (p.recompute_num_layers > 0) j["recompute_num_layers"] = p.recompute_num_layers;  // absent: every layer
@@ -484,6 +485,7 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   p.tp_comm_overlap = r.BoolOr("tp_comm_overlap", false);
   p.cross_entropy_fusion = r.BoolOr("cross_entropy_loss_fusion", true);
   p.overlap_grad_reduce = r.BoolOr("overlap_grad_reduce", true);
+  p.overlap_p2p_comm = r.BoolOr("overlap_p2p_comm", true);
   if (r.Has("attention_kernel")) {
     auto ak = ParseAttentionKernel(r.Str("attention_kernel"));
     if (!ak.ok()) r.Fail("'attention_kernel': " + ak.status().message());
@@ -608,6 +610,7 @@ std::string Describe(const PlanSpec& p) {
   if (!p.cross_entropy_fusion) os << " unfused-ce";
   if (p.cudnn_attention) os << " cudnn-attn";
   if (!p.overlap_grad_reduce) os << " grad-sync-after-backward";
+  if (!p.overlap_p2p_comm && p.schedule == Schedule::kInterleaved) os << " p2p-blocking";
   if (UnevenSplit(p)) {
     os << " layers=";
     const std::vector<int>& l = p.layers_per_chunk;

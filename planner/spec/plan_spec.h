@@ -207,6 +207,18 @@ struct PlanSpec {
   // default) - the schedule (build_schedule.h) puts every kGradSync after
   // the last backward, so dtrun and the simulator both run it that way.
   bool overlap_grad_reduce = true;
+  // Pipeline sends of interleaved plans overlap the next chunk's compute:
+  // true, the default (Megatron-LM's default since 2024, its
+  // --no-overlap-p2p-communication turning it off; NeMo's launcher configs
+  // and Megatron-Bridge set overlap_p2p_comm for interleaved plans). false:
+  // every send blocks its stage's compute stream until it is done, as in
+  // Megatron-LM with that flag or before the option existed (2021:
+  // p2p_communication waited on every request). Framework schedules without
+  // interleaving always block (Megatron-LM turns the overlap off for them;
+  // DeepSpeed's pipeline engine), whatever this says; dtrun never blocks
+  // (MPI_Isend). Only GPU plans read it (planner/lower/plan_costs.cc
+  // BlockingSends). Never searched.
+  bool overlap_p2p_comm = true;
   // Bytes per stored and reduced gradient element; 0: the profile's dtype
   // (2 for bf16, 4 for fp32). 4 on a bf16 profile: fp32 main gradients, as
   // Megatron-LM keeps them by default (planner/frameworks, docs/frameworks.md).

@@ -153,6 +153,11 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   const bool unfused_loss_era =
       source.find("SC21") != std::string::npos || source.rfind("NVIDIA/NeMo docs/source/performance", 0) == 0;
   k.cross_entropy_fusion = p.BoolOr("cross_entropy_loss_fusion", !unfused_loss_era);
+  // Interleaved pipeline sends overlapped with compute (PlanSpec::
+  // overlap_p2p_comm): yes unless the case says otherwise or its software
+  // had no such option (Megatron-LM 2021, SC21: p2p_communication waited on
+  // every send and then synchronized the device).
+  k.overlap_p2p_comm = p.BoolOr("overlap_p2p_comm", source.find("SC21") == std::string::npos);
   if (p.Has("sequence_parallel")) k.sequence_parallel = p.BoolOr("sequence_parallel", false);
   int zero = static_cast<int>(p.IntOr("zero_stage", 0));
   if (p.BoolOr("distributed_optimizer", false)) zero = std::max(zero, 1);

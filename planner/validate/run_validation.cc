@@ -82,6 +82,7 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     p.tp_comm_overlap = k.tp_comm_overlap;
     p.cudnn_attention = k.cudnn_attention;
     p.overlap_grad_reduce = k.overlap_grad_reduce;
+    p.overlap_p2p_comm = k.overlap_p2p_comm;
     p.adam_moment_bytes = k.adam_moment_bytes;
     if (c.dp_bucket_bytes > 0) p.dp_bucket_bytes = c.dp_bucket_bytes;
     p.layers_per_chunk = c.layers_per_chunk.empty() ? EvenSplit(m.num_layers, p.pp * p.vpp) : c.layers_per_chunk;

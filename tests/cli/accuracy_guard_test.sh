@@ -54,7 +54,8 @@ sys.exit(0 if ok else 1)
 '
 
 # Figures of 2026-11-27 (docs/validation.md "Results"), plus 0.3 points / 0.02;
-# since the unfused loss (fifteenth session): single 7.3, multi 6.7, published 1.9, FP8 4.1, MoE 17.3.
+# since the unfused loss (fifteenth session): single 7.3, multi 6.7, published 1.9, FP8 4.1, MoE 17.3;
+# since blocking pipeline sends (sixteenth session): published 1.7, 18.4B Spearman 0.800.
 check "$V/vtrain/ground_truth_single.csv" 7.6 \
   gpt-h1024-l12-s1024 0.965 \
   gpt-h1024-l16-s1024 0.965 \
@@ -64,15 +65,16 @@ check "$V/vtrain/ground_truth_single.csv" 7.6 \
   gpt-h2048-l16-s1024 0.965 \
   gpt-h2048-l20-s1024 0.965 \
   gpt-h2048-l24-s1024 0.965
-check "$V/vtrain/ground_truth_multi.csv" 7.0 gpt-h3072-l30-s2048 0.94 gpt-h6144-l40-s2048 0.77
-check "$V/published-calibration.json" 2.2
+check "$V/vtrain/ground_truth_multi.csv" 7.0 gpt-h3072-l30-s2048 0.94 gpt-h6144-l40-s2048 0.78
+check "$V/published-calibration.json" 2.0
 check "$V/published-fp8.json" 4.4 llama-h4096-l32 0.95
 check "$SRC/examples/validation/published-moe.json" 17.6 llama-h4096-l94 0.96
 check "$SRC/examples/validation/published-dense.json" 7.2
 
 # Leave-one-source-out cross-validation over the three A100/H100 sources of
-# shared/ (docs/validation.md "Cross-validation"): the left-out mean, 9.5%
-# since the one-standard-error rule (sixteenth session), plus 0.3 points.
+# shared/ (docs/validation.md "Cross-validation"): the left-out mean, 9.4%
+# since the one-standard-error rule and blocking pipeline sends (sixteenth
+# session), plus 0.3 points.
 if [ -f "$V/published-calibration.json" ] && [ -f "$V/vtrain/ground_truth_single.csv" ] &&
    [ -f "$V/vtrain/ground_truth_multi.csv" ]; then
   if ! cv=$("$DTPLAN" validate --cv --cases "$V/published-calibration.json" \
@@ -87,8 +89,8 @@ m = re.search(r"^mean over sources\s+(\S+)%\s+(\S+)%\s+(\S+)%", sys.stdin.read()
 if not m:
     print("FAIL: no mean line in the cross-validation output"); sys.exit(1)
 left = float(m.group(3))
-print("cross-validation, three sources: left-out mean %.1f%% (limit 9.8%%)" % left)
-if not left <= 9.8:
+print("cross-validation, three sources: left-out mean %.1f%% (limit 9.7%%)" % left)
+if not left <= 9.7:
     print("FAIL: cross-validated error above the guard; if the change is right, update docs/validation.md and this guard")
     sys.exit(1)
 ' <<<"$cv"; then failed=1; fi
