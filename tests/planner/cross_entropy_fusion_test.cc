@@ -14,6 +14,7 @@
 #include "planner/search/search.h"
 #include "planner/spec/capabilities.h"
 #include "planner/validate/case.h"
+#include "tests/planner/test_cases.h"
 #include "tests/planner/test_models.h"
 #include "tests/planner/test_profiles.h"
 
@@ -119,12 +120,7 @@ TEST(CrossEntropyFusion, SearchKeepsTheChoice) {
 // fused loss (Megatron-LM of SC21, NeMo 1.x's performance pages).
 TEST(CrossEntropyFusion, ValidationCasesDefaultBySource) {
   auto text = [](const std::string& source, const std::string& extra) {
-    return R"({"cases": [{"id": "x", "source": ")" + source + R"(",
-      "hardware": {"gpu": "A100-SXM4-80GB", "gpus_per_node": 8},
-      "model": {"family": "gpt", "num_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
-                "vocab_size": 512, "seq_length": 128},
-      "plan": {"tp": 1, "pp": 1, "dp": 8, "global_batch_size": 64)" +
-           extra + R"(}, "measured": {"iteration_time_s": 1}}]})";
+    return testing_cases::OneJsonCase(source, R"(, "tp": 1, "pp": 1, "dp": 8)" + extra, 2);
   };
   struct Row {
     std::string source, extra;

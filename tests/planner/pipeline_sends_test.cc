@@ -13,6 +13,7 @@
 #include "planner/lower/simulate.h"
 #include "planner/profile/profile.h"
 #include "planner/validate/case.h"
+#include "tests/planner/test_cases.h"
 #include "tests/planner/test_models.h"
 #include "tests/planner/test_profiles.h"
 
@@ -135,12 +136,7 @@ TEST(PipelineSends, MegatronRoundTripBothWays) {
 // software had no such option (Megatron-LM of SC21).
 TEST(PipelineSends, ValidationCasesDefaultBySource) {
   auto text = [](const std::string& source, const std::string& extra) {
-    return R"({"cases": [{"id": "x", "source": ")" + source + R"(",
-      "hardware": {"gpu": "A100-SXM4-80GB", "gpus_per_node": 8},
-      "model": {"family": "gpt", "num_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
-                "vocab_size": 512, "seq_length": 128},
-      "plan": {"tp": 1, "pp": 2, "dp": 4, "global_batch_size": 64)" +
-           extra + R"(}, "measured": {"iteration_time_s": 1}}]})";
+    return testing_cases::OneJsonCase(source, R"(, "tp": 1, "pp": 2, "dp": 4)" + extra, 4);
   };
   struct Row {
     std::string source, extra;
