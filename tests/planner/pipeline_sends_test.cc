@@ -135,9 +135,6 @@ TEST(PipelineSends, MegatronRoundTripBothWays) {
 // Validation cases: overlapped unless the case says otherwise or its
 // software had no such option (Megatron-LM of SC21).
 TEST(PipelineSends, ValidationCasesDefaultBySource) {
-  auto text = [](const std::string& source, const std::string& extra) {
-    return testing_cases::OneJsonCase(source, R"(, "tp": 1, "pp": 2, "dp": 4)" + extra, 4);
-  };
   struct Row {
     std::string source, extra;
     bool overlap;
@@ -145,12 +142,11 @@ TEST(PipelineSends, ValidationCasesDefaultBySource) {
               {"NVIDIA dgxc-benchmarking v25.02", "", true},
               {"yanring/Megatron-MoE-ModelZoo", R"(, "overlap_p2p_comm": false)", false},
               {"Narayanan et al. SC21", R"(, "overlap_p2p_comm": true)", true}};
-  for (const Row& r : rows) {
-    auto cases = JsonCasesFromText(text(r.source, r.extra), "t.json");
-    ASSERT_TRUE(cases.ok()) << cases.status().message();
-    ASSERT_EQ(cases->size(), 1u);
-    EXPECT_EQ((*cases)[0].constraints.overlap_p2p_comm, r.overlap) << r.source << r.extra;
-  }
+  for (const Row& r : rows)
+    EXPECT_EQ(testing_cases::OneCaseConstraints(r.source, R"(, "tp": 1, "pp": 2, "dp": 4)" + r.extra, 4)
+                  .overlap_p2p_comm,
+              r.overlap)
+        << r.source << r.extra;
 }
 
 }  // namespace

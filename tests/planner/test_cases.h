@@ -5,7 +5,11 @@
 // leading comma (e.g. R"(, "tp": 1, "pp": 2, "dp": 4)").
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <string>
+
+#include "planner/validate/case.h"
 
 namespace dt::testing_cases {
 
@@ -17,6 +21,19 @@ inline std::string OneJsonCase(const std::string& source, const std::string& pla
                 "vocab_size": 512, "seq_length": 128},
       "plan": {"global_batch_size": 64)" +
          plan_fields + R"(}, "measured": {"iteration_time_s": 1}}]})";
+}
+
+// The search constraints JsonCasesFromText reads from that one case; a
+// parse error fails the calling test (and returns the defaults).
+inline SearchConstraints OneCaseConstraints(const std::string& source, const std::string& plan_fields,
+                                            int num_layers) {
+  auto cases = JsonCasesFromText(OneJsonCase(source, plan_fields, num_layers), "t.json");
+  EXPECT_TRUE(cases.ok()) << cases.status().message();
+  if (!cases.ok() || cases->size() != 1) {
+    ADD_FAILURE() << "expected one case from source '" << source << "'";
+    return SearchConstraints{};
+  }
+  return (*cases)[0].constraints;
 }
 
 }  // namespace dt::testing_cases
