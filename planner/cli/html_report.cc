@@ -6,6 +6,7 @@
 
 #include "planner/cli/html_util.h"
 #include "planner/cli/report.h"
+#include "planner/validate/published_accuracy.h"
 
 namespace dt::cli {
 namespace {
@@ -203,6 +204,7 @@ std::string HtmlReport(const ModelSpec& m, const ClusterSpec& c, const HardwareP
        Fmt("%.3f", t.tp_exposed) + " + PP " + Fmt("%.3f", t.pp_exposed) + " + DP " + Fmt("%.3f", t.dp_exposed) +
        " + bubble " + Fmt("%.3f", t.bubble) + " + optimizer " + Fmt("%.3f", t.optimizer) +
        " (exposed times on the critical stage). One row per simulated stage and stream.</p>\n";
+  if (m.moe()) h += "<p class=\"note\">" + Esc(MoeAccuracyNote()) + "</p>\n";
   h += Timeline(trace, best_pred.step_time_s);
   h += "<h2>Memory per stage (best plan)</h2>\n" + MemoryBars(best_pred);
   h += "</body></html>\n";

@@ -7,6 +7,7 @@
 #include "planner/cost/layer_ops.h"
 #include "planner/cost/moe_ops.h"
 #include "planner/spec/capabilities.h"
+#include "planner/validate/published_accuracy.h"
 
 namespace dt::cli {
 namespace {
@@ -126,6 +127,7 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
   if (b.approximated_points)
     os << "  note: some GEMM, message or group sizes lie outside the profile's tabulated range; "
           "the nearest point's efficiency / bandwidth was used\n";
+  if (m.moe()) os << "  note: " << MoeAccuracyNote() << "\n";
   const PlanSpec& bp = r.top[0].plan;
   if (hw.device.kind == "gpu" &&
       UsesMegatronTorchSoftmax(m, bp, hw.device.bytes_per_element(), AttentionKernels::kMegatron))
@@ -157,6 +159,7 @@ json SearchToJson(const ModelSpec& m, const ClusterSpec& c, const HardwareProfil
             {"top", top}};
   if (r.closest)
     j["closest"] = {{"plan", ToJson(r.closest->plan)}, {"prediction", ToJson(r.closest->prediction)}};
+  if (m.moe()) j["accuracy_note"] = MoeAccuracyNote();
   return j;
 }
 

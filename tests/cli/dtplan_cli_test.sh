@@ -69,6 +69,15 @@ expect 0 "gpt2 \\(HF gpt2: gpt layout, 0.12B params" -- "$DTPLAN" --model "$H/gp
 # The bundled MoE example for CPU ranks: exact counts (tiny models print whole numbers), an ep=2 plan.
 expect 0 "mixtral-tiny \\(HF mixtral: llama layout, 205632 params" -- "$DTPLAN" --model "$M/mixtral-tiny.json" --nodes 1 --gpus 2 --device cpu --ep 2 --out "$T/moe.json"
 expect 0 "MoE      4 experts, top-2 routed: 205632 total, 131904 active" -- "$DTPLAN" --model "$M/mixtral-tiny.json" --nodes 1 --gpus 2 --device cpu --ep 2 --out "$T/moe.json"
+# MoE plans quote how far MoE step times were checked (planner/validate/published_accuracy.h,
+# its figures re-scored by PublishedAccuracy.*); dense plans do not.
+expect 0 "note: MoE step times are less certain than dense ones: against [0-9]+ published Megatron-LM MoE runs" -- "$DTPLAN" --model "$H/mixtral-8x7b.json" --nodes 2 --gpus 8 --profile h100 --top 1 --out "$T/moe-note.json"
+expect 0 '"accuracy_note": "MoE step times are less certain' -- "$DTPLAN" --model "$H/mixtral-8x7b.json" --nodes 2 --gpus 8 --profile h100 --top 1 --json --out "$T/moe-note.json"
+if "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --top 1 --out "$T/dense-note.json" 2>&1 | grep -q "MoE step times"; then
+  echo "FAIL: a dense plan carries the MoE accuracy note"; fails=$((fails + 1))
+else
+  echo "ok: a dense plan carries no MoE accuracy note"
+fi
 expect 2 "CPU runtime does not execute a layout beyond GPT-2" -- "$DTPLAN" --model "$H/opt-125m.json" --nodes 1 --gpus 2 --device cpu --out "$T/x.json"
 expect 2 "missing field 'hidden_size'" -- "$DTPLAN" --model <(echo '{"family":"gpt","num_layers":2,"num_attention_heads":2,"vocab_size":10,"seq_length":8}') --out "$T/x.json"
 expect 2 "'num_layers' must be an integer" -- "$DTPLAN" --model <(echo '{"family":"gpt","num_layers":"two","hidden_size":8,"num_attention_heads":2,"vocab_size":10,"seq_length":8}') --out "$T/x.json"
