@@ -88,7 +88,7 @@ struct ValidateOptions {
   DimensionOptions dims;     // with --execute: fixed dimensions
   int top = 8;               // plans to run, spread over the ranking (best always included)
   int steps = 6;
-  int rounds = 3;            // runs per plan, in rounds over all plans (ExecuteOptions::rounds)
+  int rounds = 5;            // runs per plan, in rounds over all plans (ExecuteOptions::rounds)
   bool speed_check = false;  // run `dtplan profile --speed-check` beside every plan (ExecuteOptions::speed_check)
   std::string dtrun;         // default: next to dtplan
   std::string work_dir;      // default: a fresh temp dir

@@ -154,7 +154,7 @@ static int Run(int argc, char** argv) {
   val_cmd->add_option("--rounds", val.rounds,
                       "with --execute: runs per plan, made in rounds over all plans (each plan once, then again); a "
                       "plan's time is the median of its runs, so a machine whose speed drifts slows every plan alike "
-                      "(default 3)")
+                      "(default 5: the median of five stands two runs a slow minute spoiled)")
       ->check(CLI::Range(1, 100));
   val_cmd->add_flag("--speed-check", val.speed_check,
                     "with --execute on a CPU profile measured by `dtplan profile`: right before every plan run, "
