@@ -48,11 +48,13 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
   if (p.tp_comm_overlap) comm.assign(ops.size(), 0.0);
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
-    if (op.kind == OpKind::kCollective) {
-      GroupTopology g = TopologyOf(p, op.group, c.gpus_per_node);
-      *outside |= OpOutsideProfile(op, g.per_node, g.spans_nodes, hw);
-    } else {
-      *outside |= OpOutsideProfile(op, 1, false, hw);
+    if (outside != nullptr) {  // null: the caller does not report it (lower bounds)
+      if (op.kind == OpKind::kCollective) {
+        GroupTopology g = TopologyOf(p, op.group, c.gpus_per_node);
+        *outside |= OpOutsideProfile(op, g.per_node, g.spans_nodes, hw);
+      } else {
+        *outside |= OpOutsideProfile(op, 1, false, hw);
+      }
     }
     if (op.kind != OpKind::kCollective) {
       const double t = OpDeviceTime(op, hw);
@@ -206,17 +208,18 @@ bool BlockingSends(const PlanSpec& p, const HardwareProfile& hw) {
 }
 
 PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
-                           const HardwareProfile& hw) {
+                           const HardwareProfile& hw, bool track_outside) {
   const int e = hw.device.bytes_per_element();
   const MemoryParams mp = MemoryParamsFor(hw, p);
   const Executor executor = ExecutorOf(hw);
   PlanCosts pc;
+  bool* const outside = track_outside ? &pc.outside_profile : nullptr;
   const AttentionKernels kernels =
       executor == Executor::kFramework ? AttentionKernels::kMegatron : AttentionKernels::kRuntime;
   LayerOps layer = TransformerLayerOps(m, p, e, /*windowed=*/false, kernels);
-  OpListCost lf = Price(layer.forward, p, c, hw, &pc.outside_profile);
-  OpListCost lb = Price(layer.backward, p, c, hw, &pc.outside_profile);
-  OpListCost lr = Price(layer.recompute, p, c, hw, &pc.outside_profile);
+  OpListCost lf = Price(layer.forward, p, c, hw, outside);
+  OpListCost lb = Price(layer.backward, p, c, hw, outside);
+  OpListCost lr = Price(layer.recompute, p, c, hw, outside);
   // Sliding-window layers (ModelSpec::WindowedLayer) differ only in the
   // attention core: what one costs more (less) than a full layer.
   const bool windows = m.WindowApplies(p.seq_length);
@@ -228,17 +231,17 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
       a.comm -= b.comm;
       return a;
     };
-    wf = diff(Price(wl.forward, p, c, hw, &pc.outside_profile), lf);
-    wb = diff(Price(wl.backward, p, c, hw, &pc.outside_profile), lb);
-    wr = diff(Price(wl.recompute, p, c, hw, &pc.outside_profile), lr);
+    wf = diff(Price(wl.forward, p, c, hw, outside), lf);
+    wb = diff(Price(wl.backward, p, c, hw, outside), lb);
+    wr = diff(Price(wl.recompute, p, c, hw, outside), lr);
   }
   if (m.moe() && p.ep > 1 && p.moe_a2a_overlap) {
-    pc.ep_overlap = EpOverlapOfLayer(layer, p, c, hw, &pc.outside_profile);
+    pc.ep_overlap = EpOverlapOfLayer(layer, p, c, hw, outside);
     if (windows) {
       // Windowed MoE layers hide less behind their shorter attention: the
       // per-layer exposure is the mean over the model's layers (a chunk
       // with an uneven share of windowed layers is off by that difference).
-      const EpOverlapCost w = EpOverlapOfLayer(wl, p, c, hw, &pc.outside_profile);
+      const EpOverlapCost w = EpOverlapOfLayer(wl, p, c, hw, outside);
       const double share = static_cast<double>(m.WindowedLayers(0, m.num_layers)) / m.num_layers;
       pc.ep_overlap.pair_exposed_layer += share * (w.pair_exposed_layer - pc.ep_overlap.pair_exposed_layer);
     }
@@ -249,21 +252,21 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   OpListCost df, db, dr;
   if (m.first_dense_layers > 0) {
     LayerOps dl = TransformerLayerOps(dense_model, p, e, /*windowed=*/false, kernels);
-    df = Price(dl.forward, p, c, hw, &pc.outside_profile);
-    db = Price(dl.backward, p, c, hw, &pc.outside_profile);
-    dr = Price(dl.recompute, p, c, hw, &pc.outside_profile);
+    df = Price(dl.forward, p, c, hw, outside);
+    db = Price(dl.backward, p, c, hw, outside);
+    dr = Price(dl.recompute, p, c, hw, outside);
   }
   LayerOps emb = EmbeddingOps(m, p, e), head = HeadOps(m, p, e);
-  OpListCost ef = Price(emb.forward, p, c, hw, &pc.outside_profile),
-             eb = Price(emb.backward, p, c, hw, &pc.outside_profile);
-  OpListCost hf = Price(head.forward, p, c, hw, &pc.outside_profile),
-             hb = Price(head.backward, p, c, hw, &pc.outside_profile);
+  OpListCost ef = Price(emb.forward, p, c, hw, outside),
+             eb = Price(emb.backward, p, c, hw, outside);
+  OpListCost hf = Price(head.forward, p, c, hw, outside),
+             hb = Price(head.backward, p, c, hw, outside);
   // Multi-token prediction modules (empty op lists without them): after the
   // head on the last chunk; their layer's recompute runs in its backward.
   const LayerOps mtp = MtpOps(m, p, e, emb, layer, head);
-  OpListCost mf = Price(mtp.forward, p, c, hw, &pc.outside_profile),
-             mb = Price(mtp.backward, p, c, hw, &pc.outside_profile),
-             mr = Price(mtp.recompute, p, c, hw, &pc.outside_profile);
+  OpListCost mf = Price(mtp.forward, p, c, hw, outside),
+             mb = Price(mtp.backward, p, c, hw, outside),
+             mr = Price(mtp.recompute, p, c, hw, outside);
 
   const GroupTopology grad = GradGroupTopology(p, c.gpus_per_node);
   const GroupTopology egrad = ExpertGradGroupTopology(p, c.gpus_per_node);
@@ -344,7 +347,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     k.grad_bytes = (params + expert_params) * mp.grad_bytes;
     if (expert_params > 0 && egrad.size > 1) {
       auto ecoll = [&](CollKind kind, double bytes) {
-        pc.outside_profile |= CollectiveOutsideProfile(kind, bytes, egrad.size, egrad.per_node, egrad.spans_nodes, hw);
+        if (track_outside) pc.outside_profile |= CollectiveOutsideProfile(kind, bytes, egrad.size, egrad.per_node, egrad.spans_nodes, hw);
         return CollectiveTime(kind, bytes, egrad.size, egrad.per_node, egrad.spans_nodes, hw);
       };
       if (p.zero_stage == 0) {
@@ -359,7 +362,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     const double weight_bytes = (params - fp8_linear) * mp.weight_bytes + fp8_linear;
     if (grad.size > 1) {
       auto coll = [&](CollKind kind, double bytes) {
-        pc.outside_profile |= CollectiveOutsideProfile(kind, bytes, grad.size, grad.per_node, grad.spans_nodes, hw);
+        if (track_outside) pc.outside_profile |= CollectiveOutsideProfile(kind, bytes, grad.size, grad.per_node, grad.spans_nodes, hw);
         return CollectiveTime(kind, bytes, grad.size, grad.per_node, grad.spans_nodes, hw);
       };
       switch (p.zero_stage) {
@@ -390,9 +393,9 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   }
   pc.p2p = p.pp > 1 ? P2PTime(ActivationMessageBytes(m, p, e), pipe.spans_nodes, hw) : 0;
   pc.blocking_sends = BlockingSends(p, hw);
-  if (p.pp > 1)
-    pc.outside_profile |= CollectiveOutsideProfile(CollKind::kSendRecv, ActivationMessageBytes(m, p, e), 2,
-                                                   1, pipe.spans_nodes, hw);
+  if (p.pp > 1 && track_outside)
+    pc.outside_profile |= CollectiveOutsideProfile(CollKind::kSendRecv, ActivationMessageBytes(m, p, e), 2, 1,
+                                                   pipe.spans_nodes, hw);
 
   // DP buckets: how finely the last backward of a chunk is split so its
   // gradient reduction can start before the chunk's backward ends.

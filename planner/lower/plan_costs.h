@@ -68,8 +68,11 @@ bool BlockingSends(const PlanSpec& p, const HardwareProfile& hw);
 // pair_exposed_layer, unpaired layers' all-to-alls in full.
 double PairedEpExposed(const PlanCosts& c, int fwd_chunk, int bwd_chunk);
 
+// `track_outside` false skips the checks behind PlanCosts::outside_profile
+// (left false), which only a reported prediction needs: the search's lower
+// bounds of every candidate do not.
 PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
-                           const HardwareProfile& hw);
+                           const HardwareProfile& hw, bool track_outside = true);
 
 // Bytes of one activation message between pipeline stages (per rank).
 double ActivationMessageBytes(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);

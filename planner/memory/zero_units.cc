@@ -21,7 +21,9 @@ ChunkUnits ZeroChunkUnits(const ModelSpec& m, const PlanSpec& p, int chunk) {
     if (m.learned_positions()) c.units.push_back(static_cast<int64_t>(m.max_position > 0 ? m.max_position : m.seq_length) * h);
   }
   const int layers = p.layers_per_chunk.empty() ? 0 : p.layers_per_chunk[chunk];
-  for (int l = 0; l < layers; ++l) c.units.push_back(c.layer);
+  c.units.reserve(c.units.size() + layers + 2);  // the last chunk's norm and word units
+  c.units.insert(c.units.end(), layers, c.layer);
+  c.uses.reserve(c.units.size() + 2);
   c.uses = c.units;
   if (last) {
     const int64_t norm = m.family == ModelFamily::kGpt ? 2 * h : h;

@@ -38,19 +38,25 @@ double PeakInFlightLayers(const PlanSpec& p, int pipeline_rank) {
   const int group = p.pp * p.vpp;
   // Layers of the k-th forward's and backward's chunk (build_schedule.cc's
   // StepAt: pp consecutive steps per local chunk, forwards ascending,
-  // backwards descending).
-  auto layers_of = [&](int k, bool forward) {
-    int local = (k % group) / p.pp;
-    if (!forward) local = p.vpp - 1 - local;
-    return static_cast<double>(p.layers_per_chunk[local * p.pp + pipeline_rank]);
+  // backwards descending), stepped through in order: the local chunk of
+  // step k is (k mod pp*vpp) / pp.
+  struct Cursor {
+    int step = 0, local = 0;  // step within the local chunk's pp, local chunk
+    void Advance(int pp, int vpp) {
+      if (++step < pp) return;
+      step = 0;
+      if (++local == vpp) local = 0;
+    }
   };
+  auto layers = [&](int local) { return static_cast<double>(p.layers_per_chunk[local * p.pp + pipeline_rank]); };
+  Cursor f, b;
   double live = 0, peak = 0;
-  for (int k = 0; k < warmup; ++k) peak = live += layers_of(k, true);
+  for (int k = 0; k < warmup; ++k, f.Advance(p.pp, p.vpp)) peak = live += layers(f.local);
   const int steady = std::min(total - warmup, group);
-  for (int i = 0; i < steady; ++i) {
-    live += layers_of(warmup + i, true);
+  for (int i = 0; i < steady; ++i, f.Advance(p.pp, p.vpp), b.Advance(p.pp, p.vpp)) {
+    live += layers(f.local);
     peak = std::max(peak, live);
-    live -= layers_of(i, false);
+    live -= layers(p.vpp - 1 - b.local);
   }
   return peak;
 }

@@ -105,12 +105,21 @@ StatusOr<SearchResult> SearchPlans(const ModelSpec& m, const ClusterSpec& c,
   r.threads_used = threads;
   int64_t n = static_cast<int64_t>(e.plans.size());
 
-  // 1. Memory check and lower bound for every candidate.
-  std::vector<Prediction> mem(n);
+  // 1. Memory check and lower bound for every candidate. Only the fit and
+  // the peak over capacity are kept (a full Prediction per candidate, its
+  // per-stage vectors included, would cost more than computing it); the
+  // closest non-fitting plan's prediction is recomputed at the end.
+  struct Fit {
+    bool fits = false;
+    double used = 0;  // peak memory / capacity
+  };
+  std::vector<Fit> mem(n);
   std::vector<double> bound(n, 0);
   auto check = [&](int64_t i) {
-    mem[i] = PredictMemory(m, e.plans[i], hw);
-    if (mem[i].fits) bound[i] = StepTimeLowerBound(e.plans[i], ComputePlanCosts(m, c, e.plans[i], hw));
+    const Prediction pm = PredictMemory(m, e.plans[i], hw);
+    mem[i] = Fit{pm.fits, pm.peak_memory_bytes / pm.capacity_bytes};
+    if (mem[i].fits)
+      bound[i] = StepTimeLowerBound(e.plans[i], ComputePlanCosts(m, c, e.plans[i], hw, /*track_outside=*/false));
   };
   ParallelFor(n, threads, check);
   // 1b. Partial full recompute: beside each fitting full-recompute plan, the
@@ -140,9 +149,7 @@ StatusOr<SearchResult> SearchPlans(const ModelSpec& m, const ClusterSpec& c,
       order.push_back(i);
     } else {
       ++r.plan_rejects["does not fit in memory"];
-      if (closest < 0 || mem[i].peak_memory_bytes / mem[i].capacity_bytes <
-                             mem[closest].peak_memory_bytes / mem[closest].capacity_bytes)
-        closest = i;
+      if (closest < 0 || mem[i].used < mem[closest].used) closest = i;
     }
   }
   r.fitting = static_cast<int64_t>(order.size());
@@ -187,7 +194,7 @@ StatusOr<SearchResult> SearchPlans(const ModelSpec& m, const ClusterSpec& c,
     if (static_cast<int>(r.top.size()) >= top_n) break;
     r.top.push_back({e.plans[i], *sim[i]});
   }
-  if (r.top.empty() && closest >= 0) r.closest = RankedPlan{e.plans[closest], mem[closest]};
+  if (r.top.empty() && closest >= 0) r.closest = RankedPlan{e.plans[closest], PredictMemory(m, e.plans[closest], hw)};
   r.wall_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
