@@ -113,6 +113,34 @@ TEST_F(PlannerFixture, LowerBoundNeverExceedsSimulation) {
   }
 }
 
+// The search prices its candidates' lower bounds without the out-of-profile
+// checks (ComputePlanCosts(..., track_outside = false)): every cost is the
+// same, only the flag stays unset, and the sample has plans that set it.
+TEST_F(PlannerFixture, UntrackedCostsAreTheTrackedOnesWithoutTheOutsideFlag) {
+  int flagged = 0;
+  for (const PlanSpec& p : plans_) {
+    const PlanCosts a = ComputePlanCosts(model_, cluster_, p, hw_);
+    const PlanCosts b = ComputePlanCosts(model_, cluster_, p, hw_, /*track_outside=*/false);
+    flagged += a.outside_profile;
+    EXPECT_FALSE(b.outside_profile) << Describe(p);
+    EXPECT_EQ(StepTimeLowerBound(p, a), StepTimeLowerBound(p, b)) << Describe(p);
+    ASSERT_EQ(a.chunks.size(), b.chunks.size());
+    for (size_t k = 0; k < a.chunks.size(); ++k) {
+      const ChunkCost &x = a.chunks[k], &y = b.chunks[k];
+      EXPECT_EQ(x.fwd_compute, y.fwd_compute);
+      EXPECT_EQ(x.fwd_comm, y.fwd_comm);
+      EXPECT_EQ(x.bwd_compute, y.bwd_compute);
+      EXPECT_EQ(x.bwd_comm, y.bwd_comm);
+      EXPECT_EQ(x.grad_sync, y.grad_sync);
+      EXPECT_EQ(x.param_sync, y.param_sync);
+      EXPECT_EQ(x.zero3_gather, y.zero3_gather);
+    }
+    EXPECT_EQ(a.p2p, b.p2p);
+    EXPECT_EQ(a.optimizer, b.optimizer);
+  }
+  EXPECT_GT(flagged, 0) << "no sampled plan needs a point outside the profile: the test cannot tell";
+}
+
 TEST_F(PlannerFixture, MoreBandwidthOrFlopsNeverSlower) {
   HardwareProfile fast_net = hw_, fast_gpu = hw_;
   for (auto& t : fast_net.network.collectives) {
