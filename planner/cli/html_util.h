@@ -37,7 +37,8 @@ inline std::string HtmlHead(const std::string& title) {
          "text-align:right}th{background:#eee}table.rank tr:nth-child(2){background:#e8f0ff}td.l{text-align:left}"
          ".legend{font-size:12px}.legend span{display:inline-block;width:14px;height:10px}"
          "figure{display:inline-block;margin:0 24px 12px 0;vertical-align:top}"
-         "figcaption{font-size:13px;max-width:560px}</style>"
+         "figcaption{font-size:13px;max-width:560px}"
+         "p.note{max-width:900px;border-left:4px solid #d08000;padding:4px 10px;background:#fff6e5}</style>"
          "</head><body>\n";
 }
 
