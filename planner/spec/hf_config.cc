@@ -337,7 +337,11 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
     UseMoeNeutralKeys(k);
   } else if (t == "gpt_oss") {
     GptOss(k, m, j);
-  } else if (t == "deepseek_v2" || t == "deepseek_v3") {
+  } else if (t == "deepseek_v2" || t == "deepseek_v3" || t == "kimi_k2") {
+    // kimi_k2 (moonshotai/Kimi-K2-Instruct, -Base, -Thinking config.json):
+    // DeepseekV3ForCausalLM itself under its own model_type (Moonshot's
+    // deployment guide: set model_type to deepseek_v3 where kimi_k2 is not
+    // known), so the same mapping, key for key.
     DeepSeek(k, m, j);
   } else if (t == "glm4_moe") {
     GlmMoe(k, m);
@@ -423,7 +427,7 @@ const std::vector<std::string>& SupportedHfTypes() {
   static const std::vector<std::string> t = {"llama",       "mistral",     "qwen2",     "qwen3",   "phi3",
                                              "gemma",       "gemma2",      "gemma3_text", "gpt2",  "opt",
                                              "falcon",      "mixtral",     "qwen2_moe", "qwen3_moe", "deepseek_v2",
-                                             "deepseek_v3", "glm4_moe", "gpt_oss"};
+                                             "deepseek_v3", "kimi_k2",  "glm4_moe",    "gpt_oss"};
   return t;
 }
 
@@ -461,8 +465,8 @@ StatusOr<ModelSpec> ModelFromHfConfig(const json& j, const std::string& where) {
     if (!m.moe() && j.contains(key) && !j[key].is_null())
       return InvalidArgument(where + ": key '" + key + "' (mixture-of-experts / latent attention) on model_type '" +
                              t + "' is not modeled by dtplan; it changes the model's size and cost, so the config "
-                             "is refused (MoE is mapped for mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, glm4_moe and "
-                           "gpt_oss only)");
+                             "is refused (MoE is mapped for mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, kimi_k2, "
+                           "glm4_moe and gpt_oss only)");
   if (j.contains("quantization_config"))
     return InvalidArgument(where + ": key 'quantization_config' (quantized weights) is not modeled; dtplan plans "
                            "bf16/fp32 training - remove it for a full-precision plan");

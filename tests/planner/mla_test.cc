@@ -63,6 +63,33 @@ TEST(Mla, DeepSeekParameterCountsMatchThePublishedTotals) {
   EXPECT_NEAR(lite_active, 2.4e9, 0.025 * 2.4e9);
 }
 
+// Kimi K2 (moonshotai/Kimi-K2-Instruct config.json, model_type kimi_k2: the
+// DeepSeek-V3 architecture with 64 heads, 384 experts, one dense layer, no
+// MTP module). Its card rounds to "1T total, 32B activated"; the K2
+// technical report (arXiv 2507.20534) says 1.04T. Term by term the
+// architecture is 1026.4B (the count below), 1.3% under the report's figure
+// and within its rounding; activated without the input embedding 31.7B.
+TEST(Mla, KimiK2IsDeepSeekV3ShapedAndCountsItsArchitecture) {
+  const ModelSpec k2 = Load("kimi-k2.json");
+  ASSERT_TRUE(k2.mla());
+  EXPECT_EQ(k2.source_type, "kimi_k2");
+  EXPECT_EQ(k2.first_dense_layers, 1);
+  EXPECT_EQ(k2.num_experts, 384);
+  EXPECT_EQ(k2.moe_top_k, 8);
+  EXPECT_EQ(k2.shared_ffn_hidden, 2048);
+  EXPECT_EQ(k2.mtp_layers, 0);
+  const int64_t h = 7168, v = 163840, layers = 61, moe_layers = 60;
+  const int64_t attention = MlaWeights(h, 64, 1536, 512, 128, 64, 128);
+  EXPECT_EQ(k2.AttentionParams(), attention);
+  const int64_t expert = 3 * h * 2048;
+  const int64_t total = 2 * v * h + layers * (attention + 2 * h) + 3 * h * 18432 +
+                        moe_layers * ((384 + 1) * expert + 384 * h) + h;
+  EXPECT_EQ(k2.TotalParams(), total);
+  EXPECT_NEAR(static_cast<double>(total), 1.04e12, 0.02 * 1.04e12);
+  const double active = static_cast<double>(k2.ActiveParams() - v * h);
+  EXPECT_NEAR(active, 32e9, 0.025 * 32e9);
+}
+
 TEST(Mla, LayerFlopsFollowTheProjectionsAndTheWiderQkHeads) {
   const ModelSpec m = Load("deepseek-v2-lite.json");
   PlanSpec p;

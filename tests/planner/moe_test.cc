@@ -143,7 +143,7 @@ TEST(MoeParams, QwenMappingsReadEveryExpertKey) {
 }
 
 TEST(MoeParams, MlaKeysOnAnotherTypeAreRefusedByName) {
-  // MLA is mapped for deepseek_v2 / deepseek_v3 only (mla_test.cc).
+  // MLA is mapped for deepseek_v2 / deepseek_v3 / kimi_k2 only (mla_test.cc).
   json j = ReadJsonFile(Fixture("mixtral-8x7b.json")).value();
   j["kv_lora_rank"] = 512;
   Status s = ModelFromJson(j, "config.json").status();
