@@ -9,6 +9,9 @@
 // resume, shutdown) exceeded --timeout (the JobWatchdog aborts the job).
 #include <CLI/CLI.hpp>
 
+#include <sched.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -76,7 +79,21 @@ int ParseDtrunArgs(int argc, char** argv, bool print, dt::rt::DtrunOptions* o) {
   return -1;
 }
 
-// Without OMP_NUM_THREADS, share the cores among the ranks of this node.
+// CPUs this process may run on: its affinity mask, which the launcher sets
+// (Open MPI binds each rank to one core when there are no more ranks than
+// cores, so `mpirun -np 1` on 2 cores gives 1); all cores when unreadable.
+int AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::thread::hardware_concurrency());
+}
+
+// Without OMP_NUM_THREADS, share the cores among the ranks of this node, and
+// never run more threads than the CPUs the rank is bound to: two threads
+// time-sharing one bound core made every gpt-tiny step 6-30% slower than
+// one thread (docs/runtime.md, "Threads per rank"). `dtplan profile`
+// measures with the same count (libgomp's default follows the mask).
 void SetThreads() {
 #ifdef _OPENMP
   if (std::getenv("OMP_NUM_THREADS") != nullptr) return;
@@ -86,7 +103,7 @@ void SetThreads() {
   DT_MPI_CHECK(MPI_Comm_size(node, &local));
   DT_MPI_CHECK(MPI_Comm_free(&node));
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  omp_set_num_threads(std::max(1, cores / std::max(1, local)));
+  omp_set_num_threads(std::max(1, std::min(AllowedCpus(), cores / std::max(1, local))));
 #endif
 }
 

@@ -10,6 +10,10 @@
 #include <string>
 #include <vector>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "planner/schedule/build_schedule.h"
 #include "planner/spec/capabilities.h"
 #include "planner/spec/plan_spec.h"
@@ -296,8 +300,12 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
   OutputFile metrics;
   int metrics_code = 0;
   if (root) {
-    std::printf("dtrun: %d ranks | plan %s | model %s (%lld params) | %s backend (GEMM: %s)\n",
-                world.size(), Describe(plan).c_str(), model.name.c_str(),
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    std::printf("dtrun: %d ranks x %d threads | plan %s | model %s (%lld params) | %s backend (GEMM: %s)\n",
+                world.size(), threads, Describe(plan).c_str(), model.name.c_str(),
                 static_cast<long long>(model.TotalParams()), backend->name(),
                 GemmLibraryDescription(*gemm).c_str());
     std::printf("data: %s", (*source)->Describe().c_str());

@@ -22,6 +22,8 @@ Checks
                            ep=2 ZeRO-1, resume on 1 rank (rel 1e-4 against 1 rank).
   moe_shared_gate          moe-shared-tiny with Qwen2-MoE's gated shared expert: dp=2 x ep=2, with
                            tp=2 (SP), pp=2 and full recompute, against 1 rank (rel 1e-4).
+  threads                  without OMP_NUM_THREADS, each rank runs min(the CPUs mpirun bound it to,
+                           cores / ranks) OpenMP threads (as `dtplan profile` measures): 1 and 2 ranks.
   llama                    llama-tiny (GQA, untied head): dtplan's plans on 2 and 4 ranks, --tp 2 --sp,
                            --tp 4 (replicated KV heads), --pp 2 interleaved, and uneven pipeline
                            splits train 6 steps to the 1-rank losses (rel 1e-4); a checkpoint saved
@@ -478,6 +480,34 @@ def check_entropy():
         fail("loss %.4f not within 10%% of the entropy rate %.4f" % (tail, h))
 
 
+def check_threads():
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_THREAD_LIMIT")}
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    cores = os.cpu_count() or 1
+    for nprocs in (1, 2):
+        # nproc reports the CPUs of the affinity mask mpirun gives a rank.
+        p = subprocess.run([A.mpirun, "--oversubscribe", "-np", str(nprocs), "nproc"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=60, env=env)
+        allowed = sorted({int(x) for x in p.stdout.split() if x.isdigit()})
+        if p.returncode != 0 or not allowed:
+            fail("mpirun -np %d nproc: exit %d:\n%s" % (nprocs, p.returncode, p.stdout))
+        want = {max(1, min(a, cores // nprocs)) for a in allowed}
+        plan = os.path.join(A.work, "threads%d.json" % nprocs)
+        write_plan(plan, dp=nprocs, mbs=1)
+        p = subprocess.run([A.mpirun, "--oversubscribe", "-np", str(nprocs), A.dtrun, "--plan", plan, "--steps", "2",
+                            "--step-timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=120, env=env)
+        head = [l for l in p.stdout.splitlines() if l.startswith("dtrun: %d ranks x " % nprocs)]
+        if p.returncode != 0 or not head:
+            fail("dtrun on %d ranks: exit %d, no 'dtrun: N ranks x T threads' line:\n%s" % (nprocs, p.returncode, p.stdout))
+        got = int(head[0].split(" x ")[1].split()[0])
+        if got not in want:
+            fail("%d ranks on %d cores, %s CPUs allowed per rank: dtrun ran %d threads per rank, want %s" %
+                 (nprocs, cores, allowed, got, sorted(want)))
+        print("threads: %d rank(s) on %d cores, %s CPU(s) allowed per rank: %d thread(s) per rank" %
+              (nprocs, cores, allowed, got))
+
+
 def expect_bad(what, plan, nprocs, *args, must_say=""):
     code, out, _ = run(plan, nprocs, *args, timeout=60)
     if code != 2:
@@ -704,7 +734,7 @@ def main():
               "kill": check_kill, "entropy": check_entropy, "bad_input": check_bad_input,
               "predicted": check_predicted, "cp_resume": check_cp_resume, "cp_dtplan": check_cp_dtplan,
               "llama": check_llama, "moe_resume": check_moe_resume, "moe_shared_gate": check_moe_shared_gate,
-              "deferred": check_deferred}
+              "deferred": check_deferred, "threads": check_threads}
     if A.check == "parity":
         check_parity(A.rest[0], A.rest[1:])
     elif A.check == "matrix":
