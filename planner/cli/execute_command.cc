@@ -44,7 +44,7 @@ int RunValidateExecute(const ValidateOptions& o) {
       why = "profile '" + hw.name + "' has no whole-step checks (only `dtplan profile --device cpu` writes them); "
             "measure one first";
     if (!why.empty()) return Fail("--speed-check: " + why);
-    auto path = ProfilePath(common.profile.empty() ? "local-cpu" : common.profile);
+    auto path = ProfilePath(common.profile.empty() ? hw.name : common.profile);  // the default LoadSetup chose
     if (!path.ok()) return Fail("--speed-check: " + path.status().message());
     std::error_code ec;  // this dtplan (argv[0] may be a bare name found on PATH)
     std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);

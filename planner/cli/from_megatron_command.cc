@@ -61,7 +61,7 @@ int RunFromMegatron(const PlanOptions& o) {
     return Fail(job->bf16 ? "--from-megatron: the job trains in bf16/fp16 but --device is cpu (fp32); use --device gpu"
                           : "--from-megatron: the job trains in fp32 (no --bf16 or --fp16); dtplan's GPU profiles "
                             "price bf16 mixed precision: add --bf16 to the pasted flags");
-  auto hw = LoadProfileFor(o.common.profile, cluster.device);
+  auto hw = LoadProfileFor(o.common.profile, cluster.device, cluster.gpus_per_node);
   if (!hw.ok()) return Fail(hw.status().message());
   if (Status s = CheckClusterFitsProfile(cluster, *hw); !s.ok()) return Fail(s.message());
   auto framework = ParseFramework(o.framework.empty() ? "megatron" : o.framework);

@@ -22,7 +22,7 @@ void AddCommon(CLI::App* app, dt::cli::CommonOptions* c, bool model_required) {
   app->add_option("--device", c->device, "gpu or cpu")->check(CLI::IsMember({"gpu", "cpu"}));
   app->add_option("--profile", c->profile,
                   "hardware profile: a bundled name (A100-SXM4-80GB (gpu default), H100-SXM5-80GB, local-cpu "
-                  "(cpu default, measured), cpu-generic) or a file");
+                  "(cpu default, measured with 2 ranks per node; local-cpu-1rank for --gpus 1), cpu-generic) or a file");
   app->add_option("--threads", c->threads, "worker threads (0, the default: all cores)")->check(CLI::Range(0, 4096));
   app->add_flag("--json", c->json, "print JSON instead of a table");
 }

@@ -10,15 +10,18 @@
 
 namespace dt::cli {
 
-StatusOr<HardwareProfile> LoadProfileFor(const std::string& name, const std::string& device) {
+StatusOr<HardwareProfile> LoadProfileFor(const std::string& name, const std::string& device, int ranks_per_node) {
   // CPU default: the profile measured on this kind of machine (committed as
-  // profiles/local-cpu.json; remeasure with `dtplan profile`), else the
-  // placeholder estimate.
+  // profiles/local-cpu.json, 2 ranks per node, and local-cpu-1rank.json for
+  // one rank, whose kernels run with twice the threads; remeasure with
+  // `dtplan profile`), else the placeholder estimate.
   std::string n = name;
   if (n.empty() && device == "cpu") {
     n = "cpu-generic";
+    const std::string want = ranks_per_node == 1 ? "local-cpu-1rank" : "local-cpu";
     for (const std::string& b : BundledProfileNames())
-      if (b == "local-cpu") n = b;
+      if (b == "local-cpu" && n == "cpu-generic") n = b;
+      else if (b == want) n = b;
   }
   if (n.empty()) n = "A100-SXM4-80GB";
   auto hw = LoadProfile(n);
@@ -38,7 +41,7 @@ StatusOr<Setup> LoadSetup(const CommonOptions& o) {
   s.cluster.nodes = o.nodes;
   s.cluster.gpus_per_node = o.gpus;
   s.cluster.device = o.device;
-  DT_ASSIGN_OR_RETURN(s.hw, LoadProfileFor(o.profile, o.device));
+  DT_ASSIGN_OR_RETURN(s.hw, LoadProfileFor(o.profile, o.device, o.gpus));
   Status fits = CheckClusterFitsProfile(s.cluster, s.hw);
   if (!fits.ok() && o.profile.empty() && o.device == "cpu" && s.hw.name != "cpu-generic") {
     // The measured default covers one node of this machine; a larger CPU
@@ -75,6 +78,20 @@ StatusOr<Setup> LoadSetup(const CommonOptions& o) {
         s.note += slow;
       }
     }
+  }
+  // A measured CPU profile's kernel rates hold for its own ranks per node:
+  // dtrun gives each rank cores / ranks threads, and the ranks share the
+  // memory bus, so another rank count runs other kernels (1 rank of
+  // gpt-tiny on a 2-rank profile, 2 threads instead of 1: 6-30% slower
+  // than predicted on an AMD EPYC, docs/validation.md).
+  if (s.hw.device.kind == "cpu" && s.hw.machine.ranks_per_node > 0 &&
+      s.cluster.gpus_per_node != s.hw.machine.ranks_per_node) {
+    if (!s.note.empty()) s.note += "; ";
+    const int g = s.cluster.gpus_per_node;
+    s.note += "profile " + s.hw.name + " was measured with " + std::to_string(s.hw.machine.ranks_per_node) +
+              " ranks per node but --gpus is " + std::to_string(g) + ": dtrun gives each rank another share of the " +
+              "cores and memory bus, so the measured kernel rates may be far off (tens of percent); measure " +
+              "this layout with `dtplan profile --device cpu --ranks " + std::to_string(g) + " --out my-cpu.json`";
   }
   // A measured profile's own end check: how far its predictions of whole
   // training steps were from the steps it ran, the error to expect here.

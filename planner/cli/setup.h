@@ -24,6 +24,6 @@ struct Setup {
 
 StatusOr<Setup> LoadSetup(const CommonOptions& o);
 
-StatusOr<HardwareProfile> LoadProfileFor(const std::string& name, const std::string& device);
+StatusOr<HardwareProfile> LoadProfileFor(const std::string& name, const std::string& device, int ranks_per_node = 0);
 
 }  // namespace dt::cli

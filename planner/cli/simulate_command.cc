@@ -44,7 +44,7 @@ int RunSimulate(const SimulateOptions& o) {
   std::string profile = o.common.profile;
   if (profile.empty() && j.contains("profile") && j["profile"].is_string())
     profile = j["profile"].get<std::string>();
-  auto hw = LoadProfileFor(profile, cluster.device);
+  auto hw = LoadProfileFor(profile, cluster.device, cluster.gpus_per_node);
   if (!hw.ok()) return Fail(hw.status().message());
   dt::SimulateOptions so;
   so.trace_path = o.trace;

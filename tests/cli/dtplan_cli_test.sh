@@ -104,6 +104,12 @@ expect 2 "not valid JSON.*expected end of input" -- "$DTPLAN" --model <(cat "$M/
 expect 2 "--threads: Value -1 not in range" -- "$DTPLAN" --model "$M/gpt-tiny.json" --threads -1 --out "$T/x.json"
 expect 0 "wrote" -- "$DTPLAN" --model "$M/gpt-tiny.json" --device cpu --nodes 1 --gpus 2 --threads 0 --threads 1 --out "$T/t0.json"
 expect 0 "profile +measure this machine" -- "$DTPLAN" --help
+# CPU profiles hold for their own ranks per node (dtrun gives each rank cores / ranks threads): the
+# default for --gpus 1 is the 1-rank profile, and another rank count than a profile's is said.
+expect 0 "profile +local-cpu-1rank " -- "$DTPLAN" --model "$M/gpt-tiny.json" --device cpu --nodes 1 --gpus 1 --out "$T/r1.json"
+expect 0 "measured with 2 ranks per node but --gpus is 1.*--ranks 1" -- "$DTPLAN" --model "$M/gpt-tiny.json" --device cpu --nodes 1 --gpus 1 --profile local-cpu --out "$T/r1.json"
+out=$("$DTPLAN" --model "$M/gpt-tiny.json" --device cpu --nodes 1 --gpus 2 --out "$T/r2.json" 2>&1)
+if echo "$out" | grep -q "ranks per node but"; then echo "FAIL: the 2-rank default profile on 2 ranks notes a rank mismatch"; fails=$((fails + 1)); fi
 # --speed-check needs a CPU profile measured by `dtplan profile` (it re-runs its whole-step checks).
 expect 2 "--speed-check: profile 'cpu-generic' has no whole-step checks" -- "$DTPLAN" validate --execute --model "$M/gpt-tiny.json" --nodes 1 --gpus 2 --device cpu --profile cpu-generic --speed-check --dtrun /bin/false --work-dir "$T/sc"
 expect 2 "--speed-check: it re-measures a CPU profile" -- "$DTPLAN" validate --execute --model "$M/gpt-tiny.json" --nodes 1 --gpus 2 --speed-check --dtrun /bin/false --work-dir "$T/sc"
