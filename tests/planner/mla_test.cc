@@ -3,6 +3,7 @@
 // (tests/planner/hf_configs/deepseek-v3.json, deepseek-v2-lite.json).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -14,6 +15,8 @@
 #include "planner/memory/param_count.h"
 #include "planner/memory/stage_memory.h"
 #include "planner/profile/profile.h"
+#include "planner/spec/capabilities.h"
+#include "planner/spec/hf_config.h"
 
 namespace dt {
 namespace {
@@ -265,6 +268,42 @@ TEST(Mla, OwnSchemaRoundTrips) {
   EXPECT_EQ(back->ActiveParams(), m.ActiveParams());
   EXPECT_EQ(back->first_dense_layers, 3);
   EXPECT_EQ(back->v_head_dim, 128);
+}
+
+// dtrun has no latent attention: an MLA model is a feature it lacks, even
+// a tiny one whose heads x (qk_nope + qk_rope) happens to equal the hidden
+// size (its other layout fields then look like plain attention; before
+// 2026-11-28 dtplan emitted a CPU plan for it and dtrun ran standard
+// attention: another model than the plan priced).
+TEST(Mla, IsAFeatureDtrunLacks) {
+  json j = ReadJsonFile(Fixture("deepseek-v3.json")).value();
+  j.erase("rope_scaling");
+  const json tiny{{"hidden_size", 64}, {"num_hidden_layers", 2}, {"num_attention_heads", 4},
+                  {"num_key_value_heads", 4}, {"q_lora_rank", 32}, {"kv_lora_rank", 16},
+                  {"qk_nope_head_dim", 12}, {"qk_rope_head_dim", 4}, {"v_head_dim", 16},
+                  {"n_routed_experts", 4}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 32},
+                  {"intermediate_size", 96}, {"first_k_dense_replace", 0},
+                  {"num_nextn_predict_layers", 0}, {"vocab_size", 256},
+                  {"max_position_embeddings", 64}, {"n_group", 1}, {"topk_group", 1}};
+  for (auto it = tiny.begin(); it != tiny.end(); ++it) j[it.key()] = it.value();
+  auto m = ModelFromHfConfig(j, "tiny-mla.json");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_TRUE(m->mla());
+  EXPECT_TRUE(m->FamilyLayout());  // nothing else marks it as a variant
+  PlanSpec p;
+  p.dp = 2;
+  p.micro_batch = 1;
+  p.num_microbatches = 4;
+  p.seq_length = 64;
+  p.flash_attention = false;
+  p.dropout = false;
+  p.layers_per_chunk = EvenSplit(m->num_layers, 1);
+  const std::vector<Feature> missing = MissingFeatures(*m, p, RuntimeDevice::kCpu);
+  EXPECT_NE(std::find(missing.begin(), missing.end(), Feature::kLatentAttention), missing.end());
+  const std::vector<Feature> dense = MissingFeatures(LoadModel(std::string(DT_SOURCE_DIR) +
+                                                               "/examples/models/moe-shared-tiny.json").value(),
+                                                     p, RuntimeDevice::kCpu);
+  EXPECT_EQ(std::find(dense.begin(), dense.end(), Feature::kLatentAttention), dense.end());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // the refusals (MLA, ep that divides nothing, dtrun on CPU ranks).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -637,6 +638,34 @@ TEST(MoeExport, MegatronFlagsAndRefusals) {
   auto qf = MegatronArgs(qwen, q, true, nullptr);
   ASSERT_FALSE(qf.ok());
   EXPECT_NE(qf.status().message().find("shared expert"), std::string::npos) << qf.status().message();
+}
+
+// dtrun builds every layer of an MoE model as an MoE layer: a model with
+// dense leading layers (DeepSeek's first_k_dense_replace) is a feature it
+// lacks, so a CPU plan of one is refused instead of run as another model
+// (before 2026-11-28 dtplan emitted the plan and dtrun trained every layer
+// as MoE).
+TEST(Moe, DenseLeadingLayersAreAFeatureDtrunLacks) {
+  ModelSpec m = LoadModel(std::string(DT_SOURCE_DIR) + "/examples/models/moe-shared-tiny.json").value();
+  PlanSpec p;
+  p.dp = 2;
+  p.micro_batch = 1;
+  p.num_microbatches = 4;
+  p.seq_length = 64;
+  p.flash_attention = false;
+  p.dropout = false;
+  p.layers_per_chunk = EvenSplit(m.num_layers, 1);
+  auto has = [&](const ModelSpec& x) {
+    const std::vector<Feature> missing = MissingFeatures(x, p, RuntimeDevice::kCpu);
+    return std::find(missing.begin(), missing.end(), Feature::kDenseMoeLayers) != missing.end();
+  };
+  EXPECT_FALSE(has(m));
+  m.first_dense_layers = 1;
+  ASSERT_TRUE(Validate(m, "model").ok());
+  EXPECT_TRUE(has(m));
+  const Capability& c = CapabilityOf(Feature::kDenseMoeLayers);
+  EXPECT_FALSE(c.cpu);
+  EXPECT_NE(std::string(c.fix).find("first_dense_layers"), std::string::npos);
 }
 
 }  // namespace
