@@ -575,6 +575,18 @@ double WindowTileFraction(int64_t seq, int64_t window) {
   return windowed / causal;
 }
 
+double ChunkTileFraction(int64_t seq, int64_t chunk) {
+  if (chunk <= 0 || seq <= chunk) return 1.0;
+  const int64_t tiles = (seq + kAttentionTile - 1) / kAttentionTile;
+  double causal = 0, chunked = 0;
+  for (int64_t i = 0; i < tiles; ++i) {
+    const int64_t first_key_tile = (i * kAttentionTile / chunk) * chunk / kAttentionTile;
+    causal += static_cast<double>(i + 1);
+    chunked += static_cast<double>(i - first_key_tile + 1);
+  }
+  return chunked / causal;
+}
+
 bool MegatronFusedSoftmaxTakes(int64_t micro_batch, int64_t local_heads, int64_t sq, int64_t sk) {
   const int64_t batches = micro_batch * local_heads;
   if (!(sk > 16 && sk <= 4096 && sq % 4 == 0 && sk % 4 == 0 && batches % 4 == 0)) return false;
@@ -600,7 +612,8 @@ LayerOps TransformerLayerOps(const ModelSpec& m, const PlanSpec& p, int bytes_pe
   Dims d = MakeDims(m, p, bytes_per_element);
   d.torch_softmax = UsesMegatronTorchSoftmax(m, p, bytes_per_element, kernels);
   if (windowed && p.flash_attention && m.WindowApplies(p.seq_length))
-    d.key_fraction = WindowTileFraction(p.seq_length, m.sliding_window);
+    d.key_fraction = m.window_chunked ? ChunkTileFraction(p.seq_length, m.sliding_window)
+                                      : WindowTileFraction(p.seq_length, m.sliding_window);
   LayerOps ops;
   ops.forward = LayerForward(d);
   ops.backward = LayerBackward(d);

@@ -128,6 +128,10 @@ bool UsesMegatronTorchSoftmax(const ModelSpec& m, const PlanSpec& p, int bytes_p
 // an assumption for other kernels). Seq 4096, window 128: 63 of 528 tiles.
 constexpr int64_t kAttentionTile = 128;
 double WindowTileFraction(int64_t seq, int64_t window);
+// The same for chunked attention (Llama 4): query tile i visits the key
+// tiles from the start of its aligned chunk of `chunk` tokens up to the
+// diagonal. Seq 16384, chunk 8192: 4160 of the causal kernel's 8256 tiles.
+double ChunkTileFraction(int64_t seq, int64_t chunk);
 // Ops of the embedding lookup (first chunk) and of final norm + LM head +
 // cross-entropy (last chunk), vocabulary-parallel over TP.
 LayerOps EmbeddingOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);

@@ -37,7 +37,9 @@ void LayoutReasons(const ModelSpec& m, std::vector<std::string>* out) {
     out->push_back("no layer with " + std::to_string(m.norms_per_layer) + " norms (" +
                    (m.source_type.empty() ? m.name : m.source_type) + " layout)");
   if (m.position_offset != 0) out->push_back("no extra learned position rows (OPT's offset)");
-  if (m.sliding_window > 0) out->push_back("no sliding-window attention in the exported flags");
+  if (m.sliding_window > 0)
+    out->push_back(m.window_chunked ? "no chunked attention in the exported flags"
+                                    : "no sliding-window attention in the exported flags");
   if (m.attention_sinks) out->push_back("no attention sinks (learnable softmax offsets) in the exported flags");
 }
 

@@ -161,7 +161,9 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
           ++e.grid_rejects["sequence not divisible by 2*cp"]; continue;
         }
         if (cp > 1 && m.WindowApplies(k.seq_length)) {  // Validate refuses it too (plan_spec.cc)
-          ++e.grid_rejects["cp > 1 with sliding-window attention is not modeled"]; continue;
+          ++e.grid_rejects[m.window_chunked ? "cp > 1 with chunked attention is not modeled"
+                                            : "cp > 1 with sliding-window attention is not modeled"];
+          continue;
         }
         if (k.global_batch % dp != 0) {
           ++e.grid_rejects["global batch not divisible by dp"]; continue;

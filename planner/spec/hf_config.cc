@@ -60,6 +60,8 @@ class Keys {
   std::string StrOr(const char* k, const std::string& d) { used_.insert(k); return r_.StrOr(k, d); }
   double NumOr(const char* k, double d) { used_.insert(k); return r_.NumOr(k, d); }
   bool NonNull(const char* k) const { return j_.is_object() && j_.contains(k) && !j_[k].is_null(); }
+  // The value itself (NonNull(k) first), marked used.
+  const json& Value(const char* k) { used_.insert(k); return j_.at(k); }
   // The first of several spellings present (GPT-2 / old Falcon names).
   const char* Alias(std::initializer_list<const char*> names) {
     for (const char* n : names)
@@ -89,6 +91,23 @@ class Keys {
   std::set<std::string> used_;
 };
 
+// transformers 5's `rope_parameters` (rope_theta and the scaling in one
+// object, or one such object per layer type): same shapes and cost; a
+// rope_type other than "default" is a scaled RoPE (ModelSpec::rope_scaled).
+void ReadRopeParameters(Keys& k, ModelSpec* m) {
+  if (!k.NonNull("rope_parameters")) return k.Use("rope_parameters");
+  const json& rp = k.Value("rope_parameters");
+  if (!rp.is_object()) return k.Fail("'rope_parameters' must be an object");
+  auto read = [&](const json& o) {
+    if (o.contains("rope_theta") && o["rope_theta"].is_number()) m->rope_theta = o["rope_theta"].get<double>();
+    if (o.contains("rope_type") && o["rope_type"].is_string() && o["rope_type"].get<std::string>() != "default")
+      m->rope_scaled = true;
+  };
+  if (rp.contains("rope_type") || rp.contains("rope_theta")) return read(rp);
+  for (auto it = rp.begin(); it != rp.end(); ++it)
+    if (it.value().is_object()) read(it.value());
+}
+
 // linear_biases: biases on every linear (GPT-OSS). qkv_bias_key: the
 // config's attention_bias puts biases on q, k and v only (GLM-4.5), as
 // Qwen2 always has them; otherwise attention_bias: true is refused.
@@ -107,6 +126,7 @@ void LlamaLike(Keys& k, ModelSpec* m, bool tied_default, bool linear_biases = fa
   m->rope_theta = k.NumOr("rope_theta", m->rope_theta);
   m->rms_norm_eps = k.NumOr("rms_norm_eps", m->rms_norm_eps);
   m->rope_scaled = k.NonNull("rope_scaling");
+  ReadRopeParameters(k, m);
   m->rotary_fraction = k.NumOr("partial_rotary_factor", 1.0);
   if (linear_biases) {
     m->linear_bias_set = true;
@@ -247,6 +267,62 @@ void GptOss(Keys& k, ModelSpec* m, const json& j) {
   UseMoeNeutralKeys(k);
 }
 
+// Llama 4's language model (meta-llama/Llama-4-Scout-17B-16E, the
+// `text_config` of its config.json; HF Llama4TextConfig): grouped-query
+// attention of head_dim; MoE layers of num_local_experts SwiGLU experts of
+// intermediate_size (top num_experts_per_tok, a sigmoid router of h x E)
+// plus one shared expert of the same width every token uses. Layer i uses
+// RoPE when no_rope_layers[i] is 1 (default: all but every
+// no_rope_layer_interval-th, 4), and those layers attend in aligned chunks
+// of attention_chunk_size tokens (ModelSpec::window_chunked, layer_types
+// "chunked_attention"); the others are NoPE layers with full causal
+// attention whose queries get a temperature (attn_temperature_tuning,
+// floor_scale, attn_scale: one scaling of q, not priced). use_qk_norm: a
+// weightless L2 norm of q and k on the RoPE layers, priced as the q/k
+// RMSNorm of Qwen3 on every layer (whose 2 x head_dim weights per layer the
+// model does not have: 12,288 parameters on Scout). Dense layers between
+// the MoE layers (interleave_moe_layer_step > 1, Maverick) are refused.
+void Llama4(Keys& k, ModelSpec* m, const json& j) {
+  LlamaLike(k, m, false);
+  m->num_experts = k.Int("num_local_experts");
+  m->moe_top_k = k.Int("num_experts_per_tok");
+  m->moe_ffn_hidden = m->ffn_hidden;
+  m->shared_ffn_hidden = m->ffn_hidden;
+  const int step = k.IntOr("interleave_moe_layer_step", 1);
+  if (step != 1)
+    k.Fail("'interleave_moe_layer_step' = " + std::to_string(step) + ": dense MLP layers of intermediate_size_mlp "
+           "between the MoE layers (Llama 4 Maverick's layout) are not modeled yet; only models whose every layer "
+           "is an MoE layer (step 1, Scout) are");
+  k.Use("intermediate_size_mlp");  // the dense layers' width: there are none at step 1
+  k.Use("moe_layers");
+  if (j.contains("moe_layers") && j["moe_layers"].is_array() &&
+      static_cast<int>(j["moe_layers"].size()) != m->num_layers)
+    k.Fail("'moe_layers' does not list every layer: dense MLP layers between MoE layers are not modeled yet");
+  m->qk_norm = k.BoolOr("use_qk_norm", true);
+  const int interval = k.IntOr("no_rope_layer_interval", 4);
+  if (interval < 1) return k.Fail("'no_rope_layer_interval' must be >= 1");
+  k.Use("no_rope_layers");
+  if (j.contains("no_rope_layers") && j["no_rope_layers"].is_array() && !j["no_rope_layers"].empty()) {
+    const json& rope = j["no_rope_layers"];
+    bool regular = static_cast<int>(rope.size()) == m->num_layers;
+    for (int i = 0; i < m->num_layers && regular; ++i)
+      regular = rope[i].is_number_integer() && rope[i].get<int>() == ((i + 1) % interval != 0 ? 1 : 0);
+    if (!regular)
+      k.Fail("'no_rope_layers' is not the repeating pattern of 'no_rope_layer_interval' " + std::to_string(interval) +
+             " (RoPE and chunked attention on all but every " + std::to_string(interval) +
+             "-th layer); other layouts are not modeled");
+  }
+  if (k.NonNull("attention_chunk_size") && interval != 1) {
+    m->sliding_window = k.Int("attention_chunk_size");
+    m->window_chunked = true;
+    m->sliding_window_pattern = interval;  // (interval 1: every layer NoPE, none chunked)
+  }
+  k.Use("attention_chunk_size");
+  // for_llm_compressor: a loading switch of transformers (the experts as separate modules), same model.
+  for (const char* key : {"attn_temperature_tuning", "floor_scale", "attn_scale", "for_llm_compressor"}) k.Use(key);
+  UseMoeNeutralKeys(k);
+}
+
 // HF `layer_types` (written by recent transformers for many model types,
 // and GPT-OSS's own layout): which layers attend through the window. Read
 // for every type; it overrides the type's default layout. Only repeating
@@ -259,11 +335,12 @@ void ReadLayerTypes(Keys& k, const json& j, ModelSpec* m) {
   if (types.is_array())
     for (const json& t : types) {
       const std::string name = t.is_string() ? t.get<std::string>() : "";
-      if (name != "sliding_attention" && name != "full_attention") {
+      const bool chunked = m->window_chunked && name == "chunked_attention";  // Llama 4
+      if (name != "sliding_attention" && name != "full_attention" && !chunked) {
         windowed.clear();
         break;
       }
-      windowed.push_back(name == "sliding_attention");
+      windowed.push_back(name == "sliding_attention" || chunked);
     }
   if (static_cast<int>(windowed.size()) != m->num_layers) {
     k.Fail("'layer_types' must list \"sliding_attention\" or \"full_attention\" for each of the " +
@@ -343,6 +420,8 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
     // deployment guide: set model_type to deepseek_v3 where kimi_k2 is not
     // known), so the same mapping, key for key.
     DeepSeek(k, m, j);
+  } else if (t == "llama4_text") {
+    Llama4(k, m, j);
   } else if (t == "glm4_moe") {
     GlmMoe(k, m);
   } else if (t == "gemma" || t == "gemma2") {
@@ -427,7 +506,7 @@ const std::vector<std::string>& SupportedHfTypes() {
   static const std::vector<std::string> t = {"llama",       "mistral",     "qwen2",     "qwen3",   "phi3",
                                              "gemma",       "gemma2",      "gemma3_text", "gpt2",  "opt",
                                              "falcon",      "mixtral",     "qwen2_moe", "qwen3_moe", "deepseek_v2",
-                                             "deepseek_v3", "kimi_k2",  "glm4_moe",    "gpt_oss"};
+                                             "deepseek_v3", "kimi_k2",  "glm4_moe",    "gpt_oss",   "llama4_text"};
   return t;
 }
 
@@ -466,7 +545,7 @@ StatusOr<ModelSpec> ModelFromHfConfig(const json& j, const std::string& where) {
       return InvalidArgument(where + ": key '" + key + "' (mixture-of-experts / latent attention) on model_type '" +
                              t + "' is not modeled by dtplan; it changes the model's size and cost, so the config "
                              "is refused (MoE is mapped for mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, kimi_k2, "
-                           "glm4_moe and gpt_oss only)");
+                           "glm4_moe, gpt_oss and llama4_text only)");
   if (j.contains("quantization_config"))
     return InvalidArgument(where + ": key 'quantization_config' (quantized weights) is not modeled; dtplan plans "
                            "bf16/fp32 training - remove it for a full-precision plan");

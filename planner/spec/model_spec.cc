@@ -150,6 +150,8 @@ Status Validate(const ModelSpec& m, const std::string& where) {
                ") must be 0 (every layer windowed) or >= 2 (every P-th layer attends to the whole prefix)");
   if (m.sliding_window_pattern > 0 && m.sliding_window == 0)
     return bad("'sliding_window_pattern' needs 'sliding_window' > 0");
+  if (m.window_chunked && m.sliding_window == 0)
+    return bad("'window_chunked' needs 'sliding_window' > 0 (the chunk length)");
   if (m.num_experts < 0 || m.moe_top_k < 0 || m.moe_ffn_hidden < 0 || m.shared_ffn_hidden < 0)
     return bad("MoE fields must be >= 0");
   if (m.moe()) {
@@ -239,6 +241,7 @@ StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where) {
     m.position_offset = Int32Or(r, "position_offset", 0);
     m.sliding_window = Int32Or(r, "sliding_window", 0);
     m.sliding_window_pattern = Int32Or(r, "sliding_window_pattern", 0);
+    m.window_chunked = r.BoolOr("window_chunked", false);
     m.attention_sinks = r.BoolOr("attention_sinks", false);
     m.source_type = r.StrOr("source_type", "");
     m.qk_norm = r.BoolOr("qk_norm", false);
@@ -310,6 +313,7 @@ json ToJson(const ModelSpec& m) {
   if (m.position_offset != 0) j["position_offset"] = m.position_offset;
   if (m.sliding_window != 0) j["sliding_window"] = m.sliding_window;
   if (m.sliding_window_pattern != 0) j["sliding_window_pattern"] = m.sliding_window_pattern;
+  if (m.window_chunked) j["window_chunked"] = true;
   if (m.attention_sinks) j["attention_sinks"] = true;
   if (!m.source_type.empty()) j["source_type"] = m.source_type;
   if (m.qk_norm) j["qk_norm"] = true;

@@ -62,6 +62,10 @@ struct ModelSpec {
   // Megatron-LM's --window-attn-skip-freq). Priced in layer_ops.h.
   int sliding_window = 0;
   int sliding_window_pattern = 0;
+  // The windowed layers attend in aligned chunks instead (Llama 4's
+  // attention_chunk_size): a query meets the keys from the start of its own
+  // block of sliding_window tokens up to itself (ChunkTileFraction).
+  bool window_chunked = false;
   // A learned per-head logit added to every softmax denominator (GPT-OSS's
   // attention sinks, Megatron-LM's softmax_type "learnable"): heads
   // parameters per layer; the fused attention kernel applies it at no

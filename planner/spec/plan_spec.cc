@@ -330,7 +330,7 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
   if (p.num_microbatches < 1) return bad("'num_microbatches' must be >= 1");
   if (p.seq_length < 1) return bad("'seq_length' must be >= 1");
   if (m.WindowApplies(p.seq_length) && p.cp > 1)
-    return bad("cp=" + num(p.cp) + " with sliding-window attention (window " + num(m.sliding_window) +
+    return bad("cp=" + num(p.cp) + (m.window_chunked ? " with chunked attention (chunk " : " with sliding-window attention (window ") + num(m.sliding_window) +
                " < seq_length " + num(p.seq_length) + ") is not modeled (context parallelism is priced as a ring "
                "over the whole causal prefix); use cp 1");
   if (p.zero_stage < 0 || p.zero_stage > 3) return bad("'zero_stage' must be 0, 1, 2 or 3");
