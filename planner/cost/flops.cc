@@ -31,7 +31,7 @@ double StepFlops(const ModelSpec& m, const PlanSpec& p, bool with_recompute, boo
   // Sliding-window layers: the attention core over the keys it visits.
   const double windowed_delta = m.WindowApplies(p.seq_length) ? layer_flops(m, true) - per_layer : 0.0;
   // MoE models with dense leading layers (DeepSeek): those layers' own count.
-  const double per_dense_layer = m.first_dense_layers > 0 ? layer_flops(DenseLayerModel(m)) : 0.0;
+  const double per_dense_layer = m.has_dense_layers() ? layer_flops(DenseLayerModel(m)) : 0.0;
   const LayerOps emb = EmbeddingOps(m, p, kBytes);
   const LayerOps head = HeadOps(m, p, kBytes);
   const LayerOps mtp = MtpOps(m, p, kBytes);  // multi-token prediction: empty without it
@@ -43,8 +43,7 @@ double StepFlops(const ModelSpec& m, const PlanSpec& p, bool with_recompute, boo
   double per_rank_microbatch = 0;
   for (int stage = 0; stage < p.pp; ++stage) {
     int dense = 0;
-    for (int c = stage; c < p.num_chunks(); c += p.pp)
-      dense += std::max(0, std::min(p.layers_per_chunk[c], m.first_dense_layers - p.ChunkFirstLayer(c)));
+    for (int c = stage; c < p.num_chunks(); c += p.pp) dense += m.DenseLayers(p.ChunkFirstLayer(c), p.layers_per_chunk[c]);
     per_rank_microbatch += (p.StageLayers(stage) - dense) * per_layer + dense * per_dense_layer;
     for (int c = stage; c < p.num_chunks(); c += p.pp)
       per_rank_microbatch += m.WindowedLayers(p.ChunkFirstLayer(c), p.layers_per_chunk[c]) * windowed_delta;

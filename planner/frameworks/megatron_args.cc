@@ -91,8 +91,13 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
     add("--moe-router-topk", Str(m.moe_top_k));
     add("--moe-ffn-hidden-size", Str(m.moe_ffn_hidden));
     if (m.shared_ffn_hidden > 0) add("--moe-shared-expert-intermediate-size", Str(m.shared_ffn_hidden));
-    if (m.first_dense_layers > 0)  // dense leading layers (DeepSeek), Megatron's pattern spelling
+    if (m.moe_layer_step > 1) {  // dense layers between MoE layers (Llama 4 Maverick): the per-layer list
+      std::string list;
+      for (int i = 0; i < m.num_layers; ++i) list += std::string(i ? "," : "[") + (m.DenseLayer(i) ? "0" : "1");
+      add("--moe-layer-freq", list + "]");
+    } else if (m.first_dense_layers > 0) {  // dense leading layers (DeepSeek), Megatron's pattern spelling
       add("--moe-layer-freq", "([0]*" + Str(m.first_dense_layers) + "+[1]*" + Str(m.moe_layers()) + ")");
+    }
     if (p.moe_dispatcher == MoeDispatcher::kDeduplicated) {  // DeepEP, as priced (comm_cost.h)
       add("--moe-token-dispatcher-type", "flex");
       add("--moe-enable-deepep");

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "planner/frameworks/megatron_args.h"
 
@@ -294,17 +296,60 @@ namespace {
 // --moe-layer-freq: 1 (every layer MoE) or the pattern "([0]*K+[1]*N)"
 // (K dense leading layers, Megatron's spelling of DeepSeek's layout); the
 // number of dense leading layers, or an error naming the flag.
-StatusOr<int> DenseLeadingLayers(const std::string& v, int num_layers) {
+// --moe-layer-freq into the model's MoE layer pattern (first_dense_layers,
+// moe_layer_step): 1, "([0]*K+[1]*N)" (K dense leading layers), or an
+// explicit list of 0 / 1 per layer (dtplan's export of interleaved layers)
+// whose pattern is K dense leading layers and then an MoE layer at every
+// layer i with i % S == S - 1.
+Status ReadMoeLayerFreq(const std::string& v, ModelSpec* m) {
   std::string t;
   for (char c : v)
     if (!std::isspace(static_cast<unsigned char>(c))) t += c;
-  if (t == "1") return 0;
+  const int n = m->num_layers;
+  if (t == "1") return Status::Ok();
   int dense = -1, sparse = -1;
   if (std::sscanf(t.c_str(), "([0]*%d+[1]*%d)", &dense, &sparse) == 2 && dense >= 0 && sparse >= 1 &&
-      dense + sparse == num_layers && t == "([0]*" + std::to_string(dense) + "+[1]*" + std::to_string(sparse) + ")")
-    return dense;
-  return InvalidArgument("--moe-layer-freq '" + v + "' is not modeled: dtplan models 1 (every layer MoE) or "
-                         "\"([0]*K+[1]*N)\" with K + N = --num-layers (K dense leading layers)");
+      dense + sparse == n && t == "([0]*" + std::to_string(dense) + "+[1]*" + std::to_string(sparse) + ")") {
+    m->first_dense_layers = dense;
+    return Status::Ok();
+  }
+  std::vector<bool> moe;
+  if (t.size() >= 2 && t.front() == '[' && t.back() == ']') {
+    for (size_t i = 1; i + 1 < t.size(); i += 2) {
+      if ((t[i] != '0' && t[i] != '1') || (i + 2 < t.size() && t[i + 1] != ',')) {
+        moe.clear();
+        break;
+      }
+      moe.push_back(t[i] == '1');
+    }
+  }
+  if (static_cast<int>(moe.size()) == n) {
+    // The first MoE layer f and the gap to the next one fix the pattern:
+    // K = 0 with f = S - 1, or K = f.
+    const int f = static_cast<int>(std::find(moe.begin(), moe.end(), true) - moe.begin());
+    int gap = 1;
+    for (int i = f + 1; i < n; ++i)
+      if (moe[i]) {
+        gap = i - f;
+        break;
+      }
+    for (const auto& [k, s] : std::vector<std::pair<int, int>>{{0, gap}, {f, gap}, {0, f + 1}, {f, 1}}) {
+      if (f >= n || k >= n || s > n) continue;
+      ModelSpec trial = *m;
+      trial.first_dense_layers = k;
+      trial.moe_layer_step = s;
+      bool same = true;
+      for (int i = 0; i < n && same; ++i) same = trial.DenseLayer(i) == !moe[i];
+      if (same) {
+        m->first_dense_layers = k;
+        m->moe_layer_step = s;
+        return Status::Ok();
+      }
+    }
+  }
+  return InvalidArgument("--moe-layer-freq '" + v + "' is not modeled: dtplan models 1 (every layer MoE), "
+                         "\"([0]*K+[1]*N)\" with K + N = --num-layers (K dense leading layers), or a list of "
+                         "--num-layers 0 / 1 that is K dense layers and then an MoE layer every S-th layer");
 }
 
 }  // namespace
@@ -360,7 +405,7 @@ static Status ReadRecomputeModules(const std::map<std::string, std::string>& v, 
                      "layer fuses both norms into the QKV and fc1 linear layers, which keep the normalized "
                      "input); priced without it");
   }
-  if ((modules & kRecomputeMlp) && m.moe() && m.first_dense_layers <= 0) {
+  if ((modules & kRecomputeMlp) && m.moe() && !m.has_dense_layers()) {
     modules &= ~static_cast<uint32_t>(kRecomputeMlp);
     notes->push_back("--recompute-modules mlp acts on dense MLPs only (Megatron-LM skips it in MoE layers) and "
                      "every layer of this model is MoE; priced without it");
@@ -481,7 +526,7 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
     m.moe_ffn_hidden = static_cast<int>(get("--moe-ffn-hidden-size", m.ffn_hidden));
     m.shared_ffn_hidden = static_cast<int>(get("--moe-shared-expert-intermediate-size", 0));
     if (has("--moe-layer-freq")) {
-      DT_ASSIGN_OR_RETURN(m.first_dense_layers, DenseLeadingLayers(v.at("--moe-layer-freq"), m.num_layers));
+      DT_RETURN_IF_ERROR(ReadMoeLayerFreq(v.at("--moe-layer-freq"), &m));
     }
     const std::string dispatcher = str("--moe-token-dispatcher-type", "allgather");
     if (dispatcher != "alltoall" && dispatcher != "flex")

@@ -250,7 +250,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   // those layers priced as the dense model of the same attention.
   const ModelSpec dense_model = DenseLayerModel(m);
   OpListCost df, db, dr;
-  if (m.first_dense_layers > 0) {
+  if (m.has_dense_layers()) {
     LayerOps dl = TransformerLayerOps(dense_model, p, e, /*windowed=*/false, kernels);
     df = Price(dl.forward, p, c, hw, outside);
     db = Price(dl.backward, p, c, hw, outside);
@@ -272,12 +272,12 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   const GroupTopology egrad = ExpertGradGroupTopology(p, c.gpus_per_node);
   const GroupTopology pipe = TopologyOf(p, GroupKind::kPp, c.gpus_per_node);
   const int64_t layer_params = LayerParamsPerRank(m, p);
-  const int64_t dense_layer_params = m.first_dense_layers > 0 ? LayerParamsPerRank(dense_model, p) : 0;
+  const int64_t dense_layer_params = m.has_dense_layers() ? LayerParamsPerRank(dense_model, p) : 0;
   // --fp8-param-gather: the linear weights (not the experts', counted apart)
   // are all-gathered in FP8, 1 byte each instead of weight_bytes.
   const double gather_linear =
       p.fp8_param_gather ? static_cast<double>(LinearWeightParamsPerRank(m, p) - ExpertLayerParamsPerRank(m, p)) : 0.0;
-  const double gather_dense_linear = p.fp8_param_gather && m.first_dense_layers > 0
+  const double gather_dense_linear = p.fp8_param_gather && m.has_dense_layers()
                                          ? static_cast<double>(LinearWeightParamsPerRank(dense_model, p))
                                          : 0.0;
   const double expert_gather_bytes = p.fp8_param_gather ? 1.0 : mp.weight_bytes;
@@ -294,7 +294,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   for (int ch = 0; ch < nchunks; ++ch) {
     ChunkCost& k = pc.chunks[ch];
     k.layers = p.layers_per_chunk[ch];
-    const double D = DenseLayersInChunk(m, p, ch);  // dense leading layers (DeepSeek)
+    const double D = DenseLayersInChunk(m, p, ch);  // dense-MLP layers (DeepSeek's leading, Llama 4's interleaved)
     const double L = k.layers - D;                  // layers of the model's own kind
     k.fwd_compute = L * lf.compute + D * df.compute;
     k.fwd_comm = L * lf.comm + D * df.comm;

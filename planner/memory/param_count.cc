@@ -26,9 +26,8 @@ int64_t AttentionParamsPerRank(const ModelSpec& m, const PlanSpec& p) {
 }
 
 int DenseLayersInChunk(const ModelSpec& m, const PlanSpec& p, int chunk) {
-  if (m.first_dense_layers <= 0) return 0;
-  const int first = p.ChunkFirstLayer(chunk);
-  return std::max(0, std::min(p.layers_per_chunk[chunk], m.first_dense_layers - first));
+  if (!m.has_dense_layers()) return 0;
+  return m.DenseLayers(p.ChunkFirstLayer(chunk), p.layers_per_chunk[chunk]);
 }
 
 int DenseLayersOnStage(const ModelSpec& m, const PlanSpec& p, int pipeline_rank) {

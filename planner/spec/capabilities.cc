@@ -44,10 +44,11 @@ const std::vector<Capability>& CapabilityTable() {
       {Feature::kMultiTokenPrediction, "multi-token prediction modules (DeepSeek-V3 MTP)", false, false,
        "set \"mtp_layers\": 0 in the model to train the main model only, or run it in Megatron-LM "
        "(dtplan export --to megatron writes --mtp-num-layers)"},
-      {Feature::kDenseMoeLayers, "dense MLP layers in a mixture-of-experts model (DeepSeek's first_k_dense_replace)",
+      {Feature::kDenseMoeLayers,
+       "dense MLP layers in a mixture-of-experts model (DeepSeek's leading ones, Llama 4 Maverick's interleaved)",
        false, false,
-       "set \"first_dense_layers\": 0 in the model to train every layer as MoE, or run it in Megatron-LM "
-       "(dtplan export --to megatron writes --moe-layer-freq)"},
+       "set \"first_dense_layers\": 0 and \"moe_layer_step\": 1 in the model to train every layer as MoE, or "
+       "run it in Megatron-LM (dtplan export --to megatron writes --moe-layer-freq)"},
       {Feature::kLatentAttention, "multi-head latent attention (DeepSeek-V2/V3 MLA)", false, false,
        "plan it for GPUs and run it in Megatron-LM (dtplan export --to megatron writes --multi-latent-attention)"},
       {Feature::kMoeA2aOverlap, "MoE all-to-alls overlapped with another microbatch (combined 1F1B)", false, false,
@@ -145,7 +146,7 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kFp8: u = p.precision == Precision::kFp8; break;
       case Feature::kFp8ParamGather: u = p.fp8_param_gather; break;
       case Feature::kMultiTokenPrediction: u = m.mtp_layers > 0; break;
-      case Feature::kDenseMoeLayers: u = m.moe() && m.first_dense_layers > 0; break;
+      case Feature::kDenseMoeLayers: u = m.has_dense_layers(); break;
       case Feature::kLatentAttention: u = m.mla(); break;
       case Feature::kMoeA2aOverlap: u = p.moe_a2a_overlap; break;
       case Feature::kTpCommOverlap: u = p.tp_comm_overlap; break;

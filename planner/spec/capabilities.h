@@ -47,7 +47,7 @@ enum class Feature {
   kFp8,                    // FP8 GEMMs (PlanSpec::precision == kFp8)
   kFp8ParamGather,         // FP8 weights all-gathered in FP8 (PlanSpec::fp8_param_gather)
   kMultiTokenPrediction,   // ModelSpec::mtp_layers > 0 (DeepSeek-V3's MTP modules)
-  kDenseMoeLayers,         // dense MLP layers in an MoE model (ModelSpec::first_dense_layers > 0)
+  kDenseMoeLayers,         // dense MLP layers in an MoE model (ModelSpec::has_dense_layers())
   kLatentAttention,        // multi-head latent attention (ModelSpec::mla(): DeepSeek-V2/V3, Kimi K2)
   kMoeA2aOverlap,          // PlanSpec::moe_a2a_overlap (combined 1F1B)
   kTpCommOverlap,          // PlanSpec::tp_comm_overlap (Transformer Engine userbuffers)

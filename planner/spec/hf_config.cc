@@ -147,12 +147,13 @@ void UseMoeNeutralKeys(Keys& k) {
     k.Use(key);
 }
 
-// Qwen2-MoE / Qwen3-MoE layer pattern: every layer sparse is all that is
-// modeled (decoder_sparse_step 1, mlp_only_layers empty).
-void QwenMoeLayers(const json& j, Keys& k) {
-  if (k.IntOr("decoder_sparse_step", 1) != 1)
-    k.Fail("'decoder_sparse_step' != 1 (dense MLP layers between sparse ones) is not modeled yet; "
-           "only models whose every layer is a MoE layer are");
+// Qwen2-MoE / Qwen3-MoE layer pattern: every decoder_sparse_step-th layer
+// sparse (ModelSpec::moe_layer_step); mlp_only_layers must be empty.
+void QwenMoeLayers(const json& j, Keys& k, ModelSpec* m) {
+  // Layer i is sparse when (i + 1) % decoder_sparse_step == 0 (HF
+  // Qwen2MoeDecoderLayer), a dense MLP of intermediate_size otherwise.
+  m->moe_layer_step = k.IntOr("decoder_sparse_step", 1);
+  if (m->moe_layer_step < 1) k.Fail("'decoder_sparse_step' must be >= 1");
   k.Use("mlp_only_layers");
   if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array() && !j["mlp_only_layers"].empty())
     k.Fail("'mlp_only_layers' is not empty (dense MLP layers among MoE layers) is not modeled yet");
@@ -288,16 +289,25 @@ void Llama4(Keys& k, ModelSpec* m, const json& j) {
   m->moe_top_k = k.Int("num_experts_per_tok");
   m->moe_ffn_hidden = m->ffn_hidden;
   m->shared_ffn_hidden = m->ffn_hidden;
-  const int step = k.IntOr("interleave_moe_layer_step", 1);
-  if (step != 1)
-    k.Fail("'interleave_moe_layer_step' = " + std::to_string(step) + ": dense MLP layers of intermediate_size_mlp "
-           "between the MoE layers (Llama 4 Maverick's layout) are not modeled yet; only models whose every layer "
-           "is an MoE layer (step 1, Scout) are");
-  k.Use("intermediate_size_mlp");  // the dense layers' width: there are none at step 1
+  // Every interleave_moe_layer_step-th layer is an MoE layer (HF: layers
+  // step-1, 2 step-1, ...), the others dense SwiGLUs of intermediate_size_mlp
+  // (Maverick: step 2).
+  m->moe_layer_step = k.IntOr("interleave_moe_layer_step", 1);
+  if (m->moe_layer_step < 1) k.Fail("'interleave_moe_layer_step' must be >= 1");
+  if (m->moe_layer_step > 1) m->ffn_hidden = k.Int("intermediate_size_mlp");
+  else k.Use("intermediate_size_mlp");  // the dense layers' width: there are none at step 1
   k.Use("moe_layers");
-  if (j.contains("moe_layers") && j["moe_layers"].is_array() &&
-      static_cast<int>(j["moe_layers"].size()) != m->num_layers)
-    k.Fail("'moe_layers' does not list every layer: dense MLP layers between MoE layers are not modeled yet");
+  if (j.contains("moe_layers") && j["moe_layers"].is_array()) {
+    const json& moe = j["moe_layers"];
+    std::vector<int> want;
+    for (int i = 0; i < m->num_layers; ++i)
+      if (m->moe_layer_step < 1 || i % m->moe_layer_step == m->moe_layer_step - 1) want.push_back(i);
+    bool same = moe.size() == want.size();
+    for (size_t i = 0; i < want.size() && same; ++i) same = moe[i].is_number_integer() && moe[i].get<int>() == want[i];
+    if (!same)
+      k.Fail("'moe_layers' is not every " + std::to_string(m->moe_layer_step) + "-th layer from layer " +
+             std::to_string(m->moe_layer_step - 1) + " ('interleave_moe_layer_step'); other layouts are not modeled");
+  }
   m->qk_norm = k.BoolOr("use_qk_norm", true);
   const int interval = k.IntOr("no_rope_layer_interval", 4);
   if (interval < 1) return k.Fail("'no_rope_layer_interval' must be >= 1");
@@ -410,7 +420,7 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
     m->moe_ffn_hidden = k.Int("moe_intermediate_size");
     m->shared_ffn_hidden = k.IntOr("shared_expert_intermediate_size", 0);
     m->shared_expert_gate = m->shared_ffn_hidden > 0;
-    QwenMoeLayers(j, k);
+    QwenMoeLayers(j, k, m);
     UseMoeNeutralKeys(k);
   } else if (t == "gpt_oss") {
     GptOss(k, m, j);

@@ -21,6 +21,13 @@ bool ModelSpec::WindowedLayer(int layer) const {
   return p < 2 || layer % p != p - 1;
 }
 
+int ModelSpec::DenseLayers(int first, int count) const {
+  if (!has_dense_layers()) return 0;
+  int n = 0;
+  for (int i = first; i < first + count; ++i) n += DenseLayer(i) ? 1 : 0;
+  return n;
+}
+
 int ModelSpec::WindowedLayers(int first, int count) const {
   int n = 0;
   for (int i = first; i < first + count; ++i) n += WindowedLayer(i) ? 1 : 0;
@@ -72,6 +79,7 @@ ModelSpec DenseLayerModel(const ModelSpec& m) {
   d.num_experts = d.moe_top_k = d.moe_ffn_hidden = d.shared_ffn_hidden = 0;
   d.shared_expert_gate = false;
   d.first_dense_layers = 0;
+  d.moe_layer_step = 1;
   return d;
 }
 
@@ -169,6 +177,10 @@ Status Validate(const ModelSpec& m, const std::string& where) {
   if (m.first_dense_layers < 0 || (m.first_dense_layers > 0 && !m.moe()) || m.first_dense_layers >= m.num_layers)
     return bad("'first_dense_layers' (" + std::to_string(m.first_dense_layers) +
                ") needs an MoE model and must be below 'num_layers'");
+  if (m.moe_layer_step < 1 || (m.moe_layer_step > 1 && !m.moe()) || m.moe_layer_step > m.num_layers)
+    return bad("'moe_layer_step' (" + std::to_string(m.moe_layer_step) +
+               ") must be 1 (every layer MoE) or, for an MoE model, 2 .. 'num_layers' (an MoE layer every that many)");
+  if (m.moe() && m.moe_layers() < 1) return bad("an MoE model needs at least one MoE layer");
   if (m.mtp_layers < 0 || m.mtp_layers > 16)
     return bad("'mtp_layers' (" + std::to_string(m.mtp_layers) + ") must be 0 .. 16 (multi-token prediction modules)");
   if (m.q_lora_rank < 0 || m.kv_lora_rank < 0 || m.qk_nope_head_dim < 0 || m.qk_rope_head_dim < 0 || m.v_head_dim < 0)
@@ -251,6 +263,7 @@ StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where) {
     m.shared_ffn_hidden = Int32Or(r, "shared_expert_ffn_hidden_size", 0);
     m.shared_expert_gate = r.BoolOr("shared_expert_gate", false);
     m.first_dense_layers = Int32Or(r, "first_dense_layers", 0);
+    m.moe_layer_step = Int32Or(r, "moe_layer_step", 1);
     m.mtp_layers = Int32Or(r, "mtp_layers", 0);
     m.q_lora_rank = Int32Or(r, "q_lora_rank", 0);
     m.kv_lora_rank = Int32Or(r, "kv_lora_rank", 0);
@@ -324,6 +337,7 @@ json ToJson(const ModelSpec& m) {
     if (m.shared_ffn_hidden > 0) j["shared_expert_ffn_hidden_size"] = m.shared_ffn_hidden;
     if (m.shared_expert_gate) j["shared_expert_gate"] = true;
     if (m.first_dense_layers > 0) j["first_dense_layers"] = m.first_dense_layers;
+    if (m.moe_layer_step > 1) j["moe_layer_step"] = m.moe_layer_step;
   }
   if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
   if (m.mla()) {

@@ -89,6 +89,12 @@ struct ModelSpec {
   // MoE models whose first `first_dense_layers` layers have a dense MLP of
   // width ffn_hidden instead (DeepSeek's first_k_dense_replace).
   int first_dense_layers = 0;
+  // MoE models with dense layers between the MoE layers: layer i (past the
+  // dense leading ones) is an MoE layer when i % moe_layer_step ==
+  // moe_layer_step - 1 (HF Llama 4's interleave_moe_layer_step and
+  // Qwen2-MoE's decoder_sparse_step place them so), a dense MLP of
+  // ffn_hidden otherwise. 1: every layer MoE.
+  int moe_layer_step = 1;
 
   // Multi-head latent attention (DeepSeek-V2/V3; mla() when kv_lora_rank > 0):
   // Q = W_uq rmsnorm(W_dq x) (or W_q x when q_lora_rank is 0), the latent
@@ -124,7 +130,14 @@ struct ModelSpec {
   bool moe() const { return num_experts > 0; }
   bool mla() const { return kv_lora_rank > 0; }
   int v_dim() const { return mla() ? v_head_dim : head_dim(); }  // per-head width of V (AV, output projection)
-  int moe_layers() const { return moe() ? num_layers - first_dense_layers : 0; }
+  // True when layer `layer` (0-based) of an MoE model has a dense MLP.
+  bool DenseLayer(int layer) const {
+    return moe() && (layer < first_dense_layers || (moe_layer_step > 1 && layer % moe_layer_step != moe_layer_step - 1));
+  }
+  // Dense-MLP layers among layers [first, first + count) (0 for dense models).
+  int DenseLayers(int first, int count) const;
+  bool has_dense_layers() const { return moe() && (first_dense_layers > 0 || moe_layer_step > 1); }
+  int moe_layers() const { return moe() ? num_layers - DenseLayers(0, num_layers) : 0; }
   // True when the window is shorter than `seq` tokens (else it changes nothing).
   bool WindowApplies(int seq) const { return sliding_window > 0 && seq > sliding_window; }
   // True when layer `layer` (0-based) attends through the window (a model

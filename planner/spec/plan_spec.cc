@@ -244,7 +244,7 @@ Status CheckRecomputeModules(const PlanSpec& p, const ModelSpec& m) {
     return lacks("layernorm", "norm of its own to recompute (Megatron-LM's Transformer Engine layer fuses both "
                  "norms into the QKV and fc1 linear layers, which keep the normalized input: layernorm recompute "
                  "frees nothing; it acts on MLA's input norm and an MoE layer's pre-MLP norm)", "remove it");
-  if (m.moe() && m.first_dense_layers <= 0 && (p.recompute_modules & kRecomputeMlp))
+  if (m.moe() && !m.has_dense_layers() && (p.recompute_modules & kRecomputeMlp))
     return lacks("mlp", "dense MLP (every layer's MLP is a mixture of experts)",
                  "use 'moe' (the whole MoE block) or 'moe_act' instead");
   // Megatron-LM (TransformerConfig.__post_init__): moe_act and layernorm

@@ -3,19 +3,23 @@
 // parameter count term by term against the model card, which layers attend
 // in chunks, the fused kernel's tiles a chunk visits, chunk costs and FLOPs
 // that change by exactly the chunked layers' attention, and the refusals
-// (Maverick's dense layers between MoE layers, irregular layouts, cp > 1).
+// (irregular layouts, cp > 1); Maverick's dense layers between its MoE
+// layers (ModelSpec::moe_layer_step).
 // Also transformers 5's `rope_parameters`, read for every Llama-like type.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "base/json_fields.h"
 #include "planner/cost/compute_cost.h"
 #include "planner/cost/flops.h"
 #include "planner/cost/layer_ops.h"
+#include "planner/frameworks/megatron_args.h"
 #include "planner/lower/plan_costs.h"
 #include "planner/profile/profile.h"
 #include "planner/search/enumerate.h"
+#include "planner/spec/capabilities.h"
 #include "planner/spec/hf_config.h"
 #include "tests/planner/test_models.h"
 
@@ -63,15 +67,86 @@ TEST(Llama4, ScoutCountsItsArchitecture) {
   EXPECT_FALSE(m->FamilyLayout());  // dtrun does not run it: chunked attention, qk norm, experts
 }
 
-TEST(Llama4, LayoutKeysAreReadOrRefused) {
-  // Maverick: an MoE layer every second layer, dense layers of
-  // intermediate_size_mlp between: refused, naming the key.
+// meta-llama/Llama-4-Maverick-17B-128E's language model: Scout's layers
+// with 128 routed experts on every second layer (interleave_moe_layer_step
+// 2: layers 1, 3, ..., 47) and dense SwiGLUs of intermediate_size_mlp
+// (16384) between (built here from Scout's config with those fields). Its
+// card: "17B active, 400B total" (the multimodal model).
+TEST(Llama4, MaverickInterleavesDenseAndMoeLayers) {
   json j = ScoutJson();
+  j["num_local_experts"] = 128;
   j["interleave_moe_layer_step"] = 2;
+  json moe = json::array();
+  for (int i = 1; i < 48; i += 2) moe.push_back(i);
+  j["moe_layers"] = moe;
+  auto m = FromJson(j);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->moe_layer_step, 2);
+  EXPECT_EQ(m->ffn_hidden, 16384);
+  EXPECT_EQ(m->moe_ffn_hidden, 8192);
+  EXPECT_EQ(m->moe_layers(), 24);
+  for (int i = 0; i < 48; ++i) EXPECT_EQ(m->DenseLayer(i), i % 2 == 0) << i;
+  const int64_t h = 5120, v = 202048;
+  const int64_t attention = h * 5120 + 2 * h * 1024 + 5120 * h + 2 * 128 + 2 * h;
+  const int64_t moe_layer = attention + 128 * h + 129 * 3 * h * 8192, dense_layer = attention + 3 * h * 16384;
+  EXPECT_EQ(m->TotalParams(), 2 * v * h + 24 * moe_layer + 24 * dense_layer + h);
+  EXPECT_NEAR(static_cast<double>(m->TotalParams()), 400e9, 0.01 * 400e9);
+  EXPECT_NEAR(static_cast<double>(m->ActiveParams()), 17e9, 0.02 * 17e9);
+  // Planned with the dense layers priced as dense: a stage's layers and
+  // FLOPs split by layer kind, and dtrun, which builds every layer as MoE,
+  // lacks the feature.
+  PlanSpec p;
+  p.dp = 8;
+  p.tp = 8;
+  p.sequence_parallel = true;
+  p.pp = 4;
+  p.ep = 8;
+  p.etp = 1;
+  p.seq_length = 8192;
+  p.num_microbatches = 8;
+  p.zero_stage = 1;
+  p.flash_attention = true;
+  p.dropout = false;
+  p.layers_per_chunk = EvenSplit(m->num_layers, 4);
+  ASSERT_TRUE(Validate(p, *m, "plan").ok()) << Validate(p, *m, "plan").message();
+  ModelSpec all_moe = *m;
+  all_moe.moe_layer_step = 1;
+  EXPECT_LT(StepFlops(*m, p, false), StepFlops(all_moe, p, false));
+  const std::vector<Feature> missing = MissingFeatures(*m, p, RuntimeDevice::kCpu);
+  EXPECT_NE(std::find(missing.begin(), missing.end(), Feature::kDenseMoeLayers), missing.end());
+  // Exported to Megatron-LM as the per-layer --moe-layer-freq list, which
+  // imports back to the same layer pattern (the model without its chunked
+  // attention, which the Megatron export refuses).
+  ModelSpec unchunked = *m;
+  unchunked.sliding_window = unchunked.sliding_window_pattern = 0;
+  unchunked.window_chunked = false;
+  auto flags = MegatronArgs(unchunked, p, true);
+  ASSERT_TRUE(flags.ok()) << flags.status().message();
+  std::vector<std::string> argv;
+  for (const CliFlag& f : *flags) {
+    argv.push_back(f.name);
+    if (!f.value.empty()) argv.push_back(f.value);
+  }
+  const auto freq = std::find(argv.begin(), argv.end(), "--moe-layer-freq");
+  ASSERT_NE(freq, argv.end());
+  EXPECT_EQ(freq[1].substr(0, 8), "[0,1,0,1");
+  auto job = ImportMegatron(argv, p.world(), "maverick");
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_EQ(job->model.moe_layer_step, 2);
+  EXPECT_EQ(job->model.first_dense_layers, 0);
+  EXPECT_EQ(job->model.moe_layers(), 24);
+  // A moe_layers list that is not the step's pattern is refused, named.
+  j["moe_layers"] = json::array({1, 3, 5});
   auto r = FromJson(j);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("'interleave_moe_layer_step' = 2"), std::string::npos) << r.status().message();
-  j = ScoutJson();
+  EXPECT_NE(r.status().message().find("'moe_layers'"), std::string::npos) << r.status().message();
+  j["moe_layers"] = moe;
+  j["interleave_moe_layer_step"] = 0;
+  EXPECT_FALSE(FromJson(j).ok());
+}
+
+TEST(Llama4, LayoutKeysAreReadOrRefused) {
+  json j = ScoutJson();
   j["moe_layers"] = json::array({1, 3, 5});
   EXPECT_FALSE(FromJson(j).ok());
   // no_rope_layers spelled out as the default pattern: the same model.
@@ -85,7 +160,7 @@ TEST(Llama4, LayoutKeysAreReadOrRefused) {
   // Another pattern is refused.
   rope[0] = 0;
   j["no_rope_layers"] = rope;
-  r = FromJson(j);
+  auto r = FromJson(j);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("'no_rope_layers'"), std::string::npos) << r.status().message();
   // layer_types as transformers writes them for Llama 4.

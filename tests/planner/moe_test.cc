@@ -130,8 +130,19 @@ TEST(MoeParams, QwenMappingsReadEveryExpertKey) {
   Status s = ModelFromJson(j, "config.json").status();
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("mlp_only_layers"), std::string::npos) << s.message();
+  // decoder_sparse_step 2: every second layer sparse (HF: layers 1, 3, ...),
+  // dense MLPs of intermediate_size between.
   j = ReadJsonFile(Fixture("qwen1.5-moe-a2.7b.json")).value();
+  const ModelSpec every = ModelFromJson(j, "config.json").value();
   j["decoder_sparse_step"] = 2;
+  auto half = ModelFromJson(j, "config.json");
+  ASSERT_TRUE(half.ok()) << half.status().message();
+  EXPECT_EQ(half->moe_layer_step, 2);
+  EXPECT_TRUE(half->DenseLayer(0));
+  EXPECT_FALSE(half->DenseLayer(1));
+  EXPECT_EQ(half->moe_layers(), every.num_layers / 2);
+  EXPECT_EQ(half->TotalParams(), every.TotalParams() - (every.num_layers / 2) * (every.LayerParams() - every.DenseLayerParams()));
+  j["decoder_sparse_step"] = 0;
   s = ModelFromJson(j, "config.json").status();
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("decoder_sparse_step"), std::string::npos) << s.message();
