@@ -22,6 +22,7 @@
 #include "planner/spec/capabilities.h"
 #include "planner/spec/hf_config.h"
 #include "tests/planner/test_models.h"
+#include "tests/planner/window_checks.h"
 
 namespace dt {
 namespace {
@@ -31,6 +32,24 @@ std::string Fixture(const std::string& name) {
 }
 
 json ScoutJson() { return ReadJsonFile(Fixture("llama4-scout-text.json")).value(); }
+
+// dp 8 x tp (SP) x pp 4, experts over ep 8 with expert TP 1, fused attention.
+PlanSpec GpuPlan(const ModelSpec& m, int tp, int seq) {
+  PlanSpec p;
+  p.dp = 8;
+  p.tp = tp;
+  p.sequence_parallel = true;
+  p.pp = 4;
+  p.ep = 8;
+  p.etp = 1;
+  p.seq_length = seq;
+  p.num_microbatches = 8;
+  p.zero_stage = 1;
+  p.flash_attention = true;
+  p.dropout = false;
+  p.layers_per_chunk = EvenSplit(m.num_layers, 4);
+  return p;
+}
 
 StatusOr<ModelSpec> FromJson(const json& j) { return ModelFromHfConfig(j, "config.json"); }
 
@@ -95,19 +114,7 @@ TEST(Llama4, MaverickInterleavesDenseAndMoeLayers) {
   // Planned with the dense layers priced as dense: a stage's layers and
   // FLOPs split by layer kind, and dtrun, which builds every layer as MoE,
   // lacks the feature.
-  PlanSpec p;
-  p.dp = 8;
-  p.tp = 8;
-  p.sequence_parallel = true;
-  p.pp = 4;
-  p.ep = 8;
-  p.etp = 1;
-  p.seq_length = 8192;
-  p.num_microbatches = 8;
-  p.zero_stage = 1;
-  p.flash_attention = true;
-  p.dropout = false;
-  p.layers_per_chunk = EvenSplit(m->num_layers, 4);
+  const PlanSpec p = GpuPlan(*m, 8, 8192);
   ASSERT_TRUE(Validate(p, *m, "plan").ok()) << Validate(p, *m, "plan").message();
   ModelSpec all_moe = *m;
   all_moe.moe_layer_step = 1;
@@ -208,38 +215,12 @@ TEST(Llama4, ChunkedLayersSaveExactlyTheirAttentionAndCpIsRefused) {
   full.sliding_window = 0;
   full.sliding_window_pattern = 0;
   full.window_chunked = false;
-  PlanSpec p;
-  p.dp = 8;
-  p.tp = 2;
-  p.sequence_parallel = true;
-  p.pp = 4;
-  p.ep = 8;
-  p.etp = 1;
-  p.seq_length = 32768;
-  p.num_microbatches = 8;
-  p.zero_stage = 1;
-  p.flash_attention = true;
-  p.dropout = false;
-  p.layers_per_chunk = EvenSplit(m.num_layers, 4);
+  const PlanSpec p = GpuPlan(m, 2, 32768);
   ASSERT_TRUE(Validate(p, m, "plan").ok()) << Validate(p, m, "plan").message();
   const HardwareProfile hw = LoadProfile("h100").value();
   const ClusterSpec c = testing_models::Cluster(8, 8);
-  const PlanCosts chunked = ComputePlanCosts(m, c, p, hw), causal = ComputePlanCosts(full, c, p, hw);
-  auto core = [&](bool w, bool bwd) {
-    const LayerOps l = TransformerLayerOps(m, p, 2, w);
-    double t = 0;
-    for (const Op& op : bwd ? l.backward : l.forward)
-      if (op.kind == OpKind::kAttention) t += OpTime(op, hw);
-    return t;
-  };
-  const double save_f = core(false, false) - core(true, false), save_b = core(false, true) - core(true, true);
-  EXPECT_GT(save_f, 0);
-  for (int ch = 0; ch < p.num_chunks(); ++ch) {
-    const int w = m.WindowedLayers(p.ChunkFirstLayer(ch), p.layers_per_chunk[ch]);
-    EXPECT_EQ(w, 9) << ch;  // 12 layers per stage, every 4th full
-    EXPECT_NEAR(causal.chunks[ch].fwd_compute - chunked.chunks[ch].fwd_compute, w * save_f, 1e-9) << ch;
-    EXPECT_NEAR(causal.chunks[ch].bwd_compute - chunked.chunks[ch].bwd_compute, w * save_b, 1e-9) << ch;
-  }
+  for (int w : testing_models::ExpectChunksSaveTheWindowedAttention(m, full, c, p, hw))
+    EXPECT_EQ(w, 9);  // 12 layers per stage, every 4th full
   EXPECT_LT(StepFlops(m, p, false), StepFlops(full, p, false));
   // Context parallelism over chunked layers is not modeled: refused, named.
   PlanSpec q = p;

@@ -17,6 +17,7 @@
 #include "planner/profile/profile.h"
 #include "planner/spec/capabilities.h"
 #include "planner/spec/hf_config.h"
+#include "tests/planner/test_models.h"
 
 namespace dt {
 namespace {
@@ -290,14 +291,7 @@ TEST(Mla, IsAFeatureDtrunLacks) {
   ASSERT_TRUE(m.ok()) << m.status().message();
   ASSERT_TRUE(m->mla());
   EXPECT_TRUE(m->FamilyLayout());  // nothing else marks it as a variant
-  PlanSpec p;
-  p.dp = 2;
-  p.micro_batch = 1;
-  p.num_microbatches = 4;
-  p.seq_length = 64;
-  p.flash_attention = false;
-  p.dropout = false;
-  p.layers_per_chunk = EvenSplit(m->num_layers, 1);
+  const PlanSpec p = testing_models::TinyCpuPlan(*m, 2);
   const std::vector<Feature> missing = MissingFeatures(*m, p, RuntimeDevice::kCpu);
   EXPECT_NE(std::find(missing.begin(), missing.end(), Feature::kLatentAttention), missing.end());
   const std::vector<Feature> dense = MissingFeatures(LoadModel(std::string(DT_SOURCE_DIR) +

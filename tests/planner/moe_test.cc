@@ -658,14 +658,7 @@ TEST(MoeExport, MegatronFlagsAndRefusals) {
 // as MoE).
 TEST(Moe, DenseLeadingLayersAreAFeatureDtrunLacks) {
   ModelSpec m = LoadModel(std::string(DT_SOURCE_DIR) + "/examples/models/moe-shared-tiny.json").value();
-  PlanSpec p;
-  p.dp = 2;
-  p.micro_batch = 1;
-  p.num_microbatches = 4;
-  p.seq_length = 64;
-  p.flash_attention = false;
-  p.dropout = false;
-  p.layers_per_chunk = EvenSplit(m.num_layers, 1);
+  const PlanSpec p = testing_models::TinyCpuPlan(m, 2);
   auto has = [&](const ModelSpec& x) {
     const std::vector<Feature> missing = MissingFeatures(x, p, RuntimeDevice::kCpu);
     return std::find(missing.begin(), missing.end(), Feature::kDenseMoeLayers) != missing.end();

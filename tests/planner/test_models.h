@@ -83,6 +83,21 @@ inline PlanSpec TpSpPlan(const ModelSpec& m, int tp, int seq, int mbs = 1, int n
   return p;
 }
 
+// What dtplan --device cpu plans for a tiny model on dp ranks: unfused
+// attention, no dropout, one microbatch of 1 sequence per step and rank x 4
+// (capability tests).
+inline PlanSpec TinyCpuPlan(const ModelSpec& m, int dp) {
+  PlanSpec p;
+  p.dp = dp;
+  p.micro_batch = 1;
+  p.num_microbatches = 4;
+  p.seq_length = 64;
+  p.flash_attention = false;
+  p.dropout = false;
+  p.layers_per_chunk = {m.num_layers};
+  return p;
+}
+
 // A pipeline-only plan with one layer per model chunk (schedule tests).
 inline PlanSpec PipelinePlan(Schedule s, int pp, int vpp, int m, int zero = 0) {
   PlanSpec p;

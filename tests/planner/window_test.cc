@@ -19,6 +19,7 @@
 #include "planner/spec/capabilities.h"
 #include "planner/spec/hf_config.h"
 #include "tests/planner/test_models.h"
+#include "tests/planner/window_checks.h"
 
 namespace dt {
 namespace {
@@ -216,23 +217,10 @@ TEST(SlidingWindow, ChunkCostsAndFlopsDropByTheWindowedLayersAttention) {
   const HardwareProfile hw = LoadProfile("h100").value();
   const ClusterSpec c = testing_models::Cluster(8, 8);
   const PlanSpec p = OssPlan(m, true);
-  const PlanCosts windowed = ComputePlanCosts(m, c, p, hw), causal = ComputePlanCosts(full, c, p, hw);
   // What one windowed layer saves: the attention core forward and backward.
-  auto core = [&](bool w, bool bwd) {
-    const LayerOps l = TransformerLayerOps(m, p, 2, w);
-    double t = 0;
-    for (const Op& op : bwd ? l.backward : l.forward)
-      if (op.kind == OpKind::kAttention) t += OpTime(op, hw);
-    return t;
-  };
-  const double save_f = core(false, false) - core(true, false), save_b = core(false, true) - core(true, true);
-  EXPECT_GT(save_f, 0);
-  for (int ch = 0; ch < p.num_chunks(); ++ch) {
-    const int w = m.WindowedLayers(p.ChunkFirstLayer(ch), p.layers_per_chunk[ch]);
-    EXPECT_EQ(w, ch % 2 == 0 ? 5 : 4) << ch;  // 9 layers per chunk, alternating from layer 0
-    EXPECT_NEAR(causal.chunks[ch].fwd_compute - windowed.chunks[ch].fwd_compute, w * save_f, 1e-9) << ch;
-    EXPECT_NEAR(causal.chunks[ch].bwd_compute - windowed.chunks[ch].bwd_compute, w * save_b, 1e-9) << ch;
-  }
+  const std::vector<int> w = testing_models::ExpectChunksSaveTheWindowedAttention(m, full, c, p, hw);
+  for (int ch = 0; ch < p.num_chunks(); ++ch)
+    EXPECT_EQ(w[ch], ch % 2 == 0 ? 5 : 4) << ch;  // 9 layers per chunk, alternating from layer 0
   // FLOPs: the windowed cores' share of the square.
   const double f = WindowTileFraction(4096, 128);
   const LayerOps l = TransformerLayerOps(full, p, 2);
