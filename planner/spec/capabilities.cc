@@ -46,7 +46,7 @@ const std::vector<Capability>& CapabilityTable() {
        "(dtplan export --to megatron writes --mtp-num-layers)"},
       {Feature::kDenseMoeLayers,
        "dense MLP layers in a mixture-of-experts model (DeepSeek's leading ones, Llama 4 Maverick's interleaved)",
-       false, false,
+       true, false,
        "set \"first_dense_layers\": 0 and \"moe_layer_step\": 1 in the model to train every layer as MoE, or "
        "run it in Megatron-LM (dtplan export --to megatron writes --moe-layer-freq)"},
       {Feature::kLatentAttention, "multi-head latent attention (DeepSeek-V2/V3 MLA)", false, false,

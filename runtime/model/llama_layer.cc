@@ -17,7 +17,7 @@
 
 namespace dt::rt {
 
-LlamaLayer::LlamaLayer(LayerContext* ctx, int layer, int num_layers)
+LlamaLayer::LlamaLayer(LayerContext* ctx, int layer, int num_layers, bool dense_mlp)
     : ctx_(ctx), layer_(layer), num_layers_(num_layers) {
   const int64_t h = ctx->hidden, hd = ctx->head_dim, f = ctx->ffn_local * ctx->tp_size;
   const int64_t heads = ctx->heads_local * ctx->tp_size, kv = ctx->kv_heads;
@@ -33,7 +33,7 @@ LlamaLayer::LlamaLayer(LayerContext* ctx, int layer, int num_layers)
   v_w_ = DeclareReplicatedShardParam(ctx, p + "attn.v.weight", {kv * hd, h}, static_cast<int>(kv));
   o_w_ = DeclareParam(ctx, p + "attn.o.weight", {h, heads * hd}, ShardKind::kSplitDim1, false);
   norm2_w_ = DeclareParam(ctx, p + "mlp_norm.weight", {h}, ShardKind::kReplicated, true);
-  if (ctx->num_experts > 0) {
+  if (ctx->num_experts > 0 && !dense_mlp) {
     moe_ = std::make_unique<MoeMlp>(ctx, p);
     if (ctx->shared_ffn_local > 0) {
       const int64_t fs = ctx->shared_ffn_local * ctx->tp_size;

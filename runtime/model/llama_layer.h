@@ -62,8 +62,12 @@ namespace dt::rt {
 class LlamaLayer : public TransformerLayer {
  public:
   // Declares this layer's parameters (global layer index `layer`) in the
-  // store. ctx->kv_heads and kv_heads_local must be set.
-  LlamaLayer(LayerContext* ctx, int layer, int num_layers);
+  // store. ctx->kv_heads and kv_heads_local must be set. In an MoE model
+  // (ctx->num_experts > 0) the MLP is the mixture of experts unless
+  // `dense_mlp` (a dense-MLP layer of the model, ModelSpec::DenseLayer:
+  // DeepSeek's leading ones, Llama 4's interleaved ones): then it is the
+  // SwiGLU of ctx->ffn_local, as in a dense model.
+  LlamaLayer(LayerContext* ctx, int layer, int num_layers, bool dense_mlp = false);
   void Init(uint64_t seed) override;
   Tensor Forward(Tensor x, Recompute mode, LayerStash* stash) override;
   Tensor Backward(const Tensor& dout, LayerStash* stash) override;

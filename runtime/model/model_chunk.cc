@@ -97,7 +97,7 @@ ModelChunk::ModelChunk(const ModelSpec& model, const PlanSpec& plan, int chunk, 
   for (int l = 0; l < plan_.layers_per_chunk[chunk]; ++l) {
     layer_units_.push_back(store_.BeginUnit("layers." + std::to_string(first + l)));
     if (model.family == ModelFamily::kLlama)
-      layers_.push_back(std::make_unique<LlamaLayer>(&ctx_, first + l, model.num_layers));
+      layers_.push_back(std::make_unique<LlamaLayer>(&ctx_, first + l, model.num_layers, model.DenseLayer(first + l)));
     else
       layers_.push_back(std::make_unique<GptLayer>(&ctx_, first + l, model.num_layers));
   }

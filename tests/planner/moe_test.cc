@@ -651,25 +651,31 @@ TEST(MoeExport, MegatronFlagsAndRefusals) {
   EXPECT_NE(qf.status().message().find("shared expert"), std::string::npos) << qf.status().message();
 }
 
-// dtrun builds every layer of an MoE model as an MoE layer: a model with
-// dense leading layers (DeepSeek's first_k_dense_replace) is a feature it
-// lacks, so a CPU plan of one is refused instead of run as another model
-// (before 2026-11-28 dtplan emitted the plan and dtrun trained every layer
-// as MoE).
-TEST(Moe, DenseLeadingLayersAreAFeatureDtrunLacks) {
+// Dense-MLP layers in an MoE model (DeepSeek's first_k_dense_replace, Llama
+// 4's interleaved ones) are a feature of the capability table: dtrun runs
+// them on CPU (tests/runtime/dtrun_check.py moe_dense: parity and the
+// checkpoint's layer structure), not on CUDA. Before 2026-11-28 nothing
+// marked them, and dtrun trained every layer as MoE: another model than the
+// plan priced.
+TEST(Moe, DenseLayersAreAFeatureOfTheCapabilityTable) {
   ModelSpec m = LoadModel(std::string(DT_SOURCE_DIR) + "/examples/models/moe-shared-tiny.json").value();
   const PlanSpec p = testing_models::TinyCpuPlan(m, 2);
-  auto has = [&](const ModelSpec& x) {
-    const std::vector<Feature> missing = MissingFeatures(x, p, RuntimeDevice::kCpu);
-    return std::find(missing.begin(), missing.end(), Feature::kDenseMoeLayers) != missing.end();
+  auto uses = [&](const ModelSpec& x) {
+    const std::vector<Feature> used = FeaturesUsed(x, p);
+    return std::find(used.begin(), used.end(), Feature::kDenseMoeLayers) != used.end();
   };
-  EXPECT_FALSE(has(m));
+  EXPECT_FALSE(uses(m));
   m.first_dense_layers = 1;
   ASSERT_TRUE(Validate(m, "model").ok());
-  EXPECT_TRUE(has(m));
+  EXPECT_TRUE(uses(m));
+  EXPECT_TRUE(MissingFeatures(m, p, RuntimeDevice::kCpu).empty());
+  m.first_dense_layers = 0;
+  m.moe_layer_step = 2;
+  ASSERT_TRUE(Validate(m, "model").ok());
+  EXPECT_TRUE(uses(m));
   const Capability& c = CapabilityOf(Feature::kDenseMoeLayers);
-  EXPECT_FALSE(c.cpu);
-  EXPECT_NE(std::string(c.fix).find("first_dense_layers"), std::string::npos);
+  EXPECT_TRUE(c.cpu);
+  EXPECT_FALSE(c.cuda);
 }
 
 }  // namespace

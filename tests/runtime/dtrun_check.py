@@ -20,6 +20,8 @@ Checks
   moe_resume               mixtral-tiny: bit-exact resume under dp=2 ep=2, ZeRO-0 and ZeRO-1; save under
                            dp=2 x ep=2 x tp=2, resume on 1 rank and under dp=2 ep=1; save under dp=2 x
                            ep=2 ZeRO-1, resume on 1 rank (rel 1e-4 against 1 rank).
+  moe_dense                moe-shared-tiny on 4 layers with dense-MLP layers (the first; every other):
+                           dp=2 x ep=2, with tp=2 (SP) and with pp=2, against 1 rank (rel 1e-4).
   moe_shared_gate          moe-shared-tiny with Qwen2-MoE's gated shared expert: dp=2 x ep=2, with
                            tp=2 (SP), pp=2 and full recompute, against 1 rank (rel 1e-4).
   threads                  without OMP_NUM_THREADS, each rank runs min(the CPUs mpirun bound it to,
@@ -333,6 +335,47 @@ def check_moe_shared_gate():
         compare("moe-shared-gate-tiny " + name, losses(ref_metrics), losses(metrics), 1e-4)
         compare("moe-shared-gate-tiny %s gradient norms" % name, losses(ref_metrics, "grad_norm"),
                 losses(metrics, "grad_norm"), 1e-4)
+
+
+def check_moe_dense():
+    """MoE models with dense-MLP layers (examples/models/moe-shared-tiny.json on 4 layers): the
+    first layer dense (DeepSeek's first_dense_layers 1), and every other layer dense
+    (moe_layer_step 2: layers 0 and 2 dense, Llama 4 Maverick's layout). dp=2 x ep=2,
+    dp=2 x ep=2 x tp=2 (SP) and dp=2 x ep=2 x pp=2 train to 1 rank's losses and gradient norms
+    (rel 1e-4, 6 steps), and the checkpoint holds dense MLP weights exactly for the dense layers."""
+    with open(os.path.join(A.source_dir, "examples/models/moe-shared-tiny.json")) as f:
+        base = json.load(f)
+    steps = 6
+    for variant, extra in (("lead1", {"first_dense_layers": 1}), ("step2", {"moe_layer_step": 2})):
+        m = dict(base, num_layers=4, name="moe-dense-" + variant, **extra)
+        model = os.path.join(A.work, "moe-dense-%s.json" % variant)
+        with open(model, "w") as f:
+            json.dump(m, f)
+        ref_plan = os.path.join(A.work, "dense_%s_ref.json" % variant)
+        write_plan(ref_plan, model=model, mbs=GLOBAL_BATCH)
+        ref_metrics = os.path.join(A.work, "dense_%s_ref.jsonl" % variant)
+        ckpt = os.path.join(A.work, "dense_%s_ckpt" % variant)
+        shutil.rmtree(ckpt, ignore_errors=True)
+        run_ok(ref_plan, 1, "--steps", steps, "--metrics", ref_metrics, "--checkpoint-dir", ckpt)
+        with open(os.path.join(ckpt, "step-%d" % steps, "manifest.json")) as f:
+            names = {t["name"] for t in json.load(f)["tensors"]}
+        dense = {l for l in range(4) if (l < extra.get("first_dense_layers", 0) or
+                                         (extra.get("moe_layer_step", 1) > 1 and l % 2 != 1))}
+        for l in range(4):
+            has_dense = "param/layers.%d.mlp.gate.weight" % l in names
+            has_router = "param/layers.%d.mlp.router.weight" % l in names
+            if has_dense != (l in dense) or has_router == (l in dense):
+                fail("moe-dense-%s: layer %d has dense MLP %s, router %s; want dense %s" %
+                     (variant, l, has_dense, has_router, l in dense))
+        for name, dims in (("dp2_ep2", dict(dp=2, ep=2)), ("dp2_ep2_tp2_sp", dict(dp=2, ep=2, tp=2, sp=True)),
+                           ("dp2_ep2_pp2", dict(dp=2, ep=2, pp=2))):
+            plan = os.path.join(A.work, "dense_%s_%s.json" % (variant, name))
+            world = write_plan(plan, model=model, **dims)
+            metrics = os.path.join(A.work, "dense_%s_%s.jsonl" % (variant, name))
+            run_ok(plan, world, "--steps", steps, "--metrics", metrics)
+            compare("moe-dense-%s %s" % (variant, name), losses(ref_metrics), losses(metrics), 1e-4)
+            compare("moe-dense-%s %s gradient norms" % (variant, name), losses(ref_metrics, "grad_norm"),
+                    losses(metrics, "grad_norm"), 1e-4)
 
 
 def check_matrix(model_name):
@@ -734,7 +777,7 @@ def main():
               "kill": check_kill, "entropy": check_entropy, "bad_input": check_bad_input,
               "predicted": check_predicted, "cp_resume": check_cp_resume, "cp_dtplan": check_cp_dtplan,
               "llama": check_llama, "moe_resume": check_moe_resume, "moe_shared_gate": check_moe_shared_gate,
-              "deferred": check_deferred, "threads": check_threads}
+              "deferred": check_deferred, "threads": check_threads, "moe_dense": check_moe_dense}
     if A.check == "parity":
         check_parity(A.rest[0], A.rest[1:])
     elif A.check == "matrix":
