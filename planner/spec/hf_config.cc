@@ -281,8 +281,9 @@ void GptOss(Keys& k, ModelSpec* m, const json& j) {
 // floor_scale, attn_scale: one scaling of q, not priced). use_qk_norm: a
 // weightless L2 norm of q and k on the RoPE layers, priced as the q/k
 // RMSNorm of Qwen3 on every layer (whose 2 x head_dim weights per layer the
-// model does not have: 12,288 parameters on Scout). Dense layers between
-// the MoE layers (interleave_moe_layer_step > 1, Maverick) are refused.
+// model does not have: 12,288 parameters on Scout). Maverick: dense layers
+// between the MoE layers (interleave_moe_layer_step 2, ModelSpec::
+// moe_layer_step).
 void Llama4(Keys& k, ModelSpec* m, const json& j) {
   LlamaLike(k, m, false);
   m->num_experts = k.Int("num_local_experts");

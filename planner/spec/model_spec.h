@@ -79,8 +79,8 @@ struct ModelSpec {
   // width moe_ffn_hidden of which each token uses moe_top_k, plus, when
   // shared_ffn_hidden > 0, a shared MLP of that width every token uses
   // (DeepSeek's n_shared experts of width w: n*w), scaled by a sigmoid gate
-  // (h weights) when shared_expert_gate (Qwen2-MoE). ffn_hidden is then
-  // unused. Dense leading layers and sparse steps are refused (hf_config.cc).
+  // (h weights) when shared_expert_gate (Qwen2-MoE). ffn_hidden is then the
+  // width of the model's dense-MLP layers, if it has any (below).
   int num_experts = 0;
   int moe_top_k = 0;
   int moe_ffn_hidden = 0;
