@@ -393,6 +393,27 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
     LlamaLike(k, m, false);
     m->qk_norm = true;
     QwenWindow(k, m);
+  } else if (t == "olmo2" || t == "olmoe") {
+    // OLMo 2 (allenai/OLMo-2-1124-7B config.json) and OLMoE
+    // (allenai/OLMoE-1B-7B-0924): Llama layout with the norms after the
+    // attention and MLP blocks instead of before (the same two norms and
+    // passes) and an RMSNorm over the whole q and k projections, priced as
+    // q/k RMSNorms per head (same passes; the per-head count has 2 x
+    // head_dim weights where the model has q_dim + kv_dim: 7,936 fewer per
+    // layer on OLMo-2-7B, and under TP the norm's statistic would also be
+    // summed over the TP group, a few bytes per token, not priced).
+    // clip_qkv clamps q, k and v (one elementwise pass, not priced).
+    // OLMoE: num_experts SwiGLU experts of intermediate_size, top
+    // num_experts_per_tok, no shared expert.
+    LlamaLike(k, m, false);
+    m->qk_norm = true;
+    k.Use("clip_qkv");
+    if (t == "olmoe") {
+      m->num_experts = k.Int("num_experts");
+      m->moe_top_k = k.Int("num_experts_per_tok");
+      m->moe_ffn_hidden = m->ffn_hidden;
+      UseMoeNeutralKeys(k);
+    }
   } else if (t == "qwen2") {
     LlamaLike(k, m, false);
     m->qkv_bias = true;  // Qwen2 attention: biases on q, k, v (not o)
@@ -517,7 +538,8 @@ const std::vector<std::string>& SupportedHfTypes() {
   static const std::vector<std::string> t = {"llama",       "mistral",     "qwen2",     "qwen3",   "phi3",
                                              "gemma",       "gemma2",      "gemma3_text", "gpt2",  "opt",
                                              "falcon",      "mixtral",     "qwen2_moe", "qwen3_moe", "deepseek_v2",
-                                             "deepseek_v3", "kimi_k2",  "glm4_moe",    "gpt_oss",   "llama4_text"};
+                                             "deepseek_v3", "kimi_k2",  "glm4_moe",    "gpt_oss",   "llama4_text",
+                                             "olmo2",       "olmoe"};
   return t;
 }
 
@@ -556,7 +578,7 @@ StatusOr<ModelSpec> ModelFromHfConfig(const json& j, const std::string& where) {
       return InvalidArgument(where + ": key '" + key + "' (mixture-of-experts / latent attention) on model_type '" +
                              t + "' is not modeled by dtplan; it changes the model's size and cost, so the config "
                              "is refused (MoE is mapped for mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, kimi_k2, "
-                           "glm4_moe, gpt_oss and llama4_text only)");
+                           "glm4_moe, gpt_oss, llama4_text and olmoe only)");
   if (j.contains("quantization_config"))
     return InvalidArgument(where + ": key 'quantization_config' (quantized weights) is not modeled; dtplan plans "
                            "bf16/fp32 training - remove it for a full-precision plan");

@@ -156,6 +156,37 @@ TEST(HfConfig, Glm45CountsItsArchitecture) {
   }
 }
 
+// OLMo 2 and OLMoE (allenai config.json): the Llama layout with norms after
+// the blocks and an RMSNorm over the whole q and k projections, which dtplan
+// prices per head (2 x head_dim weights per layer where the models have
+// q_dim + kv_dim). The architecture's own totals, term by term: OLMo-2-7B
+// 7,298,617,344 (32 layers of 4096, MLP 11008, 100352 rows untied); OLMoE
+// 6,919,161,856 (16 layers of 2048, 64 experts of 1024, top 8; its paper:
+// "7B total, 1B active"). dtplan's counts differ by the norm weights only.
+TEST(HfConfig, OlmoCountsItsArchitectureBarTheQkNormWidth) {
+  struct Olmo {
+    const char* file;
+    int64_t h, layers, ffn, experts, top_k, vocab;
+    double total;
+  };
+  for (const Olmo& o : {Olmo{"olmo2-7b.json", 4096, 32, 11008, 0, 0, 100352, 7298617344.0},
+                        Olmo{"olmoe-1b-7b.json", 2048, 16, 1024, 64, 8, 50304, 6919161856.0}}) {
+    auto m = LoadModel(Fixture(o.file));
+    ASSERT_TRUE(m.ok()) << o.file << ": " << m.status().message();
+    EXPECT_TRUE(m->qk_norm) << o.file;
+    EXPECT_EQ(m->num_experts, o.experts) << o.file;
+    const int64_t h = o.h, mlp = 3 * h * o.ffn;
+    const int64_t attention = 4 * h * h, norms = 2 * h;
+    const int64_t layer = attention + norms + (o.experts > 0 ? o.experts * h + o.experts * mlp : mlp);
+    const int64_t exact = 2 * o.vocab * h + o.layers * (layer + 2 * h) + h;  // + full-width q and k norms
+    EXPECT_EQ(static_cast<double>(exact), o.total) << o.file;
+    EXPECT_EQ(m->TotalParams(), exact - o.layers * (2 * h - 2 * 128)) << o.file;  // head_dim 128 in both
+    EXPECT_NEAR(static_cast<double>(m->TotalParams()), o.total, 1e-4 * o.total) << o.file;
+  }
+  const ModelSpec olmoe = LoadModel(Fixture("olmoe-1b-7b.json")).value();
+  EXPECT_NEAR(static_cast<double>(olmoe.ActiveParams()), 1.3e9, 0.025 * 1.3e9);
+}
+
 Status LoadJson(const json& j) { return ModelFromJson(j, "config.json").status(); }
 
 TEST(HfConfig, ExpertKeysOnDenseTypesAreRefusedNotShrunk) {
