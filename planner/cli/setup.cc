@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "planner/cost/comm_cost.h"
 #include "planner/profile/machine_info.h"
@@ -17,11 +18,9 @@ StatusOr<HardwareProfile> LoadProfileFor(const std::string& name, const std::str
   // `dtplan profile`), else the placeholder estimate.
   std::string n = name;
   if (n.empty() && device == "cpu") {
-    n = "cpu-generic";
-    const std::string want = ranks_per_node == 1 ? "local-cpu-1rank" : "local-cpu";
-    for (const std::string& b : BundledProfileNames())
-      if (b == "local-cpu" && n == "cpu-generic") n = b;
-      else if (b == want) n = b;
+    const std::vector<std::string> bundled = BundledProfileNames();
+    auto has = [&](const char* b) { return std::find(bundled.begin(), bundled.end(), b) != bundled.end(); };
+    n = ranks_per_node == 1 && has("local-cpu-1rank") ? "local-cpu-1rank" : has("local-cpu") ? "local-cpu" : "cpu-generic";
   }
   if (n.empty()) n = "A100-SXM4-80GB";
   auto hw = LoadProfile(n);

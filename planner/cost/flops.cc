@@ -39,17 +39,13 @@ double StepFlops(const ModelSpec& m, const PlanSpec& p, bool with_recompute, boo
                            (with_recompute ? Flops(mtp.recompute, attention) : 0.0);
 
   // One microbatch through one model replica, as seen by one rank of each
-  // (tp, cp) group: sum over pipeline ranks of their layers.
-  double per_rank_microbatch = 0;
-  for (int stage = 0; stage < p.pp; ++stage) {
-    int dense = 0;
-    for (int c = stage; c < p.num_chunks(); c += p.pp) dense += m.DenseLayers(p.ChunkFirstLayer(c), p.layers_per_chunk[c]);
-    per_rank_microbatch += (p.StageLayers(stage) - dense) * per_layer + dense * per_dense_layer;
-    for (int c = stage; c < p.num_chunks(); c += p.pp)
-      per_rank_microbatch += m.WindowedLayers(p.ChunkFirstLayer(c), p.layers_per_chunk[c]) * windowed_delta;
-    if (stage == 0) per_rank_microbatch += SumFlops(emb.forward) + SumFlops(emb.backward);
-    if (stage == p.pp - 1) per_rank_microbatch += SumFlops(head.forward) + SumFlops(head.backward) + mtp_flops;
-  }
+  // (tp, cp) group: the pipeline ranks hold every layer once between them,
+  // the embedding (first) and the head (last).
+  const int dense = m.DenseLayers(0, m.num_layers);
+  const double per_rank_microbatch = (m.num_layers - dense) * per_layer + dense * per_dense_layer +
+                                     m.WindowedLayers(0, m.num_layers) * windowed_delta + SumFlops(emb.forward) +
+                                     SumFlops(emb.backward) + SumFlops(head.forward) + SumFlops(head.backward) +
+                                     mtp_flops;
   const double ranks_per_stage = static_cast<double>(p.dp) * p.tp * p.cp;
   return per_rank_microbatch * p.num_microbatches * ranks_per_stage;
 }

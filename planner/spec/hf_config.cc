@@ -302,7 +302,7 @@ void Llama4(Keys& k, ModelSpec* m, const json& j) {
     const json& moe = j["moe_layers"];
     std::vector<int> want;
     for (int i = 0; i < m->num_layers; ++i)
-      if (m->moe_layer_step < 1 || i % m->moe_layer_step == m->moe_layer_step - 1) want.push_back(i);
+      if (!m->DenseLayer(i)) want.push_back(i);
     bool same = moe.size() == want.size();
     for (size_t i = 0; i < want.size() && same; ++i) same = moe[i].is_number_integer() && moe[i].get<int>() == want[i];
     if (!same)
