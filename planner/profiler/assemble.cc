@@ -65,7 +65,58 @@ double AttentionEfficiency(const std::vector<KernelSample>& samples, double peak
   }
   return Fraction(f / (peak * t), what, note);
 }
+// Relative change end / start - 1 of a quantity measured both times; 0
+// when either is missing.
+double Change(double start, double end) { return start > 0 && end > 0 ? end / start - 1 : 0.0; }
+
+std::string Percent(double change) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.0f%%", 100 * change);
+  return buf;
+}
+
 }  // namespace
+
+double SpeedChange(const Measurements& m) {
+  // The whole training step is what the profile's fits price (the refit of
+  // memory_bound_efficiency divides the copy rate out again), so it decides;
+  // the copy rate, which moves by itself on a shared host (+26% between two
+  // copies a minute apart with the steps within 6%, 2026-11-28), only when
+  // no step was timed. A step time that rises is a slower machine.
+  if (m.speed_start.step_s > 0 && m.speed_end.step_s > 0)
+    return std::fabs(Change(m.speed_end.step_s, m.speed_start.step_s));
+  return std::fabs(Change(m.speed_start.copy_Bps, m.speed_end.copy_Bps));
+}
+
+namespace {
+// "stream copy A then B GB/s per rank (+x%), a <step> C then D ms (speed +y%)".
+std::string SpeedProbeParts(const Measurements& m) {
+  std::string parts;
+  if (m.speed_start.copy_Bps > 0 && m.speed_end.copy_Bps > 0)
+    parts += "stream copy " + ShortNumber(m.speed_start.copy_Bps / 1e9, 3) + " then " +
+             ShortNumber(m.speed_end.copy_Bps / 1e9, 3) + " GB/s per rank (" +
+             Percent(Change(m.speed_start.copy_Bps, m.speed_end.copy_Bps)) + ")";
+  if (m.speed_start.step_s > 0 && m.speed_end.step_s > 0)
+    parts += std::string(parts.empty() ? "" : ", ") + "a " + m.speed_step_what + " " +
+             ShortNumber(m.speed_start.step_s * 1e3, 3) + " then " + ShortNumber(m.speed_end.step_s * 1e3, 3) +
+             " ms (speed " + Percent(Change(m.speed_end.step_s, m.speed_start.step_s)) + ")";
+  return parts;
+}
+}  // namespace
+
+std::string SpeedProbeSummary(const Measurements& m) {
+  const std::string parts = SpeedProbeParts(m);
+  return parts.empty() ? "" : "Machine speed at the profile's start and end, measured alike: " + parts + ".";
+}
+
+std::string UnsteadyMachineWarning(const Measurements& m, double threshold) {
+  if (!(SpeedChange(m) > threshold)) return "";
+  return "the machine's speed changed by more than " + Percent(threshold).substr(1) + " while it was profiled (" +
+         SpeedProbeParts(m) +
+         "): the profile mixes two machine speeds, and plans priced with it can be off by as much. "
+         "This happens on a shared host whose neighbours load it; re-run `dtplan profile` when it is steady "
+         "(`dtplan profile --speed-check PROFILE` tells how fast the machine runs now against the profile).";
+}
 
 StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
   const std::string where = "measured profile '" + m.name + "'";
@@ -89,6 +140,7 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
                   std::to_string(m.ranks_per_node) + " MPI ranks per node x " +
                   std::to_string(m.threads_per_rank) + " OpenMP thread(s) each, measured concurrently; "
                   "valid for plans with that many ranks per node.";
+  if (const std::string speed = SpeedProbeSummary(m); !speed.empty()) p.description += " " + speed;
   p.sources["measured"] = "dtplan profile (planner/profiler, docs/profiler.md): runtime backend '" +
                           m.device_kind + "' kernels and the runtime's communicator, warmup + median of "
                           "repetitions, slowest rank. Command: " + m.command;

@@ -57,7 +57,30 @@ struct Measurements {
   // The same collectives timed inside the runtime's tp and dp steps
   // (measure_step_comm.h); empty: not measured (the series stay isolated).
   std::vector<CollSeries> in_step_collectives;
+  // The machine's speed at the profile's start and at its end, measured the
+  // same way both times (a shared VM's host can slow every kernel by 1.5x
+  // for minutes, 2026-11-28): stream copy per rank and one whole training
+  // step of the first model. Zero: not measured.
+  struct SpeedProbe {
+    double copy_Bps = 0;
+    double step_s = 0;
+  };
+  SpeedProbe speed_start, speed_end;
+  std::string speed_step_what;  // which step, e.g. "gpt-tiny training step mbs1"
 };
+
+// How much the machine's speed changed between Measurements::speed_start
+// and speed_end, as |relative change|: the whole step's when it was timed
+// both times, else the copy rate's; 0 when neither was.
+double SpeedChange(const Measurements& m);
+
+// One sentence stating both probes and their change ("" when not measured).
+std::string SpeedProbeSummary(const Measurements& m);
+
+// A warning for the user when SpeedChange exceeds `threshold` (the profile
+// then mixes two machine speeds), naming what moved and how to re-run;
+// "" otherwise.
+std::string UnsteadyMachineWarning(const Measurements& m, double threshold = 0.2);
 
 // Efficiency curve from GEMM points against `peak` (see header comment).
 Curve GemmEfficiencyCurve(const std::vector<GemmPoint>& pts, double peak);

@@ -107,8 +107,22 @@ int RunProfiler(const ProfilerOptions& o, const ProfilerDevice& dev, rt::MpiComm
   cfg.progress = progress;
   cfg.time_gemms_in_step = dev.kind == "cpu";  // host wall time is a GEMM's time on the CPU only
 
-  ms.copy_Bps = MeasureCopyBandwidth(cfg, o.quick ? (16LL << 20) : (128LL << 20));
+  const int64_t copy_bytes = o.quick ? (16LL << 20) : (128LL << 20);
+  ms.copy_Bps = MeasureCopyBandwidth(cfg, copy_bytes);
   ms.tiny_op_s = MeasureTinyOp(cfg);
+  // The machine's speed now and again at the end (Measurements::speed_start):
+  // the copy above, and one short whole training step of the first model.
+  auto probe_step = [&](Measurements::SpeedProbe* out) {
+    if (!dev.host_optimizer || models.empty() || o.micro_batches.empty()) return;
+    const ModelSpec& m0 = models.front();
+    const int b = *std::min_element(o.micro_batches.begin(), o.micro_batches.end());
+    std::vector<ModelSample> s = MeasureModelSteps(cfg, m0, o.seq_length > 0 ? o.seq_length : m0.seq_length, {b});
+    if (s.empty()) return;
+    out->step_s = s.front().seconds;
+    ms.speed_step_what = s.front().what;
+  };
+  ms.speed_start.copy_Bps = ms.copy_Bps;
+  probe_step(&ms.speed_start);
   MeasureConfig bf16_cfg = cfg;
   bf16_cfg.be = dev.bf16_be;
   bf16_cfg.max_reps = std::min(cfg.max_reps, 3);  // median of 3 (time, as below)
@@ -190,6 +204,10 @@ int RunProfiler(const ProfilerOptions& o, const ProfilerDevice& dev, rt::MpiComm
                  std::to_string(static_cast<long long>(x.bytes)) + " B: " + std::to_string(x.seconds * 1e6) + " us");
   }
 
+  progress("the machine's speed again, as at the start");
+  ms.speed_end.copy_Bps = MeasureCopyBandwidth(cfg, copy_bytes);
+  probe_step(&ms.speed_end);
+
   int code = 0;
   if (root) {
     StatusOr<HardwareProfile> p = AssembleProfile(ms);
@@ -210,6 +228,8 @@ int RunProfiler(const ProfilerOptions& o, const ProfilerDevice& dev, rt::MpiComm
                      "all-reduce busbw %.2f GB/s, attention eff %.3f, memory-bound eff %.3f, %zu skipped GEMM shapes\n",
                      p->device.peak_flops / 1e9, p->device.memory_bandwidth_Bps / 1e9, best_bw / 1e9,
                      p->compute.attention_efficiency, p->compute.memory_bound_efficiency, skipped.size());
+        if (const std::string w = UnsteadyMachineWarning(ms); !w.empty())
+          std::fprintf(stderr, "dtplan profile: warning: %s\n", w.c_str());
       }
     }
   }

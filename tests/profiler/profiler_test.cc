@@ -93,6 +93,43 @@ TEST(ProfilerAssemble, RoundTripsAndIsAccepted) {
   EXPECT_TRUE(*loaded == *p);
 }
 
+// The machine's speed at the profile's start and end: stated in the
+// description when measured; a warning only when the step's speed moved
+// beyond the threshold, in either direction (the copy rate alone decides
+// only when no step was timed).
+TEST(ProfilerAssemble, SpeedProbesAreStatedAndAnUnsteadyMachineWarned) {
+  Measurements m = Synthetic();
+  EXPECT_EQ(SpeedChange(m), 0.0);
+  EXPECT_EQ(SpeedProbeSummary(m), "");
+  EXPECT_EQ(UnsteadyMachineWarning(m), "");
+  EXPECT_EQ(AssembleProfile(m)->description.find("Machine speed"), std::string::npos);
+
+  m.speed_step_what = "gpt-tiny training step mbs1";
+  m.speed_start = {20e9, 1.0e-3};
+  m.speed_end = {19e9, 1.05e-3};  // 5% slower: steady enough
+  EXPECT_NEAR(SpeedChange(m), 1 - 1 / 1.05, 1e-9);  // as a speed
+  EXPECT_EQ(UnsteadyMachineWarning(m), "");
+  const std::string d = AssembleProfile(m)->description;
+  EXPECT_NE(d.find("stream copy 20 then 19 GB/s per rank (-5%)"), std::string::npos) << d;
+  EXPECT_NE(d.find("gpt-tiny training step mbs1 1 then 1.05 ms (speed -5%)"), std::string::npos) << d;
+
+  m.speed_end = {20e9, 0.8e-3};  // steps 1.25x as fast at the end
+  EXPECT_NEAR(SpeedChange(m), 0.25, 1e-9);
+  std::string w = UnsteadyMachineWarning(m);
+  EXPECT_NE(w.find("speed +25%"), std::string::npos) << w;
+  EXPECT_NE(w.find("re-run `dtplan profile`"), std::string::npos) << w;
+  EXPECT_EQ(UnsteadyMachineWarning(m, 0.3), "");
+
+  m.speed_end = {14e9, 1.0e-3};  // the copy 30% slower, the step unchanged
+  EXPECT_EQ(SpeedChange(m), 0.0);
+  EXPECT_EQ(UnsteadyMachineWarning(m), "");
+
+  m.speed_start.step_s = m.speed_end.step_s = 0;  // no step timed: the copy decides
+  EXPECT_NEAR(SpeedChange(m), 0.30, 1e-9);
+  w = UnsteadyMachineWarning(m);
+  EXPECT_NE(w.find("20 then 14 GB/s per rank (-30%)"), std::string::npos) << w;
+}
+
 // A CPU profile measured with bf16 GEMM inputs (twice the fp32 rate here):
 // compute.bf16 round-trips; a bf16 plan's GEMMs and attention are priced
 // from it, an fp32 plan's and a GPU profile's are not; without it a bf16
