@@ -31,15 +31,18 @@ StatusOr<Framework> ParseFramework(const std::string& name) {
 
 namespace {
 
-// Layout details of ModelSpec that no framework flag of ours maps.
-void LayoutReasons(const ModelSpec& m, std::vector<std::string>* out) {
+// Layout details of ModelSpec that no framework flag of ours maps. A window
+// or chunk no shorter than the plan's sequence masks nothing (every token
+// sees every earlier one, as in full causal attention), so it needs no flag.
+void LayoutReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::string>* out) {
   if (m.norms_per_layer != 2)
     out->push_back("no layer with " + std::to_string(m.norms_per_layer) + " norms (" +
                    (m.source_type.empty() ? m.name : m.source_type) + " layout)");
   if (m.position_offset != 0) out->push_back("no extra learned position rows (OPT's offset)");
-  if (m.sliding_window > 0)
-    out->push_back(m.window_chunked ? "no chunked attention in the exported flags"
-                                    : "no sliding-window attention in the exported flags");
+  if (m.WindowApplies(p.seq_length))
+    out->push_back(std::string(m.window_chunked ? "no chunked attention" : "no sliding-window attention") +
+                   " in the exported flags (the window, " + std::to_string(m.sliding_window) +
+                   " tokens, is shorter than the sequence, " + std::to_string(p.seq_length) + ")");
   if (m.attention_sinks) out->push_back("no attention sinks (learnable softmax offsets) in the exported flags");
 }
 
@@ -48,7 +51,7 @@ void LayoutReasons(const ModelSpec& m, std::vector<std::string>* out) {
 void MegatronReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::string>* out) {
   if (p.pp > 1 && p.schedule == Schedule::kGpipe)
     out->push_back("no GPipe schedule (it runs 1F1B, or interleaved 1F1B with virtual stages)");
-  LayoutReasons(m, out);
+  LayoutReasons(m, p, out);
   if (m.shared_expert_gate)
     out->push_back("no sigmoid gate on the shared expert (Qwen2-MoE) among its v0.14 flags");
   if (m.moe() && !m.gated_mlp()) out->push_back("no mixture of experts without --swiglu in dtplan's export");

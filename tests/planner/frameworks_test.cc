@@ -489,6 +489,29 @@ TEST(Frameworks, RulesRefuseWhatEachCannotRun) {
   EXPECT_TRUE(CheckExpressible(Framework::kAny, gpt, gpipe).ok());
 }
 
+// A sliding window (Mistral-7B v0.1: 4096 tokens) or a chunk masks nothing
+// at a sequence no longer than itself: such a plan exports; a longer
+// sequence is refused, naming both lengths.
+TEST(Frameworks, MegatronExportRefusesOnlyAWindowThatMasks) {
+  ModelSpec m = Llama8B();
+  m.sliding_window = 4096;
+  PlanSpec p = Plan(m, 2, 1, 4, 1, 1, 8, Schedule::k1F1B, Recompute::kNone, false, 1);
+  p.seq_length = 4096;
+  EXPECT_TRUE(CheckExpressible(Framework::kMegatron, m, p).ok());
+  p.seq_length = 8192;
+  Status st = CheckExpressible(Framework::kMegatron, m, p);
+  EXPECT_NE(st.message().find("no sliding-window attention in the exported flags (the window, 4096 tokens, is "
+                              "shorter than the sequence, 8192)"),
+            std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("cannot run this model"), std::string::npos) << st.message();
+  m.window_chunked = true;
+  st = CheckExpressible(Framework::kMegatron, m, p);
+  EXPECT_NE(st.message().find("no chunked attention"), std::string::npos) << st.message();
+  p.seq_length = 2048;
+  EXPECT_TRUE(CheckExpressible(Framework::kMegatron, m, p).ok());
+}
+
 TEST(Frameworks, SearchKeepsOnlyExpressiblePlansAndCountsTheRest) {
   auto hw = LoadProfile("A100-SXM4-80GB");
   ASSERT_TRUE(hw.ok());
