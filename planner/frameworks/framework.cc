@@ -44,6 +44,9 @@ void LayoutReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::strin
                    " in the exported flags (the window, " + std::to_string(m.sliding_window) +
                    " tokens, is shorter than the sequence, " + std::to_string(p.seq_length) + ")");
   if (m.attention_sinks) out->push_back("no attention sinks (learnable softmax offsets) in the exported flags");
+  if (m.source_type == "phimoe")
+    out->push_back("no Phi-3.5-MoE layout (LayerNorms with biases on q, k, v, o and the LM head but not on the "
+                   "experts) in the exported flags");
 }
 
 // Megatron-LM core_v0.14.0 (megatron/training/arguments.py,

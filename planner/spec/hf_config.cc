@@ -427,6 +427,23 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
     m->moe_top_k = k.Int("num_experts_per_tok");
     m->moe_ffn_hidden = m->ffn_hidden;
     UseMoeNeutralKeys(k);
+  } else if (t == "phimoe") {
+    // Phi-3.5-MoE (microsoft/Phi-3.5-MoE-instruct config.json): Mixtral's
+    // layout (num_local_experts SwiGLU experts of intermediate_size, top
+    // num_experts_per_tok) with LayerNorms (weight and bias) instead of
+    // RMSNorms, biases on q, k, v and o (attention_bias) and on the LM head
+    // (lm_head_bias). Priced as RMSNorms with q/k/v biases: the o, norm and
+    // head biases (429,376 weights of 41.87B, 0.001%) are not counted, the
+    // LayerNorm's mean is not priced, and neither is the router's sparsemixer
+    // (it picks the same top 2) nor the input jitter (one elementwise pass).
+    LlamaLike(k, m, false, /*linear_biases=*/false, /*qkv_bias_key=*/true);
+    k.BoolOr("lm_head_bias", false);
+    k.Use("input_jitter_noise");
+    m->sliding_window = k.IntOr("sliding_window", 0);
+    m->num_experts = k.Int("num_local_experts");
+    m->moe_top_k = k.Int("num_experts_per_tok");
+    m->moe_ffn_hidden = m->ffn_hidden;
+    UseMoeNeutralKeys(k);
   } else if (t == "qwen2_moe" || t == "qwen3_moe") {
     // Qwen2-MoE (Qwen/Qwen1.5-MoE-A2.7B): QKV biases, routed experts of
     // moe_intermediate_size, one shared expert of
@@ -539,7 +556,7 @@ const std::vector<std::string>& SupportedHfTypes() {
                                              "gemma",       "gemma2",      "gemma3_text", "gpt2",  "opt",
                                              "falcon",      "mixtral",     "qwen2_moe", "qwen3_moe", "deepseek_v2",
                                              "deepseek_v3", "kimi_k2",  "glm4_moe",    "gpt_oss",   "llama4_text",
-                                             "olmo2",       "olmoe"};
+                                             "olmo2",       "olmoe",       "phimoe"};
   return t;
 }
 
@@ -578,7 +595,7 @@ StatusOr<ModelSpec> ModelFromHfConfig(const json& j, const std::string& where) {
       return InvalidArgument(where + ": key '" + key + "' (mixture-of-experts / latent attention) on model_type '" +
                              t + "' is not modeled by dtplan; it changes the model's size and cost, so the config "
                              "is refused (MoE is mapped for mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, kimi_k2, "
-                           "glm4_moe, gpt_oss, llama4_text and olmoe only)");
+                           "glm4_moe, gpt_oss, llama4_text, olmoe and phimoe only)");
   if (j.contains("quantization_config"))
     return InvalidArgument(where + ": key 'quantization_config' (quantized weights) is not modeled; dtplan plans "
                            "bf16/fp32 training - remove it for a full-precision plan");

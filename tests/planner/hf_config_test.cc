@@ -5,9 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "planner/memory/param_count.h"
+#include "planner/frameworks/framework.h"
+#include "planner/spec/capabilities.h"
 
 namespace dt {
 namespace {
@@ -185,6 +188,46 @@ TEST(HfConfig, OlmoCountsItsArchitectureBarTheQkNormWidth) {
   }
   const ModelSpec olmoe = LoadModel(Fixture("olmoe-1b-7b.json")).value();
   EXPECT_NEAR(static_cast<double>(olmoe.ActiveParams()), 1.3e9, 0.025 * 1.3e9);
+}
+
+// Phi-3.5-MoE (microsoft/Phi-3.5-MoE-instruct config.json; the fixture keeps
+// every key of the hub's file, with rope_scaling's 64-entry long and short
+// factor arrays and mscales left out: they change no size or cost). Mixtral's
+// layout over 16 experts of 6400, top 2, with LayerNorms and biases on q, k,
+// v, o and the LM head. The architecture's total, term by term, is
+// 41,873,153,344 (Microsoft: "42B", the hub "41.9B"; 6.6B active); dtplan
+// counts it without the o, norm and head biases (429,376 weights).
+TEST(HfConfig, PhiMoeCountsItsArchitectureBarThreeBiases) {
+  auto m = LoadModel(Fixture("phi3.5-moe.json"));
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->num_experts, 16);
+  EXPECT_EQ(m->moe_top_k, 2);
+  EXPECT_EQ(m->moe_ffn_hidden, 6400);
+  EXPECT_TRUE(m->qkv_bias);
+  EXPECT_FALSE(m->tied_embeddings);
+  const int64_t h = 4096, kv = 1024, v = 32064, layers = 32, expert = 3 * h * 6400;
+  const int64_t attention = h * h + h + 2 * (h * kv + kv) + h * h + h;  // q, k, v, o with biases
+  const int64_t norms = 2 * 2 * h;                                      // two LayerNorms, weight and bias
+  const int64_t layer = attention + norms + 16 * h + 16 * expert;       // router (no bias) + experts
+  const int64_t exact = v * h + layers * layer + 2 * h + v * h + v;      // final LayerNorm, biased head
+  EXPECT_EQ(exact, 41873153344);
+  const int64_t uncounted = layers * h + layers * 2 * h + h + v;  // o biases, norm biases, head bias
+  EXPECT_EQ(uncounted, 429376);
+  EXPECT_EQ(m->TotalParams(), exact - uncounted);
+  EXPECT_NEAR(static_cast<double>(m->TotalParams()), 41.9e9, 0.005 * 41.9e9);
+  EXPECT_NEAR(static_cast<double>(m->ActiveParams()), 6.6e9, 0.01 * 6.6e9);
+  // dtrun's Llama layer has RMSNorms: a model variant it does not run.
+  PlanSpec p;
+  p.seq_length = 4096;
+  p.layers_per_chunk = {m->num_layers};
+  const std::vector<Feature> used = FeaturesUsed(*m, p);
+  EXPECT_NE(std::find(used.begin(), used.end(), Feature::kModelVariant), used.end());
+  // Megatron-LM's flags cannot say it: --add-bias-linear would bias the experts too.
+  const Status mg = CheckExpressible(Framework::kMegatron, *m, p);
+  EXPECT_NE(mg.message().find("no Phi-3.5-MoE layout"), std::string::npos) << mg.message();
+  m->qkv_bias = false;  // without attention_bias still a variant
+  const std::vector<Feature> used2 = FeaturesUsed(*m, p);
+  EXPECT_NE(std::find(used2.begin(), used2.end(), Feature::kModelVariant), used2.end());
 }
 
 Status LoadJson(const json& j) { return ModelFromJson(j, "config.json").status(); }
