@@ -230,6 +230,8 @@ int RunProfiler(const ProfilerOptions& o, const ProfilerDevice& dev, rt::MpiComm
                      p->compute.attention_efficiency, p->compute.memory_bound_efficiency, skipped.size());
         if (const std::string w = UnsteadyMachineWarning(ms); !w.empty())
           std::fprintf(stderr, "dtplan profile: warning: %s\n", w.c_str());
+        else if (const std::string sp = SpeedProbeSummary(ms); !sp.empty())
+          std::fprintf(stderr, "dtplan profile: %s\n", sp.c_str());
       }
     }
   }
