@@ -65,6 +65,7 @@ double AttentionEfficiency(const std::vector<KernelSample>& samples, double peak
   }
   return Fraction(f / (peak * t), what, note);
 }
+
 // Relative change end / start - 1 of a quantity measured both times; 0
 // when either is missing.
 double Change(double start, double end) { return start > 0 && end > 0 ? end / start - 1 : 0.0; }
@@ -73,6 +74,20 @@ std::string Percent(double change) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%+.0f%%", 100 * change);
   return buf;
+}
+
+// "stream copy A then B GB/s per rank (+x%), a <step> C then D ms (speed +y%)".
+std::string SpeedProbeParts(const Measurements& m) {
+  std::string parts;
+  if (m.speed_start.copy_Bps > 0 && m.speed_end.copy_Bps > 0)
+    parts += "stream copy " + ShortNumber(m.speed_start.copy_Bps / 1e9, 3) + " then " +
+             ShortNumber(m.speed_end.copy_Bps / 1e9, 3) + " GB/s per rank (" +
+             Percent(Change(m.speed_start.copy_Bps, m.speed_end.copy_Bps)) + ")";
+  if (m.speed_start.step_s > 0 && m.speed_end.step_s > 0)
+    parts += std::string(parts.empty() ? "" : ", ") + "a " + m.speed_step_what + " " +
+             ShortNumber(m.speed_start.step_s * 1e3, 3) + " then " + ShortNumber(m.speed_end.step_s * 1e3, 3) +
+             " ms (speed " + Percent(Change(m.speed_end.step_s, m.speed_start.step_s)) + ")";
+  return parts;
 }
 
 }  // namespace
@@ -87,22 +102,6 @@ double SpeedChange(const Measurements& m) {
     return std::fabs(Change(m.speed_end.step_s, m.speed_start.step_s));
   return std::fabs(Change(m.speed_start.copy_Bps, m.speed_end.copy_Bps));
 }
-
-namespace {
-// "stream copy A then B GB/s per rank (+x%), a <step> C then D ms (speed +y%)".
-std::string SpeedProbeParts(const Measurements& m) {
-  std::string parts;
-  if (m.speed_start.copy_Bps > 0 && m.speed_end.copy_Bps > 0)
-    parts += "stream copy " + ShortNumber(m.speed_start.copy_Bps / 1e9, 3) + " then " +
-             ShortNumber(m.speed_end.copy_Bps / 1e9, 3) + " GB/s per rank (" +
-             Percent(Change(m.speed_start.copy_Bps, m.speed_end.copy_Bps)) + ")";
-  if (m.speed_start.step_s > 0 && m.speed_end.step_s > 0)
-    parts += std::string(parts.empty() ? "" : ", ") + "a " + m.speed_step_what + " " +
-             ShortNumber(m.speed_start.step_s * 1e3, 3) + " then " + ShortNumber(m.speed_end.step_s * 1e3, 3) +
-             " ms (speed " + Percent(Change(m.speed_end.step_s, m.speed_start.step_s)) + ")";
-  return parts;
-}
-}  // namespace
 
 std::string SpeedProbeSummary(const Measurements& m) {
   const std::string parts = SpeedProbeParts(m);

@@ -437,7 +437,7 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
     // LayerNorm's mean is not priced, and neither is the router's sparsemixer
     // (it picks the same top 2) nor the input jitter (one elementwise pass).
     LlamaLike(k, m, false, /*linear_biases=*/false, /*qkv_bias_key=*/true);
-    k.BoolOr("lm_head_bias", false);
+    (void)k.BoolOr("lm_head_bias", false);  // checked a bool; not counted either way (above)
     k.Use("input_jitter_noise");
     m->sliding_window = k.IntOr("sliding_window", 0);
     m->num_experts = k.Int("num_local_experts");
