@@ -6,6 +6,7 @@
 #include "planner/cost/compute_cost.h"
 #include "planner/cost/layer_ops.h"
 #include "planner/cost/moe_ops.h"
+#include "planner/profile/machine_speed.h"
 #include "planner/spec/capabilities.h"
 #include "planner/validate/published_accuracy.h"
 
@@ -95,7 +96,7 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
   if (Bf16PricedAsFp32(hw, k.precision))
     os << "note: profile " << hw.name << " has no bf16 GEMM measurements (compute.bf16): this bf16 plan's GEMMs "
           "are priced at its fp32 rate, but dtrun runs them on bf16 operands (about 2x faster on a CPU with "
-          "AVX512-BF16); re-measure with `dtplan profile --device cpu --out my-cpu.json` and pass --profile my-cpu.json\n";
+          "AVX512-BF16); " << RemeasureCpuProfile(c.gpus_per_node) << "\n";
   os << "batch    " << k.global_batch << " sequences x " << k.seq_length << " tokens\n\n";
   os << "searched " << r.grids_considered << " dp x tp x pp x cp grids and " << r.plans_considered
      << " plans in " << Fmt("%.2f", r.wall_seconds) << " s on " << r.threads_used << " threads\n";

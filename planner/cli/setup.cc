@@ -63,15 +63,15 @@ StatusOr<Setup> LoadSetup(const CommonOptions& o) {
     if (here.cpu_model != s.hw.machine.cpu_model) {
       if (!s.note.empty()) s.note += "; ";
       s.note += "profile " + s.hw.name + " was measured on '" + s.hw.machine.cpu_model + "' but this machine is '" +
-                here.cpu_model + "': its predictions may be far off here; re-measure with `dtplan profile --device "
-                "cpu --out my-cpu.json` and pass --profile my-cpu.json";
+                here.cpu_model + "': its predictions may be far off here; " +
+                RemeasureCpuProfile(s.cluster.gpus_per_node);
     } else {
       // The same model can still be a busier or another host: a 30 ms copy
       // probe against the profile's own copy rate (planner/profile/machine_speed.h).
       const int ranks = std::max(1, std::min(s.hw.machine.ranks_per_node > 0 ? s.hw.machine.ranks_per_node : 1,
                                              here.cores > 0 ? here.cores : 1));
       const std::string slow = SpeedMismatchNote(ProbeCopyBandwidthPerRank(ranks), s.hw.device.memory_bandwidth_Bps,
-                                                 s.hw.name, s.hw.created);
+                                                 s.hw.name, s.hw.created, s.cluster.gpus_per_node);
       if (!slow.empty()) {
         if (!s.note.empty()) s.note += "; ";
         s.note += slow;
@@ -89,8 +89,8 @@ StatusOr<Setup> LoadSetup(const CommonOptions& o) {
     const int g = s.cluster.gpus_per_node;
     s.note += "profile " + s.hw.name + " was measured with " + std::to_string(s.hw.machine.ranks_per_node) +
               " ranks per node but --gpus is " + std::to_string(g) + ": dtrun gives each rank another share of the " +
-              "cores and memory bus, so the measured kernel rates may be far off (tens of percent); measure " +
-              "this layout with `dtplan profile --device cpu --ranks " + std::to_string(g) + " --out my-cpu.json`";
+              "cores and memory bus, so the measured kernel rates may be far off (tens of percent); " +
+              RemeasureCpuProfile(g);
   }
   // A measured profile's own end check: how far its predictions of whole
   // training steps were from the steps it ran, the error to expect here.

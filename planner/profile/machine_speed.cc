@@ -45,8 +45,14 @@ double ProbeCopyBandwidthPerRank(int ranks) {
   return Median(rate);
 }
 
+std::string RemeasureCpuProfile(int ranks_per_node) {
+  return std::string("re-measure with `dtplan profile --device cpu ") +
+         (ranks_per_node > 0 ? "--ranks " + std::to_string(ranks_per_node) + " " : "") +
+         "--out my-cpu.json` and pass --profile my-cpu.json";
+}
+
 std::string SpeedMismatchNote(double probed_Bps, double profile_Bps, const std::string& profile_name,
-                              const std::string& profile_created) {
+                              const std::string& profile_created, int ranks_per_node) {
   if (!(probed_Bps > 0) || !(profile_Bps > 0)) return "";
   const double ratio = probed_Bps / profile_Bps;
   if (ratio >= 1.0 / 1.5 && ratio <= 1.5) return "";
@@ -54,11 +60,10 @@ std::string SpeedMismatchNote(double probed_Bps, double profile_Bps, const std::
   std::snprintf(buf, sizeof buf,
                 "this machine copies memory at %.1f GB/s per rank now, profile %s measured %.1f GB/s%s%s (%.2fx): "
                 "its step times will be off by about that factor (a busier or another host of the same CPU "
-                "model); re-measure with `dtplan profile --device cpu --out my-cpu.json` and pass --profile "
-                "my-cpu.json",
+                "model); ",
                 probed_Bps / 1e9, profile_name.c_str(), profile_Bps / 1e9, profile_created.empty() ? "" : " on ",
                 profile_created.c_str(), ratio);
-  return buf;
+  return buf + RemeasureCpuProfile(ranks_per_node);
 }
 
 }  // namespace dt

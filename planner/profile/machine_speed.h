@@ -18,7 +18,13 @@ namespace dt {
 
 double ProbeCopyBandwidthPerRank(int ranks);
 
+// `ranks_per_node` (> 0) names the layout to re-measure (RemeasureCpuProfile).
 std::string SpeedMismatchNote(double probed_Bps, double profile_Bps, const std::string& profile_name,
-                              const std::string& profile_created);
+                              const std::string& profile_created, int ranks_per_node = 0);
+
+// "re-measure with `dtplan profile --device cpu --ranks N --out my-cpu.json`
+// and pass --profile my-cpu.json" (without --ranks when ranks_per_node <= 0):
+// the one way every CPU-profile note says how to measure this layout.
+std::string RemeasureCpuProfile(int ranks_per_node);
 
 }  // namespace dt
