@@ -82,7 +82,7 @@ const std::vector<Capability>& CapabilityTable() {
       {Feature::kModelVariant,
        "a layout beyond GPT-2 / Llama (explicit head_dim, QKV-only biases, OPT position offset, Falcon's "
        "parallel block, Gemma-2 post-norms, Gemma's GeGLU and scaled embeddings, RoPE scaling, partial RoPE, "
-       "q/k norms, sliding-window attention, attention sinks, biases in MoE experts, Phi-3.5-MoE's LayerNorms)",
+       "q/k norms, sliding-window attention, attention sinks, biases in MoE experts, Phi-3.5-MoE's LayerNorms, SmolLM3's layers without RoPE)",
        false, false, "use a GPT-2 or Llama layout model"},
       {Feature::kZero2, "ZeRO stage 2 (sharded gradients)", true, false, "replan with --zero 1"},
       {Feature::kZero3, "ZeRO stage 3 (sharded parameters)", true, false, "replan with --zero 1"},
@@ -128,10 +128,11 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kGroupedQueryAttention: u = m.kv_heads != m.heads; break;
       case Feature::kUntiedEmbeddings: u = !m.tied_embeddings; break;
       // Gemma prices like Llama but computes differently (GeGLU, (1 + w) norms, sqrt(h) embedding scale);
-      // Phi-3.5-MoE has LayerNorms where the runtime's Llama has RMSNorms.
+      // Phi-3.5-MoE has LayerNorms where the runtime's Llama has RMSNorms; SmolLM3 leaves RoPE out of
+      // every fourth layer.
       case Feature::kModelVariant:
         u = !m.FamilyLayout() || m.source_type == "gemma" || m.source_type == "gemma2" ||
-            m.source_type == "phimoe" || m.rope_scaled;
+            m.source_type == "phimoe" || m.source_type == "smollm3" || m.rope_scaled;
         break;
       case Feature::kZero2: u = p.zero_stage == 2; break;
       case Feature::kZero3: u = p.zero_stage == 3; break;

@@ -414,6 +414,25 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
       m->moe_ffn_hidden = m->ffn_hidden;
       UseMoeNeutralKeys(k);
     }
+  } else if (t == "smollm3") {
+    // SmolLM3 (HuggingFaceTB/SmolLM3-3B config.json): the Llama layout with
+    // GQA and tied embeddings, and RoPE left out of the layers whose
+    // no_rope_layers entry is 0 (every no_rope_layer_interval-th, 4). Those
+    // layers' shapes and costs are a Llama layer's but for the rotation
+    // (one elementwise pass over q and k, priced on every layer); the
+    // runtime rotates every layer, so it is a model variant there. Windows
+    // as qwen2 (use_sliding_window, max_window_layers).
+    LlamaLike(k, m, true);
+    QwenWindow(k, m);
+    k.Use("no_rope_layer_interval");
+    k.Use("no_rope_layers");
+    if (k.NonNull("no_rope_layers")) {
+      const json& rope = k.Value("no_rope_layers");
+      if (!rope.is_array()) k.Fail("'no_rope_layers' must be a list of 0 / 1, one per layer");
+      else if (static_cast<int>(rope.size()) != m->num_layers)
+        k.Fail("'no_rope_layers' has " + std::to_string(rope.size()) + " entries for " +
+               std::to_string(m->num_layers) + " layers");
+    }
   } else if (t == "qwen2") {
     LlamaLike(k, m, false);
     m->qkv_bias = true;  // Qwen2 attention: biases on q, k, v (not o)
@@ -556,7 +575,7 @@ const std::vector<std::string>& SupportedHfTypes() {
                                              "gemma",       "gemma2",      "gemma3_text", "gpt2",  "opt",
                                              "falcon",      "mixtral",     "qwen2_moe", "qwen3_moe", "deepseek_v2",
                                              "deepseek_v3", "kimi_k2",  "glm4_moe",    "gpt_oss",   "llama4_text",
-                                             "olmo2",       "olmoe",       "phimoe"};
+                                             "olmo2",       "olmoe",       "phimoe",      "smollm3"};
   return t;
 }
 

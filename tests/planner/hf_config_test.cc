@@ -230,6 +230,32 @@ TEST(HfConfig, PhiMoeCountsItsArchitectureBarThreeBiases) {
   EXPECT_NE(std::find(used2.begin(), used2.end(), Feature::kModelVariant), used2.end());
 }
 
+// SmolLM3-3B (HuggingFaceTB/SmolLM3-3B config.json): Llama's layout with
+// GQA (16 heads, 4 KV heads), tied embeddings and RoPE left out of every
+// fourth layer (no_rope_layers), which changes no size. Term by term
+// 3,075,098,624 weights (the hub: 3.08B); a model variant for dtrun, which
+// rotates every layer. A no_rope_layers list of the wrong length is refused.
+TEST(HfConfig, SmolLM3CountsItsArchitecture) {
+  auto m = LoadModel(Fixture("smollm3-3b.json"));
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_TRUE(m->tied_embeddings);
+  EXPECT_EQ(m->kv_heads, 4);
+  EXPECT_EQ(m->sliding_window, 0);
+  const int64_t h = 2048, kv = 512, v = 128256, layers = 36;
+  const int64_t layer = h * h + 2 * h * kv + h * h + 3 * h * 11008 + 2 * h;
+  EXPECT_EQ(m->TotalParams(), v * h + layers * layer + h);
+  EXPECT_EQ(m->TotalParams(), 3075098624);
+  PlanSpec p;
+  p.seq_length = 4096;
+  p.layers_per_chunk = {m->num_layers};
+  const std::vector<Feature> used = FeaturesUsed(*m, p);
+  EXPECT_NE(std::find(used.begin(), used.end(), Feature::kModelVariant), used.end());
+  json j = ReadJsonFile(Fixture("smollm3-3b.json")).value();
+  j["no_rope_layers"].erase(j["no_rope_layers"].begin());
+  const Status s = ModelFromJson(j, "config.json").status();
+  EXPECT_NE(s.message().find("'no_rope_layers' has 35 entries for 36 layers"), std::string::npos) << s.message();
+}
+
 Status LoadJson(const json& j) { return ModelFromJson(j, "config.json").status(); }
 
 TEST(HfConfig, ExpertKeysOnDenseTypesAreRefusedNotShrunk) {
