@@ -49,6 +49,16 @@ void LayoutReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::strin
                    "experts) in the exported flags");
 }
 
+// ModelSpec::FamilyLayout, with a window counted only where it masks
+// something at the plan's sequence (LayoutReasons).
+bool FamilyLayoutAt(const ModelSpec& m, int seq) {
+  if (m.sliding_window <= 0) return m.FamilyLayout();
+  if (m.WindowApplies(seq)) return false;
+  ModelSpec unwindowed = m;
+  unwindowed.sliding_window = 0;
+  return unwindowed.FamilyLayout();
+}
+
 // Megatron-LM core_v0.14.0 (megatron/training/arguments.py,
 // megatron/core/pipeline_parallel/schedules.py).
 void MegatronReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::string>* out) {
@@ -74,7 +84,7 @@ void TorchtitanReasons(const ModelSpec& m, const PlanSpec& p, std::vector<std::s
     out->push_back("no mixture of experts in dtplan's torchtitan export (its llama3 model is dense)");
   else if (m.family != ModelFamily::kLlama)
     out->push_back("no GPT-2/GPT-3 model (its dense decoder is llama3: RMSNorm, SwiGLU, rotary)");
-  else if (!m.FamilyLayout() || m.qkv_bias)
+  else if (!FamilyLayoutAt(m, p.seq_length) || m.qkv_bias)
     out->push_back("no layout beyond Llama 3 (" + (m.source_type.empty() ? m.name : m.source_type) + ")");
   if (p.tp > 1 && !p.sequence_parallel)
     out->push_back("no tensor parallelism without sequence parallelism (its TP always shards norms along the sequence)");

@@ -510,6 +510,17 @@ TEST(Frameworks, MegatronExportRefusesOnlyAWindowThatMasks) {
   EXPECT_NE(st.message().find("no chunked attention"), std::string::npos) << st.message();
   p.seq_length = 2048;
   EXPECT_TRUE(CheckExpressible(Framework::kMegatron, m, p).ok());
+  // torchtitan's llama3 likewise (with FSDP and SP, as it runs).
+  m.window_chunked = false;
+  p.zero_stage = 3;
+  p.sequence_parallel = true;
+  p.flash_attention = true;
+  p.seq_length = 4096;
+  Status tt = CheckExpressible(Framework::kTorchtitan, m, p);
+  EXPECT_TRUE(tt.ok()) << tt.message();
+  p.seq_length = 8192;
+  tt = CheckExpressible(Framework::kTorchtitan, m, p);
+  EXPECT_NE(tt.message().find("no layout beyond Llama 3"), std::string::npos) << tt.message();
 }
 
 TEST(Frameworks, SearchKeepsOnlyExpressiblePlansAndCountsTheRest) {
