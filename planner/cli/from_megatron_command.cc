@@ -90,6 +90,8 @@ int RunFromMegatron(const PlanOptions& o) {
   k.precision = mine.precision;  // --fp8-format: the best plan is searched in FP8 too
   k.moe_dispatcher = mine.moe_dispatcher;  // --moe-enable-deepep: the best plan uses DeepEP too
   k.moe_a2a_overlap = mine.moe_a2a_overlap;  // and combined 1F1B when the job has it
+  k.moe_capacity_factor = mine.moe_capacity_factor;  // and the job's expert capacity (token dropping)
+  k.moe_pad_to_capacity = mine.moe_pad_to_capacity;
   k.tp_comm_overlap = mine.tp_comm_overlap;  // and TP overlap wherever the plan has tp > 1 and SP
   k.overlap_grad_reduce = mine.overlap_grad_reduce;  // and the job's gradient-reduction overlap
   k.overlap_p2p_comm = mine.overlap_p2p_comm;  // and its pipeline-send overlap

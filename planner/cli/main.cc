@@ -61,6 +61,15 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
                 "MoE with ep > 1: overlap the EP all-to-alls of one microbatch with another's compute "
                 "(Megatron-LM's --overlap-moe-expert-parallel-comm, combined 1F1B; one more warmup forward; "
                 "no full recompute; pp 1 or interleaved)");
+  app->add_option("--moe-capacity-factor", d->moe_capacity_factor,
+                  "MoE: each expert takes at most this many times its balanced share of the routed tokens, the "
+                  "rest dropped (Megatron-LM's --moe-expert-capacity-factor; default 0: dropless, priced at the "
+                  "1.25 load-imbalance allowance); bounds the allowance; not searched; dtrun does not execute it")
+      ->check(CLI::Range(0.0, 1e6));
+  app->add_flag("--moe-pad-to-capacity", d->moe_pad_to_capacity,
+                "with --moe-capacity-factor: pad every expert's input to its capacity (Megatron-LM's "
+                "--moe-pad-expert-input-to-capacity): every rank computes and sends exactly capacity x the "
+                "balanced rows");
   app->add_flag("--tp-comm-overlap", d->tp_comm_overlap,
                 "plans with tp > 1 and sequence parallelism overlap their all-gathers and reduce-scatters with the "
                 "GEMMs next to them (Megatron-LM's --tp-comm-overlap, Transformer Engine userbuffers with its default "

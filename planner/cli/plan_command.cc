@@ -37,6 +37,8 @@ Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
     k->fp8_recipe = *r;
   }
   k->moe_a2a_overlap = d.moe_a2a_overlap;
+  k->moe_capacity_factor = d.moe_capacity_factor;
+  k->moe_pad_to_capacity = d.moe_pad_to_capacity;
   k->tp_comm_overlap = d.tp_comm_overlap;
   k->cudnn_attention = d.attention_kernel == "cudnn";
   k->overlap_grad_reduce = !d.no_overlap_grad_reduce;

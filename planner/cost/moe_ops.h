@@ -50,9 +50,16 @@ constexpr double kExpertLoadImbalance = 1.25;
 // parallelism; 1 when the plan forces balanced routing
 // (PlanSpec::force_balanced_routing) or has ep 1 (every rank computes all
 // of its own routed copies, however they spread over the experts: the same
-// rows in total, so no rank is busier than another).
+// rows in total, so no rank is busier than another). A capacity factor
+// (PlanSpec::moe_capacity_factor) bounds it: no expert takes more than
+// capacity x its balanced share, the rest is dropped; padded to capacity
+// (moe_pad_to_capacity) every expert takes exactly that many rows, real or
+// padding, so the allowance is the capacity factor itself.
 inline double ExpertLoadImbalance(const PlanSpec& p) {
-  return p.force_balanced_routing || p.ep == 1 ? 1.0 : kExpertLoadImbalance;
+  const double cap = p.moe_capacity_factor;
+  if (cap > 0 && p.moe_pad_to_capacity) return cap;
+  const double routed = p.force_balanced_routing || p.ep == 1 ? 1.0 : kExpertLoadImbalance;
+  return cap > 0 && cap < routed ? cap : routed;
 }
 
 // MLP-block ops of an MoE layer (forward / backward), to splice into a

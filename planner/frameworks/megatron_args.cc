@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "planner/frameworks/framework.h"
 
@@ -106,6 +107,12 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
     }
     add("--moe-grouped-gemm");  // Transformer Engine's grouped linear: one GEMM per expert, as priced
     if (p.moe_a2a_overlap) add("--overlap-moe-expert-parallel-comm");  // combined 1F1B, as priced
+    if (p.moe_capacity_factor > 0) {  // token dropping, as priced (ExpertLoadImbalance, moe_ops.h)
+      std::ostringstream cf;
+      cf << p.moe_capacity_factor;
+      add("--moe-expert-capacity-factor", cf.str());
+      if (p.moe_pad_to_capacity) add("--moe-pad-expert-input-to-capacity");
+    }
   }
   if (m.mtp_layers > 0) add("--mtp-num-layers", Str(m.mtp_layers));  // on the last stage, as priced
   if (!m.tied_embeddings) add("--untie-embeddings-and-output-weights");

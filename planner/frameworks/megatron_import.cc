@@ -30,7 +30,7 @@ const std::set<std::string> kStringFlags = {
     "--tokenizer-type", "--attention-dropout", "--hidden-dropout", "--rotary-base", "--norm-epsilon",
     "--rotary-seq-len-interpolation-factor", "--moe-token-dispatcher-type", "--moe-layer-freq", "--fp8-format",
     "--fp8-recipe", "--recompute-modules", "--rotary-percent", "--exp-avg-dtype", "--exp-avg-sq-dtype", "--main-params-dtype",
-    "--main-grads-dtype", "--cross-entropy-fusion-impl"};
+    "--main-grads-dtype", "--cross-entropy-fusion-impl", "--moe-expert-capacity-factor"};
 const std::set<std::string> kBoolFlags = {
     "--group-query-attention", "--swiglu", "--disable-bias-linear", "--add-qkv-bias",
     "--untie-embeddings-and-output-weights", "--sequence-parallel", "--use-distributed-optimizer",
@@ -40,7 +40,8 @@ const std::set<std::string> kBoolFlags = {
     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--fp8-param-gather",
     "--overlap-moe-expert-parallel-comm", "--moe-layer-recompute", "--qk-layernorm",
     "--use-precision-aware-optimizer", "--tp-comm-overlap", "--cross-entropy-loss-fusion",
-    "--no-overlap-p2p-communication", "--overlap-p2p-communication", "--overlap-p2p-communication-warmup-flush"};
+    "--no-overlap-p2p-communication", "--overlap-p2p-communication", "--overlap-p2p-communication-warmup-flush",
+    "--moe-pad-expert-input-to-capacity"};
 // Flags that change neither the memory nor the step time dtplan predicts:
 // data, tokenizer files, checkpoints, logging, learning-rate schedule,
 // optimizer hyper-parameters, initialization, kernel fusion switches.
@@ -715,6 +716,18 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
   }
   p.moe_a2a_overlap = has("--overlap-moe-expert-parallel-comm");  // Validate checks Megatron's rules
   p.tp_comm_overlap = has("--tp-comm-overlap");  // Validate: tp > 1 and --sequence-parallel, as Megatron requires
+  // Token dropping: Megatron-LM reads a negative capacity factor as none
+  // (dropless); Validate checks the rest (MoE, the all-to-all dispatcher,
+  // padding only with a capacity).
+  if (has("--moe-expert-capacity-factor")) {
+    DT_ASSIGN_OR_RETURN(const double cf,
+                        ParseFloat("--moe-expert-capacity-factor", v.at("--moe-expert-capacity-factor")));
+    if (cf == 0)
+      return InvalidArgument("--moe-expert-capacity-factor 0 would drop every routed token; use a positive factor, "
+                             "or a negative one (or none) for dropless");
+    p.moe_capacity_factor = cf < 0 ? 0 : cf;
+  }
+  p.moe_pad_to_capacity = has("--moe-pad-expert-input-to-capacity");
   // Megatron-LM's loss is unfused unless the flag is given; both
   // --cross-entropy-fusion-impl values (native, te) are one fused pass.
   p.cross_entropy_fusion = has("--cross-entropy-loss-fusion");

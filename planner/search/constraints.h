@@ -33,6 +33,10 @@ struct SearchConstraints {
   bool cross_entropy_fusion = true;  // PlanSpec::cross_entropy_fusion, not searched
   Precision precision = Precision::kProfile;  // copied into every plan, not searched
   bool force_balanced_routing = false;     // copied into every plan (PlanSpec), not searched
+  // PlanSpec::moe_capacity_factor / moe_pad_to_capacity: copied into every
+  // plan, not searched (0: dropless).
+  double moe_capacity_factor = 0;
+  bool moe_pad_to_capacity = false;
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;  // copied into every plan, not searched
   // Combined 1F1B (PlanSpec::moe_a2a_overlap): copied into every plan, not
   // searched; plans it cannot run with (ep 1, full recompute, pp > 1 without

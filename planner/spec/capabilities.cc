@@ -32,6 +32,9 @@ const std::vector<Capability>& CapabilityTable() {
        "replan with --zero 0, or with --ep 1"},
       {Feature::kForcedBalancedRouting, "force-balanced MoE routing (a benchmarking setting)", false, false,
        "remove force_balanced_routing from the plan (dtrun routes by the learned router)"},
+      {Feature::kMoeCapacity, "an MoE expert capacity (token dropping, --moe-expert-capacity-factor)", false, false,
+       "remove moe_capacity_factor from the plan (dtrun's MoE is dropless), or run the plan in Megatron-LM "
+       "(dtplan export --to megatron writes --moe-expert-capacity-factor)"},
       {Feature::kDeduplicatedDispatch, "a deduplicating MoE token dispatcher (DeepEP / HybridEP)", false, false,
        "replan without --moe-dispatcher deduplicated (dtrun's all-to-all sends every routed copy), or run the "
        "plan in Megatron-LM with its flex dispatcher"},
@@ -144,6 +147,7 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kUngatedExperts: u = m.moe() && !m.gated_mlp(); break;
       case Feature::kExpertParallelZero: u = m.moe() && p.ep > 1 && p.zero_stage >= 1; break;
       case Feature::kForcedBalancedRouting: u = p.force_balanced_routing; break;
+      case Feature::kMoeCapacity: u = m.moe() && p.moe_capacity_factor > 0; break;
       case Feature::kDeduplicatedDispatch: u = m.moe() && p.moe_dispatcher == MoeDispatcher::kDeduplicated; break;
       case Feature::kExpertFolding: u = m.moe() && p.expert_folded(); break;
       case Feature::kFp8: u = p.precision == Precision::kFp8; break;
@@ -186,6 +190,7 @@ std::string Where(const ModelSpec& m, const PlanSpec& p, Feature f) {
       return "plan has etp=" + std::to_string(p.expert_tp()) + " and tp=" + std::to_string(p.tp);
     case Feature::kFlashAttention: return "plan assumes flash attention";
     case Feature::kTpCommOverlap: return "plan has tp_comm_overlap";
+    case Feature::kMoeCapacity: return "plan has moe_capacity_factor";
     case Feature::kUnfusedCrossEntropy: return "plan has cross_entropy_loss_fusion=false";
     case Feature::kDropout: return "plan has dropout";
     case Feature::kBf16: return "plan has precision=bf16";

@@ -42,6 +42,7 @@ enum class Feature {
   kUngatedExperts,         // MoE in the GPT family (GeLU experts, no SwiGLU)
   kExpertParallelZero,     // ZeRO-1 with ep > 1 (expert optimizer state sharded over expert-DP)
   kForcedBalancedRouting,  // PlanSpec::force_balanced_routing (a benchmarking router setting)
+  kMoeCapacity,            // PlanSpec::moe_capacity_factor > 0 (token dropping, optionally padded)
   kDeduplicatedDispatch,   // PlanSpec::moe_dispatcher == kDeduplicated (DeepEP / HybridEP)
   kExpertFolding,          // expert tensor parallelism below tp (PlanSpec::expert_folded)
   kFp8,                    // FP8 GEMMs (PlanSpec::precision == kFp8)

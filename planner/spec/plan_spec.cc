@@ -1,6 +1,7 @@
 #include "planner/spec/plan_spec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include <numeric>
@@ -314,6 +315,19 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
   if (p.tp_comm_overlap && (p.tp < 2 || !p.sequence_parallel))
     return bad("tp_comm_overlap overlaps the sequence-parallel all-gathers and reduce-scatters with the GEMMs: it "
                "needs tp > 1 and \"sequence_parallel\": true (as Megatron-LM's --tp-comm-overlap does); omit it");
+  if (!std::isfinite(p.moe_capacity_factor) || p.moe_capacity_factor < 0)
+    return bad("moe_capacity_factor must be a finite number >= 0 (0: dropless, no capacity), is " +
+               std::to_string(p.moe_capacity_factor));
+  if (p.moe_capacity_factor > 0 && !m.moe())
+    return bad("moe_capacity_factor bounds the tokens each expert takes: it needs a mixture-of-experts model; "
+               "omit it");
+  if (p.moe_capacity_factor > 0 && p.moe_dispatcher != MoeDispatcher::kAllToAll)
+    return bad("moe_capacity_factor is modeled with the all-to-all dispatcher (Megatron-LM's token-dropping "
+               "path); with the deduplicated dispatcher it is not; use moe_dispatcher alltoall or omit the "
+               "capacity");
+  if (p.moe_pad_to_capacity && p.moe_capacity_factor <= 0)
+    return bad("moe_pad_to_capacity pads each expert's input to its capacity: it needs moe_capacity_factor > 0 "
+               "(as Megatron-LM's --moe-pad-expert-input-to-capacity does); set one or omit the padding");
   if (p.moe_a2a_overlap) {
     if (!m.moe() || p.ep < 2)
       return bad("moe_a2a_overlap hides the expert-parallel all-to-alls: it needs a mixture-of-experts model "
@@ -410,6 +424,8 @@ json ToJson(const PlanSpec& p) {
   if (p.etp > 0) j["etp"] = p.etp;  // written only when set (absent: tp)
   if (p.precision != Precision::kProfile) j["precision"] = ToString(p.precision);  // absent: the profile's dtype
   if (p.force_balanced_routing) j["force_balanced_routing"] = true;                 // absent: false
+  if (p.moe_capacity_factor > 0) j["moe_capacity_factor"] = p.moe_capacity_factor;  // absent: 0 (dropless)
+  if (p.moe_pad_to_capacity) j["moe_pad_to_capacity"] = true;                       // absent: false
   if (p.moe_dispatcher != MoeDispatcher::kAllToAll) j["moe_dispatcher"] = ToString(p.moe_dispatcher);  // absent: alltoall
   if (p.fp8_param_gather) j["fp8_param_gather"] = true;                             // absent: false
   if (p.fp8_recipe != Fp8Recipe::kDelayed) j["fp8_recipe"] = ToString(p.fp8_recipe);  // absent: delayed
@@ -480,6 +496,8 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
     else p.precision = *prec;
   }
   p.force_balanced_routing = r.BoolOr("force_balanced_routing", false);
+  p.moe_capacity_factor = r.NumOr("moe_capacity_factor", 0);
+  p.moe_pad_to_capacity = r.BoolOr("moe_pad_to_capacity", false);
   p.fp8_param_gather = r.BoolOr("fp8_param_gather", false);
   p.moe_a2a_overlap = r.BoolOr("moe_a2a_overlap", false);
   p.tp_comm_overlap = r.BoolOr("tp_comm_overlap", false);
@@ -605,6 +623,8 @@ std::string Describe(const PlanSpec& p) {
   if (p.fp8_recipe != Fp8Recipe::kDelayed) os << "(" << ToString(p.fp8_recipe) << ")";  // fp8(tensorwise)
   if (p.fp8_param_gather) os << " fp8-params";
   if (p.adam_moment_bytes == 2) os << " bf16-moments";
+  if (p.moe_capacity_factor > 0)
+    os << " capacity=" << p.moe_capacity_factor << (p.moe_pad_to_capacity ? "(padded)" : "");
   if (p.moe_a2a_overlap) os << " a2a-overlap";
   if (p.tp_comm_overlap) os << " tp-overlap";
   if (!p.cross_entropy_fusion) os << " unfused-ce";

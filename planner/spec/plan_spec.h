@@ -165,6 +165,16 @@ struct PlanSpec {
   // is priced at the balanced share instead of the load-imbalance allowance
   // of planner/cost/moe_ops.h. Never searched; false for real training.
   bool force_balanced_routing = false;
+  // MoE: Megatron-LM's --moe-expert-capacity-factor (0: none, dropless, the
+  // default): each expert takes at most moe_capacity_factor x its balanced
+  // share of the routed token copies (T*k/E from each source rank); copies
+  // beyond it are dropped. With moe_pad_to_capacity
+  // (--moe-pad-expert-input-to-capacity) every expert's input is padded up
+  // to that bound, so each rank computes and exchanges exactly capacity x
+  // the balanced rows. Priced by ExpertLoadImbalance (planner/cost/
+  // moe_ops.h). Never searched; the all-to-all dispatcher only.
+  double moe_capacity_factor = 0;
+  bool moe_pad_to_capacity = false;
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;  // MoE only; see the enum
   // FP8 plans with the distributed optimizer (zero_stage 1) only:
   // Megatron-LM's --fp8-param-gather (Transformer Engine's fp8_model_init).

@@ -117,6 +117,9 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   }
   // Combined 1F1B (MoE cases whose recipe overlaps the EP all-to-alls).
   k.moe_a2a_overlap = p.BoolOr("moe_a2a_overlap", false);
+  // Megatron-LM's --moe-expert-capacity-factor / --moe-pad-expert-input-to-capacity.
+  k.moe_capacity_factor = p.NumOr("moe_capacity_factor", 0);
+  k.moe_pad_to_capacity = p.BoolOr("moe_pad_to_capacity", false);
   k.tp_comm_overlap = p.BoolOr("tp_comm_overlap", false);
   if (p.Has("attention_kernel")) {
     auto ak = ParseAttentionKernel(p.Str("attention_kernel"));

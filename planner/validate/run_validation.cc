@@ -75,6 +75,8 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     p.ep = k.ep.value_or(1);
     p.etp = k.etp && *k.etp != p.tp ? *k.etp : 0;
     p.force_balanced_routing = k.force_balanced_routing;
+    p.moe_capacity_factor = k.moe_capacity_factor;
+    p.moe_pad_to_capacity = k.moe_pad_to_capacity;
     p.moe_dispatcher = k.moe_dispatcher;
     p.fp8_param_gather = Fp8ParamGatherFor(k, p.zero_stage);
     p.fp8_recipe = k.fp8_recipe;

@@ -399,10 +399,10 @@ TEST(Frameworks, MegatronImportRefusesWhatItCannotPrice) {
   auto words = SplitCommandLine(ReadFile("tests/cli/megatron/gpt3_175b_args.sh"));
   ASSERT_TRUE(words.ok());
   std::vector<std::string> w = *words;
-  w.insert(w.end(), {"--rampup-batch-size", "16", "16", "5859375", "--moe-expert-capacity-factor", "1.0"});
+  w.insert(w.end(), {"--rampup-batch-size", "16", "16", "5859375", "--moe-shared-expert-overlap"});
   auto job = ImportMegatron(w, 0, "x");
   ASSERT_FALSE(job.ok());
-  EXPECT_NE(job.status().message().find("--rampup-batch-size, --moe-expert-capacity-factor"), std::string::npos)
+  EXPECT_NE(job.status().message().find("--rampup-batch-size, --moe-shared-expert-overlap"), std::string::npos)
       << job.status().message();
   // Harmless flags are listed as ignored, not refused.
   auto ok = ImportMegatron(*words, 0, "x");
@@ -674,7 +674,9 @@ TEST(Frameworks, MegatronMoeAndFp8FlagsItCannotPriceAreRefusedByName) {
       << odd.status().message();
   const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
       {{"--moe-shared-expert-overlap"}, "--moe-shared-expert-overlap"},
-      {{"--moe-expert-capacity-factor", "1.25"}, "--moe-expert-capacity-factor"},
+      {{"--moe-pad-expert-input-to-capacity"}, "needs moe_capacity_factor > 0"},
+      {{"--moe-expert-capacity-factor", "1.25", "--moe-token-dispatcher-type", "flex", "--moe-enable-deepep"},
+       "all-to-all dispatcher"},
       {{"--moe-token-dispatcher-type", "allgather"}, "allgather"},
       {{"--moe-layer-freq", "([1]*2+[0]*2)"}, "--moe-layer-freq"},
       {{"--expert-tensor-parallel-size", "2"}, "--expert-tensor-parallel-size"},
