@@ -64,7 +64,8 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
   app->add_option("--moe-capacity-factor", d->moe_capacity_factor,
                   "MoE: each expert takes at most this many times its balanced share of the routed tokens, the "
                   "rest dropped (Megatron-LM's --moe-expert-capacity-factor; default 0: dropless, priced at the "
-                  "1.25 load-imbalance allowance); bounds the allowance; not searched; dtrun does not execute it")
+                  "1.25 load-imbalance allowance); bounds the allowance; not searched; dtrun executes it on CPU "
+                  "plans with tp = cp = 1")
       ->check(CLI::Range(0.0, 1e6));
   app->add_flag("--moe-pad-to-capacity", d->moe_pad_to_capacity,
                 "with --moe-capacity-factor: pad every expert's input to its capacity (Megatron-LM's "

@@ -32,9 +32,16 @@ const std::vector<Capability>& CapabilityTable() {
        "replan with --zero 0, or with --ep 1"},
       {Feature::kForcedBalancedRouting, "force-balanced MoE routing (a benchmarking setting)", false, false,
        "remove force_balanced_routing from the plan (dtrun routes by the learned router)"},
-      {Feature::kMoeCapacity, "an MoE expert capacity (token dropping, --moe-expert-capacity-factor)", false, false,
-       "remove moe_capacity_factor from the plan (dtrun's MoE is dropless), or run the plan in Megatron-LM "
-       "(dtplan export --to megatron writes --moe-expert-capacity-factor)"},
+      // Capacity on CPU: runtime/model/moe_mlp.h (Megatron-LM's "probs" drop
+      // policy, each rank among its own copies; padding to capacity).
+      {Feature::kMoeCapacity, "an MoE expert capacity (token dropping, --moe-expert-capacity-factor)", true, false,
+       "remove moe_capacity_factor from the plan, or run the plan in Megatron-LM (dtplan export --to megatron "
+       "writes --moe-expert-capacity-factor)"},
+      {Feature::kMoeCapacitySharded,
+       "an MoE expert capacity with the sequence split over TP or CP (each rank drops among its own shard)", false,
+       false,
+       "replan with --tp 1 --cp 1 (each rank then drops among whole sequences, as one rank does), or drop "
+       "--moe-capacity-factor, or run the plan in Megatron-LM"},
       {Feature::kDeduplicatedDispatch, "a deduplicating MoE token dispatcher (DeepEP / HybridEP)", false, false,
        "replan without --moe-dispatcher deduplicated (dtrun's all-to-all sends every routed copy), or run the "
        "plan in Megatron-LM with its flex dispatcher"},
@@ -148,6 +155,7 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kExpertParallelZero: u = m.moe() && p.ep > 1 && p.zero_stage >= 1; break;
       case Feature::kForcedBalancedRouting: u = p.force_balanced_routing; break;
       case Feature::kMoeCapacity: u = m.moe() && p.moe_capacity_factor > 0; break;
+      case Feature::kMoeCapacitySharded: u = m.moe() && p.moe_capacity_factor > 0 && (p.tp > 1 || p.cp > 1); break;
       case Feature::kDeduplicatedDispatch: u = m.moe() && p.moe_dispatcher == MoeDispatcher::kDeduplicated; break;
       case Feature::kExpertFolding: u = m.moe() && p.expert_folded(); break;
       case Feature::kFp8: u = p.precision == Precision::kFp8; break;
@@ -191,6 +199,8 @@ std::string Where(const ModelSpec& m, const PlanSpec& p, Feature f) {
     case Feature::kFlashAttention: return "plan assumes flash attention";
     case Feature::kTpCommOverlap: return "plan has tp_comm_overlap";
     case Feature::kMoeCapacity: return "plan has moe_capacity_factor";
+    case Feature::kMoeCapacitySharded:
+      return "plan has moe_capacity_factor with tp=" + std::to_string(p.tp) + " and cp=" + std::to_string(p.cp);
     case Feature::kUnfusedCrossEntropy: return "plan has cross_entropy_loss_fusion=false";
     case Feature::kDropout: return "plan has dropout";
     case Feature::kBf16: return "plan has precision=bf16";

@@ -43,6 +43,7 @@ enum class Feature {
   kExpertParallelZero,     // ZeRO-1 with ep > 1 (expert optimizer state sharded over expert-DP)
   kForcedBalancedRouting,  // PlanSpec::force_balanced_routing (a benchmarking router setting)
   kMoeCapacity,            // PlanSpec::moe_capacity_factor > 0 (token dropping, optionally padded)
+  kMoeCapacitySharded,     // the same with tp > 1 or cp > 1 (each rank drops among its sequence shard)
   kDeduplicatedDispatch,   // PlanSpec::moe_dispatcher == kDeduplicated (DeepEP / HybridEP)
   kExpertFolding,          // expert tensor parallelism below tp (PlanSpec::expert_folded)
   kFp8,                    // FP8 GEMMs (PlanSpec::precision == kFp8)

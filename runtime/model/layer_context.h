@@ -37,6 +37,11 @@ struct LayerContext {
   // sharded over the EP group `ep` (null or size 1: all experts here), each
   // expert's FFN split over TP (expert_ffn_local = moe_ffn_hidden / tp).
   int64_t num_experts = 0, top_k = 0, expert_ffn_local = 0;
+  // Expert capacity (PlanSpec::moe_capacity_factor; 0: dropless) and
+  // padding every expert's input to it (moe_pad_to_capacity): each rank
+  // drops among its own routed copies, as Megatron-LM does.
+  double moe_capacity_factor = 0;
+  bool moe_pad_to_capacity = false;
   // Shared experts of an MoE layer (Qwen2-MoE, DeepSeek): one dense SwiGLU
   // MLP of width shared_ffn_local * tp every token uses, split over TP like
   // the dense MLP; its output scaled by sigmoid(norm output . w) when

@@ -69,6 +69,11 @@ ModelChunk::ModelChunk(const ModelSpec& model, const PlanSpec& plan, int chunk, 
     ctx_.num_experts = model.num_experts;
     ctx_.top_k = model.moe_top_k;
     ctx_.expert_ffn_local = model.moe_ffn_hidden / tp;
+    ctx_.moe_capacity_factor = plan.moe_capacity_factor;
+    ctx_.moe_pad_to_capacity = plan.moe_pad_to_capacity;
+    // Each rank drops among its own copies: with a sequence split over TP or
+    // CP that is not one rank's choice (the capability table refuses it).
+    DT_CHECK(plan.moe_capacity_factor == 0 || (tp == 1 && plan.cp == 1)) << "expert capacity with tp or cp > 1";
     DT_CHECK_EQ(model.shared_ffn_hidden % tp, 0) << "shared_ffn_hidden % tp";
     ctx_.shared_ffn_local = model.shared_ffn_hidden / tp;
     ctx_.shared_expert_gate = model.shared_expert_gate && model.shared_ffn_hidden > 0;

@@ -104,14 +104,30 @@ Tensor MoeMlp::Forward(const Tensor& in, MoeStash* s) {
   s->weights = Tensor({rows * k});
   RouteTopK(logits.data(), rows, e, k, s->experts.data(), s->weights.data());
 
+  // Expert capacity: each expert keeps at most `cap` of this rank's copies
+  // (the largest weights); padded, it receives exactly `cap` rows, zero
+  // rows after the kept copies. Dropped copies have no row (slot -1).
+  std::vector<uint8_t> kept(rows * k, 1);
+  int64_t cap = 0;
+  if (ctx_->moe_capacity_factor > 0) {
+    cap = ExpertCapacity(rows * k, e, ctx_->moe_capacity_factor);
+    KeepWithinCapacity(s->experts.data(), s->weights.data(), rows * k, e, cap, kept.data());
+  }
+
   // Sort the token copies by expert (stable: token, then slot order); the
   // experts of EP rank d are a contiguous block, so this groups by destination.
   std::vector<int64_t> count(e, 0), next(e, 0);
-  for (int32_t x : s->experts) ++count[x];
+  for (int64_t i = 0; i < rows * k; ++i)
+    if (kept[i]) ++count[s->experts[i]];
+  if (ctx_->moe_pad_to_capacity && cap > 0) std::fill(count.begin(), count.end(), cap);
   for (int64_t x = 1; x < e; ++x) next[x] = next[x - 1] + count[x - 1];
-  s->slot_row.assign(rows * k, 0);
-  Tensor send = Tensor::Uninitialized({rows * k, h});  // every row copied below
+  s->send_total = next[e - 1] + count[e - 1];
+  s->slot_row.assign(rows * k, -1);
+  // Every row is copied below, unless padding leaves zero rows.
+  const bool padded = ctx_->moe_pad_to_capacity && cap > 0;
+  Tensor send = padded ? Tensor({s->send_total, h}) : Tensor::Uninitialized({std::max<int64_t>(s->send_total, 1), h});
   for (int64_t i = 0; i < rows * k; ++i) {
+    if (!kept[i]) continue;
     s->slot_row[i] = next[s->experts[i]]++;
     std::memcpy(send.data() + s->slot_row[i] * h, in.data() + (i / k) * h, sizeof(float) * h);
   }
@@ -188,12 +204,12 @@ Tensor MoeMlp::Forward(const Tensor& in, MoeStash* s) {
   Reorder(*s, y.data(), h, gathered.data(), /*to_expert_major=*/false);
   y = Tensor();
   Tensor back_own = ReduceScatterOverTp(*s, &gathered);
-  s->back = Tensor::Uninitialized({rows * k, h});  // every row received
+  s->back = Tensor::Uninitialized({std::max<int64_t>(s->send_total, 1), h});  // every row received
   Exchange(back_own.data(), s->recv_rows, s->back.data(), s->send_rows);
 
   Tensor out({rows, h});
   for (int64_t i = 0; i < rows * k; ++i)
-    be.Axpy(s->weights[i], s->back.data() + s->slot_row[i] * h, out.data() + (i / k) * h, h);
+    if (s->slot_row[i] >= 0) be.Axpy(s->weights[i], s->back.data() + s->slot_row[i] * h, out.data() + (i / k) * h, h);
   return out;
 }
 
@@ -206,10 +222,11 @@ Tensor MoeMlp::Backward(const Tensor& in, const Tensor& dout, MoeStash* s) {
 
   // Combine backward: grads of the router weights and of each token copy's
   // expert output (this rank's tokens, complete values: no TP reduction).
-  Tensor dweights({rows * k});
-  Tensor dsend({rows * k, h});
+  Tensor dweights({rows * k});  // 0 for dropped copies: the output does not depend on them
+  Tensor dsend({std::max<int64_t>(s->send_total, 1), h});  // padding rows stay zero
   HostAccess(be, "MoE combine backward");
   for (int64_t i = 0; i < rows * k; ++i) {
+    if (s->slot_row[i] < 0) continue;
     const float* d = dout.data() + (i / k) * h;
     const float* y = s->back.data() + s->slot_row[i] * h;
     float dot = 0.0f;
@@ -271,13 +288,13 @@ Tensor MoeMlp::Backward(const Tensor& in, const Tensor& dout, MoeStash* s) {
   dx = Tensor();
   Tensor dx_own = ReduceScatterOverTp(*s, &gathered);
   gathered = Tensor();
-  Tensor dback = Tensor::Uninitialized({rows * k, h});  // every row received
+  Tensor dback = Tensor::Uninitialized({std::max<int64_t>(s->send_total, 1), h});  // every row received
   Exchange(dx_own.data(), s->recv_rows, dback.data(), s->send_rows);
   dx_own = Tensor();
 
   Tensor din({rows, h});
   for (int64_t i = 0; i < rows * k; ++i)
-    be.Axpy(1.0f, dback.data() + s->slot_row[i] * h, din.data() + (i / k) * h, h);
+    if (s->slot_row[i] >= 0) be.Axpy(1.0f, dback.data() + s->slot_row[i] * h, din.data() + (i / k) * h, h);
 
   // Router backward on this rank's tokens: the input grad is complete; the
   // weight grad is this shard's share (sp_partial: summed over TP by

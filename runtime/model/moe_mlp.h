@@ -19,10 +19,19 @@
 //   y_tj for this rank's tokens, complete (the caller adds it to the
 //   residual shard directly: no TP reduction after the block either).
 //
-// Capacity: dropless. Every routed token copy is computed, whatever the
-// load; the planner's 1.25 (kExpertLoadImbalance) is a pricing allowance for
-// the busiest rank, not a capacity that drops tokens (Megatron-LM's default
-// dropless MoE). Routing is a deterministic function of the logits (ties go
+// Capacity: dropless by default. Every routed token copy is computed,
+// whatever the load; the planner's 1.25 (kExpertLoadImbalance) is a pricing
+// allowance for the busiest rank, not a capacity that drops tokens
+// (Megatron-LM's default dropless MoE). With LayerContext::
+// moe_capacity_factor F > 0 (Megatron-LM's --moe-expert-capacity-factor,
+// its "probs" drop policy) each expert keeps at most C = ceil(rows*k/E * F)
+// of this rank's copies, those with the largest router weights (ties: the
+// earlier copy); a dropped copy adds nothing to its token's output (the
+// other weights are not renormalised) and gets no gradient. With
+// moe_pad_to_capacity every expert receives exactly C rows from each rank,
+// zero rows after the kept copies: the same result, C*E rows of work and
+// traffic. Each rank drops among its own copies, so only tp = cp = 1 plans
+// drop the same copies as one rank (ModelChunk checks it). Routing is a deterministic function of the logits (ties go
 // to the lower expert index), so every plan routes the same tokens to the
 // same experts up to floating-point differences in the logits.
 // No load-balancing auxiliary loss and no router jitter (Mixtral's HF
@@ -58,7 +67,8 @@ namespace dt::rt {
 struct MoeStash {
   std::vector<int32_t> experts;       // [rows * k] chosen experts
   Tensor weights;                     // [rows * k] their weights
-  std::vector<int64_t> slot_row;      // [rows * k] row of each token copy in the sorted send buffer
+  std::vector<int64_t> slot_row;      // [rows * k] row of each token copy in the sorted send buffer (-1: dropped)
+  int64_t send_total = 0;             // rows sent: the kept copies, plus padding up to capacity
   std::vector<size_t> send_rows;      // per EP rank: rows sent to it
   std::vector<size_t> recv_rows;      // per EP rank: rows this rank received from it
   // [tp][ep][local experts]: rows TP rank t received from EP rank s for local expert j.

@@ -48,4 +48,26 @@ void RouteTopKBackward(const int32_t* experts, const float* weights, const float
   }
 }
 
+int64_t ExpertCapacity(int64_t copies, int64_t num_experts, double factor) {
+  DT_CHECK(num_experts > 0 && factor > 0) << "expert capacity of " << num_experts << " experts, factor " << factor;
+  const double c = std::ceil(static_cast<double>(copies) / static_cast<double>(num_experts) * factor);
+  return std::max<int64_t>(1, static_cast<int64_t>(c));
+}
+
+void KeepWithinCapacity(const int32_t* experts, const float* weights, int64_t copies, int64_t num_experts,
+                        int64_t capacity, uint8_t* kept) {
+  std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(num_experts));
+  for (int64_t i = 0; i < copies; ++i) {
+    DT_CHECK(experts[i] >= 0 && experts[i] < num_experts) << "expert " << experts[i];
+    by_expert[experts[i]].push_back(i);
+    kept[i] = 1;
+  }
+  for (std::vector<int64_t>& list : by_expert) {
+    if (static_cast<int64_t>(list.size()) <= capacity) continue;
+    // Largest weight first; among equal weights the earlier copy.
+    std::stable_sort(list.begin(), list.end(), [&](int64_t a, int64_t b) { return weights[a] > weights[b]; });
+    for (size_t j = static_cast<size_t>(capacity); j < list.size(); ++j) kept[list[j]] = 0;
+  }
+}
+
 }  // namespace dt::rt

@@ -27,4 +27,15 @@ void RouteTopK(const float* logits, int64_t rows, int64_t num_experts, int64_t k
 void RouteTopKBackward(const int32_t* experts, const float* weights, const float* dweights, int64_t rows,
                        int64_t num_experts, int64_t k, float* dlogits);
 
+// Expert capacity (Megatron-LM's --moe-expert-capacity-factor with its
+// default "probs" drop policy): each expert takes at most
+// ExpertCapacity(copies, E, factor) = ceil(copies / E * factor) of the
+// `copies` = rows * k routed token copies, at least 1.
+int64_t ExpertCapacity(int64_t copies, int64_t num_experts, double factor);
+// Marks kept[i] = 1 for the copies each expert keeps: the `capacity` with the
+// largest weights among the copies routed to it (ties: the earlier copy);
+// 0 for the copies it drops. experts / weights as RouteTopK writes them.
+void KeepWithinCapacity(const int32_t* experts, const float* weights, int64_t copies, int64_t num_experts,
+                        int64_t capacity, uint8_t* kept);
+
 }  // namespace dt::rt

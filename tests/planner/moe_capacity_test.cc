@@ -125,10 +125,19 @@ TEST(MoeCapacity, PlanFilesLinesAndMegatronCarryIt) {
   EXPECT_TRUE(back->moe_pad_to_capacity);
   EXPECT_NE(Describe(p).find("capacity=1.5(padded)"), std::string::npos);
   EXPECT_FALSE(ToJson(Plan(m, 8, 0, false)).contains("moe_capacity_factor"));
-  // dtrun's MoE is dropless: the plan is refused by name on CPU.
-  const std::vector<Feature> missing = MissingFeatures(m, p, RuntimeDevice::kCpu);
-  EXPECT_NE(std::find(missing.begin(), missing.end(), Feature::kMoeCapacity), missing.end());
-  EXPECT_NE(CheckExecutable(m, p, RuntimeDevice::kCpu).message().find("moe_capacity_factor"), std::string::npos);
+  // dtrun drops on CPU where each rank holds whole sequences (tp = cp = 1);
+  // with the sequence split over TP the plan is refused by name.
+  std::vector<Feature> missing = MissingFeatures(m, p, RuntimeDevice::kCpu);
+  EXPECT_EQ(std::find(missing.begin(), missing.end(), Feature::kMoeCapacity), missing.end());
+  EXPECT_EQ(std::find(missing.begin(), missing.end(), Feature::kMoeCapacitySharded), missing.end());
+  PlanSpec sharded = p;
+  sharded.tp = 2;
+  sharded.dp = 4;
+  sharded.sequence_parallel = true;
+  missing = MissingFeatures(m, sharded, RuntimeDevice::kCpu);
+  EXPECT_NE(std::find(missing.begin(), missing.end(), Feature::kMoeCapacitySharded), missing.end());
+  EXPECT_NE(CheckExecutable(m, sharded, RuntimeDevice::kCpu).message().find("moe_capacity_factor with tp=2"),
+            std::string::npos);
   // Megatron-LM: exported as its two flags and read back.
   auto flags = MegatronArgs(m, p, true);
   ASSERT_TRUE(flags.ok()) << flags.status().message();

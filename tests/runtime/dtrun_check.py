@@ -24,6 +24,10 @@ Checks
                            dp=2 x ep=2, with tp=2 (SP) and with pp=2, against 1 rank (rel 1e-4).
   moe_shared_gate          moe-shared-tiny with Qwen2-MoE's gated shared expert: dp=2 x ep=2, with
                            tp=2 (SP), pp=2 and full recompute, against 1 rank (rel 1e-4).
+  moe_capacity             mixtral-tiny with an expert capacity (token dropping, capacity 0.75 and 1.0
+                           padded): dp=2 x ep=2, ep=2 x pp=2, dp=2 ep=1, ep=4, ep=2 with full recompute
+                           against 1 rank with the same microbatches (rel 1e-4); the capacity drops
+                           (losses differ from dropless); tp=2 refused by name (exit 2).
   threads                  without OMP_NUM_THREADS, each rank runs min(the CPUs mpirun bound it to,
                            cores / ranks) OpenMP threads (as `dtplan profile` measures): 1 and 2 ranks.
   llama                    llama-tiny (GQA, untied head): dtplan's plans on 2 and 4 ranks, --tp 2 --sp,
@@ -335,6 +339,46 @@ def check_moe_shared_gate():
         compare("moe-shared-gate-tiny " + name, losses(ref_metrics), losses(metrics), 1e-4)
         compare("moe-shared-gate-tiny %s gradient norms" % name, losses(ref_metrics, "grad_norm"),
                 losses(metrics, "grad_norm"), 1e-4)
+
+
+def check_moe_capacity():
+    """Expert capacity on CPU (runtime/model/moe_mlp.h): each rank drops among its own copies, so
+    plans without TP or CP drop what 1 rank drops for the same microbatch (mbs 2 everywhere: rank r's
+    microbatch j is 1 rank's microbatch r*nmb+j). Losses and gradient norms within 1e-4 of 1 rank;
+    the dropping changes the losses against dropless; a tp=2 plan is refused with exit 2."""
+    model = os.path.join(A.source_dir, "examples/models/mixtral-tiny.json")
+    steps = 6
+    dropless_plan = os.path.join(A.work, "cap_dropless.json")
+    write_plan(dropless_plan, model=model)
+    dropless = os.path.join(A.work, "cap_dropless.jsonl")
+    run_ok(dropless_plan, 1, "--steps", steps, "--metrics", dropless)
+    for tag, cap in (("c075", {"moe_capacity_factor": 0.75}),
+                     ("c1pad", {"moe_capacity_factor": 1.0, "moe_pad_to_capacity": True})):
+        ref_plan = os.path.join(A.work, "cap_%s_ref.json" % tag)
+        write_plan(ref_plan, model=model, **cap)
+        ref_metrics = os.path.join(A.work, "cap_%s_ref.jsonl" % tag)
+        run_ok(ref_plan, 1, "--steps", steps, "--metrics", ref_metrics)
+        # Dropping must move the losses by more than the parity tolerance below.
+        diff = max(abs(a - b) / abs(b) for key in ("loss", "grad_norm")
+                   for a, b in zip(losses(ref_metrics, key), losses(dropless, key)))
+        print("moe_capacity %s: largest relative loss or gradient-norm difference against dropless %.3g" % (tag, diff))
+        if diff < 1e-4:
+            fail("moe_capacity %s: losses within %.2g of dropless; the capacity dropped nothing" % (tag, diff))
+        for name, dims in (("dp2_ep2", dict(dp=2, ep=2)), ("ep2_pp2", dict(ep=2, pp=2, dp=2)),
+                           ("dp2_ep1", dict(dp=2, ep=1)), ("dp4_ep4", dict(dp=4, ep=4)),
+                           ("dp2_ep2_full", dict(dp=2, ep=2, recompute="full"))):
+            plan = os.path.join(A.work, "cap_%s_%s.json" % (tag, name))
+            world = write_plan(plan, model=model, **dict(dims, **cap))
+            metrics = os.path.join(A.work, "cap_%s_%s.jsonl" % (tag, name))
+            run_ok(plan, world, "--steps", steps, "--metrics", metrics)
+            compare("moe_capacity %s %s" % (tag, name), losses(ref_metrics), losses(metrics), 1e-4)
+            compare("moe_capacity %s %s gradient norms" % (tag, name), losses(ref_metrics, "grad_norm"),
+                    losses(metrics, "grad_norm"), 1e-4)
+    plan = os.path.join(A.work, "cap_tp2.json")
+    world = write_plan(plan, model=model, dp=2, ep=2, tp=2, sp=True, moe_capacity_factor=1.0)
+    code, out, _ = run(plan, world, "--steps", 1)
+    if code != 2 or "moe_capacity_factor with tp=2" not in out:
+        fail("moe_capacity: a tp=2 plan with a capacity should exit 2 naming it; got %d:\n%s" % (code, out))
 
 
 def check_moe_dense():
@@ -777,7 +821,8 @@ def main():
               "kill": check_kill, "entropy": check_entropy, "bad_input": check_bad_input,
               "predicted": check_predicted, "cp_resume": check_cp_resume, "cp_dtplan": check_cp_dtplan,
               "llama": check_llama, "moe_resume": check_moe_resume, "moe_shared_gate": check_moe_shared_gate,
-              "deferred": check_deferred, "threads": check_threads, "moe_dense": check_moe_dense}
+              "deferred": check_deferred, "threads": check_threads, "moe_dense": check_moe_dense,
+              "moe_capacity": check_moe_capacity}
     if A.check == "parity":
         check_parity(A.rest[0], A.rest[1:])
     elif A.check == "matrix":

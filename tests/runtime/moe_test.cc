@@ -3,7 +3,9 @@
 // MoeMlp block (router, experts, input; fp32 forward, loss
 // L = sum r_i y_i in double, central differences), and expert parallelism:
 // two EP ranks over LocalComm give each rank the outputs and gradients of
-// the one-rank block (experts' grads summed over both ranks' tokens).
+// the one-rank block (experts' grads summed over both ranks' tokens). Expert
+// capacity: which copies drop, what a dropped copy contributes, padding
+// changing nothing but the work, the same checks with drops.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -44,14 +46,32 @@ TEST(MoeRouter, TopKIsDescendingTiesGoToTheLowerExpertWeightsRenormalised) {
   EXPECT_FLOAT_EQ(w[2], 0.5f);
 }
 
+TEST(MoeRouter, CapacityKeepsTheLargestWeightsPerExpert) {
+  EXPECT_EQ(ExpertCapacity(14, 4, 1.0), 4);   // ceil(3.5)
+  EXPECT_EQ(ExpertCapacity(16, 4, 1.0), 4);
+  EXPECT_EQ(ExpertCapacity(16, 4, 1.25), 5);
+  EXPECT_EQ(ExpertCapacity(2, 8, 0.1), 1);    // at least one
+  // Six copies on expert 0 with capacity 3: the three largest weights stay,
+  // the tie at 0.5 goes to the earlier copy; expert 1's two copies stay.
+  const std::vector<int32_t> experts = {0, 1, 0, 0, 0, 1, 0, 0};
+  const Vec weights = {0.9f, 0.1f, 0.5f, 0.2f, 0.5f, 0.8f, 0.3f, 0.95f};
+  std::vector<uint8_t> kept(8);
+  KeepWithinCapacity(experts.data(), weights.data(), 8, 2, 3, kept.data());
+  EXPECT_EQ(kept, (std::vector<uint8_t>{1, 1, 1, 0, 0, 1, 0, 1}));
+}
+
+
 // One rank's MoeMlp with its own store; `ep` may be null (all experts here).
 struct Block {
   std::unique_ptr<Backend> be = MakeCpuBackend();
   ParamStore store;
   LayerContext ctx;
   std::unique_ptr<MoeMlp> mlp;
-  Block(int64_t rows, int64_t h, int64_t experts, int64_t k, int64_t f, Comm* ep) {
+  Block(int64_t rows, int64_t h, int64_t experts, int64_t k, int64_t f, Comm* ep, double capacity = 0,
+        bool pad = false) {
     ctx.be = be.get();
+    ctx.moe_capacity_factor = capacity;
+    ctx.moe_pad_to_capacity = pad;
     ctx.seq = rows;
     ctx.batch = 1;
     ctx.rows = ctx.local_rows = rows;
@@ -104,15 +124,66 @@ double Dot(const Vec& a, const Vec& b) {
   return s;
 }
 
-TEST(MoeMlp, FiniteDifferenceGradientsOfRouterExpertsAndInput) {
+// Drops happen, a token whose copies all drop gets a zero output, padding to
+// capacity changes no output or gradient, and a capacity no expert reaches
+// changes nothing against dropless.
+TEST(MoeMlp, CapacityDropsAndPaddingChangesOnlyTheWork) {
+  const int64_t rows = 12, h = 8, experts = 4, k = 2, f = 6;
+  const Vec x = Random(rows * h, 31), r = Random(rows * h, 32);
+  Block dropless(rows, h, experts, k, f, nullptr), tight(rows, h, experts, k, f, nullptr, 0.75),
+      padded(rows, h, experts, k, f, nullptr, 0.75, true), loose(rows, h, experts, k, f, nullptr, 4.0, true);
+  for (Block* b : {&dropless, &tight, &padded, &loose}) b->SetValues();
+  MoeStash sd, st, sp, sl;
+  const Vec yd = dropless.Out(x, &sd), yt = tight.Out(x, &st), yp = padded.Out(x, &sp), yl = loose.Out(x, &sl);
+  const int64_t cap = ExpertCapacity(rows * k, experts, 0.75);
+  int64_t dropped = 0;
+  for (int64_t slot : st.slot_row) dropped += slot < 0;
+  std::vector<int64_t> load(experts, 0);
+  for (int32_t e : sd.experts) ++load[e];
+  int64_t over = 0;
+  for (int64_t n : load) over += std::max<int64_t>(0, n - cap);
+  EXPECT_EQ(dropped, over);
+  EXPECT_GT(dropped, 0) << "capacity " << cap << " must drop copies here: pick other seeds";
+  EXPECT_EQ(st.send_total, rows * k - dropped);
+  EXPECT_EQ(sp.send_total, experts * cap);  // every expert padded to capacity
+  // A token's output is the weighted sum of its kept copies only.
+  for (int64_t t = 0; t < rows; ++t) {
+    const bool all_dropped = st.slot_row[t * k] < 0 && st.slot_row[t * k + 1] < 0;
+    for (int64_t c = 0; c < h; ++c) {
+      if (all_dropped) EXPECT_EQ(yt[t * h + c], 0.0f) << t;
+      EXPECT_NEAR(yp[t * h + c], yt[t * h + c], 1e-6) << t;
+      EXPECT_NEAR(yl[t * h + c], yd[t * h + c], 1e-6) << t;
+    }
+  }
+  const Vec dt = tight.Grad(x, r), dp = padded.Grad(x, r), dd = dropless.Grad(x, r), dl = loose.Grad(x, r);
+  for (size_t i = 0; i < dt.size(); ++i) {
+    EXPECT_NEAR(dp[i], dt[i], 1e-5) << i;
+    EXPECT_NEAR(dl[i], dd[i], 1e-5) << i;
+  }
+  for (size_t i = 0; i < tight.store.params().size(); ++i)
+    for (int64_t j = 0; j < tight.store.params()[i].numel; ++j) {
+      EXPECT_NEAR(padded.store.grad(static_cast<int>(i))[j], tight.store.grad(static_cast<int>(i))[j], 1e-5);
+      EXPECT_NEAR(loose.store.grad(static_cast<int>(i))[j], dropless.store.grad(static_cast<int>(i))[j], 1e-5);
+    }
+}
+
+// Central differences of L = sum r_i y_i against the analytic gradients;
+// with a capacity, the same where no step flips a routing or drop decision.
+void CheckFiniteDifferences(double capacity, bool pad) {
   const int64_t rows = 7, h = 8, experts = 4, k = 2, f = 6;
-  Block b(rows, h, experts, k, f, nullptr);
+  Block b(rows, h, experts, k, f, nullptr, capacity, pad);
   b.SetValues();
   Vec x = Random(rows * h, 11), r = Random(rows * h, 12);
   const Vec dx = b.Grad(x, r);
   MoeStash base;
   b.Out(x, &base);
   const std::vector<int32_t> routing = base.experts;
+  const std::vector<int64_t> slots = base.slot_row;
+  if (capacity > 0) {
+    int64_t dropped = 0;
+    for (int64_t slot : slots) dropped += slot < 0;
+    ASSERT_GT(dropped, 0) << "capacity " << capacity << " must drop copies here";
+  }
 
   // Every expert must see tokens for the check to cover it.
   std::vector<int> used(experts, 0);
@@ -132,7 +203,8 @@ TEST(MoeMlp, FiniteDifferenceGradientsOfRouterExpertsAndInput) {
       v[i] = orig - static_cast<float>(eps);
       const double lm = Dot(b.Out(x, &sm), r);
       v[i] = orig;
-      if (sp.experts != routing || sm.experts != routing) {  // a step across a routing boundary
+      if (sp.experts != routing || sm.experts != routing || sp.slot_row != slots || sm.slot_row != slots) {
+        // a step across a routing (or drop) boundary
         ++skipped;
         continue;
       }
@@ -166,12 +238,18 @@ TEST(MoeMlp, FiniteDifferenceGradientsOfRouterExpertsAndInput) {
   for (const char* what : {"input", "router", "gate", "up", "down"}) EXPECT_GT(by_kind[what].second, 0.05) << what;
 }
 
-TEST(MoeMlp, TwoEpRanksMatchOneRank) {
+TEST(MoeMlp, FiniteDifferenceGradientsOfRouterExpertsAndInput) { CheckFiniteDifferences(0, false); }
+TEST(MoeMlp, FiniteDifferenceGradientsWithCapacityDrops) { CheckFiniteDifferences(0.75, false); }
+TEST(MoeMlp, FiniteDifferenceGradientsWithCapacityPadding) { CheckFiniteDifferences(0.75, true); }
+
+// Each EP rank drops among its own copies, as the one-rank block does for
+// each input alone.
+void CheckTwoEpRanksMatchOneRank(double capacity, bool pad) {
   const int64_t rows = 9, h = 8, experts = 4, k = 2, f = 6;
   const Vec x[2] = {Random(rows * h, 21), Random(rows * h, 22)};
   const Vec r[2] = {Random(rows * h, 23), Random(rows * h, 24)};
   // Reference: all experts on one rank, each input separately; grads summed.
-  Block ref(rows, h, experts, k, f, nullptr);
+  Block ref(rows, h, experts, k, f, nullptr, capacity, pad);
   ref.SetValues();
   Vec ref_out[2], ref_dx[2];
   std::vector<Vec> ref_router(2);
@@ -190,7 +268,7 @@ TEST(MoeMlp, TwoEpRanksMatchOneRank) {
   for (int q = 0; q < 2; ++q) comms[q] = group.Member(q);
   Vec out[2], dx[2];
   RunRanks(2, [&](int q) {
-    blocks[q] = std::make_unique<Block>(rows, h, experts, k, f, comms[q].get());
+    blocks[q] = std::make_unique<Block>(rows, h, experts, k, f, comms[q].get(), capacity, pad);
     blocks[q]->SetValues();
     MoeStash s;
     out[q] = blocks[q]->Out(x[q], &s);
@@ -213,6 +291,10 @@ TEST(MoeMlp, TwoEpRanksMatchOneRank) {
     }
   }
 }
+
+TEST(MoeMlp, TwoEpRanksMatchOneRank) { CheckTwoEpRanksMatchOneRank(0, false); }
+TEST(MoeMlp, TwoEpRanksMatchOneRankWithCapacityDrops) { CheckTwoEpRanksMatchOneRank(0.75, false); }
+TEST(MoeMlp, TwoEpRanksMatchOneRankWithCapacityPadding) { CheckTwoEpRanksMatchOneRank(0.75, true); }
 
 }  // namespace
 }  // namespace dt::rt
