@@ -20,16 +20,7 @@
 namespace dt {
 namespace {
 
-// Mixtral-8x7B's MoE shape at 8 layers.
-ModelSpec Moe() {
-  ModelSpec m = testing_models::Llama8B();
-  m.num_layers = 8;
-  m.num_experts = 8;
-  m.moe_top_k = 2;
-  m.moe_ffn_hidden = 14336;
-  m.seq_length = 4096;
-  return m;
-}
+ModelSpec Moe() { return testing_models::Mixtral8Layers(); }
 
 PlanSpec Plan(const ModelSpec& m, int ep, double capacity, bool pad) {
   PlanSpec p;

@@ -68,6 +68,18 @@ inline ModelSpec Llama8B() {
   return m;
 }
 
+// Mixtral-8x7B's MoE shape on Llama8B's layers, 8 of them at seq 4096:
+// 8 experts of 14336, top 2 (EP all-to-alls of 4096-wide tokens).
+inline ModelSpec Mixtral8Layers() {
+  ModelSpec m = Llama8B();
+  m.num_layers = 8;
+  m.num_experts = 8;
+  m.moe_top_k = 2;
+  m.moe_ffn_hidden = 14336;
+  m.seq_length = 4096;
+  return m;
+}
+
 // One pipeline stage with tensor and sequence parallelism over the whole
 // model, fused attention, selective recompute (cost tests).
 inline PlanSpec TpSpPlan(const ModelSpec& m, int tp, int seq, int mbs = 1, int nmb = 2) {
