@@ -1,6 +1,5 @@
 #include "planner/cli/report.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -68,21 +67,25 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
   os << "model    " << m.name << " (" << kind << ", "
      << ParamCount(m.TotalParams()) << " params, " << m.num_layers << " layers, hidden "
      << m.hidden << ", " << m.heads << " heads)\n";
+  // The allowance an expert-parallel plan of this search is priced at (moe_ops.h).
+  PlanSpec ep_plan;
+  ep_plan.ep = 2;
+  ep_plan.moe_capacity_factor = k.moe_capacity_factor;
+  ep_plan.moe_pad_to_capacity = k.moe_pad_to_capacity;
+  const double allowance = ExpertLoadImbalance(ep_plan);
+  const bool capped = k.moe_capacity_factor > 0;
   if (m.moe())
     os << "MoE      " << m.num_experts << " experts, top-" << m.moe_top_k << " routed"
        << (m.shared_ffn_hidden > 0 ? " + shared" : "") << ": " << ParamCount(m.TotalParams())
        << " total, " << ParamCount(m.ActiveParams())
        << " active params per token; MFU counts active FLOPs (routed tokens x top-k), "
-       << (k.moe_capacity_factor > 0 && k.moe_pad_to_capacity
-               ? "expert time is priced at the capacity, " + Fmt("%.2f", k.moe_capacity_factor) +
-                     "x the balanced rows (inputs padded to it, the tokens beyond it dropped)\n"
-           : k.moe_capacity_factor > 0
-               ? "expert time is priced at a load-imbalance allowance of " +
-                     Fmt("%.2f", std::min(kExpertLoadImbalance, k.moe_capacity_factor)) +
-                     "x on plans with ep > 1 (at most the capacity, " + Fmt("%.2f", k.moe_capacity_factor) +
-                     "x the balanced rows; the tokens beyond it dropped)\n"
-               : "expert time is priced at a load-imbalance allowance of " + Fmt("%.2f", kExpertLoadImbalance) +
-                     "x on plans with ep > 1\n");
+       << (capped && k.moe_pad_to_capacity ? "expert time is priced at the capacity, "
+                                           : "expert time is priced at a load-imbalance allowance of ")
+       << Fmt("%.2f", allowance)
+       << (capped && k.moe_pad_to_capacity ? "x the balanced rows (inputs padded to it, the tokens beyond it dropped)\n"
+           : capped ? "x on plans with ep > 1 (at most the capacity, " + Fmt("%.2f", k.moe_capacity_factor) +
+                          "x the balanced rows; the tokens beyond it dropped)\n"
+                    : std::string("x on plans with ep > 1\n"));
   if (m.mtp_layers > 0)
     os << "MTP      " << m.mtp_layers << " multi-token prediction module(s), " << ParamCount(m.MtpParams())
        << " params beyond the total above (their layer, eh_proj, norms; embedding and LM head shared): trained, "

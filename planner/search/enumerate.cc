@@ -1,7 +1,6 @@
 #include "planner/search/enumerate.h"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 
 #include "planner/spec/capabilities.h"
@@ -76,15 +75,14 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
   if (k.cudnn_attention && !k.flash_attention)
     return InvalidArgument("--attention-kernel cudnn prices cuDNN's fused attention: the plans run the unfused "
                            "core (flash attention off); drop one of the two");
-  if (!std::isfinite(k.moe_capacity_factor) || k.moe_capacity_factor < 0)
-    return InvalidArgument("--moe-capacity-factor must be >= 0 (0: dropless)");
-  if (k.moe_capacity_factor > 0 && !m.moe())
-    return InvalidArgument("--moe-capacity-factor bounds the tokens each expert takes: the model has no experts; drop it");
-  if (k.moe_capacity_factor > 0 && k.moe_dispatcher != MoeDispatcher::kAllToAll)
-    return InvalidArgument("--moe-capacity-factor is modeled with the all-to-all dispatcher only: drop "
-                           "--moe-dispatcher deduplicated or the capacity");
-  if (k.moe_pad_to_capacity && k.moe_capacity_factor <= 0)
-    return InvalidArgument("--moe-pad-to-capacity needs --moe-capacity-factor > 0 (as Megatron-LM requires)");
+  {
+    PlanSpec probe;  // the capacity against the model and the dispatcher, as Validate checks every plan
+    probe.moe_capacity_factor = k.moe_capacity_factor;
+    probe.moe_pad_to_capacity = k.moe_pad_to_capacity;
+    probe.moe_dispatcher = k.moe_dispatcher;
+    if (Status s = CheckMoeCapacity(probe, m); !s.ok())
+      return InvalidArgument("--moe-capacity-factor / --moe-pad-to-capacity: " + s.message());
+  }
   if (k.moe_a2a_overlap && !m.moe())
     return InvalidArgument("--moe-a2a-overlap overlaps expert-parallel all-to-alls: the model has no experts; drop it");
   if (k.moe_a2a_overlap && k.recompute && *k.recompute == Recompute::kFull)

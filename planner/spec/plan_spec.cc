@@ -215,6 +215,24 @@ bool UnevenSplit(const PlanSpec& p) {
          p.layers_per_chunk != EvenSplit(layers, static_cast<int>(p.layers_per_chunk.size()));
 }
 
+Status CheckMoeCapacity(const PlanSpec& p, const ModelSpec& m) {
+  if (!std::isfinite(p.moe_capacity_factor) || p.moe_capacity_factor < 0)
+    return InvalidArgument("moe_capacity_factor must be a finite number >= 0 (0: dropless, no capacity), is " +
+                           std::to_string(p.moe_capacity_factor));
+  if (p.moe_capacity_factor > 0 && !m.moe())
+    return InvalidArgument("moe_capacity_factor bounds the tokens each expert takes: it needs a mixture-of-experts "
+                           "model; omit it");
+  if (p.moe_capacity_factor > 0 && p.moe_dispatcher != MoeDispatcher::kAllToAll)
+    return InvalidArgument("moe_capacity_factor is modeled with the all-to-all dispatcher (Megatron-LM's "
+                           "token-dropping path); with the deduplicated dispatcher it is not; use moe_dispatcher "
+                           "alltoall or omit the capacity");
+  if (p.moe_pad_to_capacity && p.moe_capacity_factor <= 0)
+    return InvalidArgument("moe_pad_to_capacity pads each expert's input to its capacity: it needs "
+                           "moe_capacity_factor > 0 (as Megatron-LM's --moe-pad-expert-input-to-capacity does); set "
+                           "one or omit the padding");
+  return Status::Ok();
+}
+
 Status CheckRecomputeModules(const PlanSpec& p, const ModelSpec& m) {
   if (p.recompute_modules == kDefaultRecomputeModules) return Status::Ok();
   auto bad = [](const std::string& s) { return InvalidArgument(s); };
@@ -315,19 +333,7 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
   if (p.tp_comm_overlap && (p.tp < 2 || !p.sequence_parallel))
     return bad("tp_comm_overlap overlaps the sequence-parallel all-gathers and reduce-scatters with the GEMMs: it "
                "needs tp > 1 and \"sequence_parallel\": true (as Megatron-LM's --tp-comm-overlap does); omit it");
-  if (!std::isfinite(p.moe_capacity_factor) || p.moe_capacity_factor < 0)
-    return bad("moe_capacity_factor must be a finite number >= 0 (0: dropless, no capacity), is " +
-               std::to_string(p.moe_capacity_factor));
-  if (p.moe_capacity_factor > 0 && !m.moe())
-    return bad("moe_capacity_factor bounds the tokens each expert takes: it needs a mixture-of-experts model; "
-               "omit it");
-  if (p.moe_capacity_factor > 0 && p.moe_dispatcher != MoeDispatcher::kAllToAll)
-    return bad("moe_capacity_factor is modeled with the all-to-all dispatcher (Megatron-LM's token-dropping "
-               "path); with the deduplicated dispatcher it is not; use moe_dispatcher alltoall or omit the "
-               "capacity");
-  if (p.moe_pad_to_capacity && p.moe_capacity_factor <= 0)
-    return bad("moe_pad_to_capacity pads each expert's input to its capacity: it needs moe_capacity_factor > 0 "
-               "(as Megatron-LM's --moe-pad-expert-input-to-capacity does); set one or omit the padding");
+  if (Status s = CheckMoeCapacity(p, m); !s.ok()) return bad(s.message());
   if (p.moe_a2a_overlap) {
     if (!m.moe() || p.ep < 2)
       return bad("moe_a2a_overlap hides the expert-parallel all-to-alls: it needs a mixture-of-experts model "

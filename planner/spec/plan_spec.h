@@ -293,6 +293,11 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
 // default; else needs recompute selective and modules the model has.
 Status CheckRecomputeModules(const PlanSpec& p, const ModelSpec& m);
 
+// The expert-capacity part of Validate (no `where` prefix): Ok without a
+// capacity; else a finite factor >= 0 on an MoE model with the all-to-all
+// dispatcher, and padding only with a factor.
+Status CheckMoeCapacity(const PlanSpec& p, const ModelSpec& m);
+
 json ToJson(const PlanSpec& p);
 StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::string& where);
 json ToJson(const ClusterSpec& c);

@@ -56,17 +56,20 @@ int64_t ExpertCapacity(int64_t copies, int64_t num_experts, double factor) {
 
 void KeepWithinCapacity(const int32_t* experts, const float* weights, int64_t copies, int64_t num_experts,
                         int64_t capacity, uint8_t* kept) {
-  std::vector<std::vector<int64_t>> by_expert(static_cast<size_t>(num_experts));
-  for (int64_t i = 0; i < copies; ++i) {
+  // Copies by expert, largest weight first, the earlier copy among equal
+  // weights (a stable sort of copy order); each expert keeps its first
+  // `capacity`.
+  std::vector<int64_t> order(static_cast<size_t>(copies));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  for (int64_t i = 0; i < copies; ++i)
     DT_CHECK(experts[i] >= 0 && experts[i] < num_experts) << "expert " << experts[i];
-    by_expert[experts[i]].push_back(i);
-    kept[i] = 1;
-  }
-  for (std::vector<int64_t>& list : by_expert) {
-    if (static_cast<int64_t>(list.size()) <= capacity) continue;
-    // Largest weight first; among equal weights the earlier copy.
-    std::stable_sort(list.begin(), list.end(), [&](int64_t a, int64_t b) { return weights[a] > weights[b]; });
-    for (size_t j = static_cast<size_t>(capacity); j < list.size(); ++j) kept[list[j]] = 0;
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return experts[a] != experts[b] ? experts[a] < experts[b] : weights[a] > weights[b];
+  });
+  int64_t rank = 0;
+  for (int64_t j = 0; j < copies; ++j) {
+    rank = j > 0 && experts[order[j]] == experts[order[j - 1]] ? rank + 1 : 0;
+    kept[order[j]] = rank < capacity ? 1 : 0;
   }
 }
 
