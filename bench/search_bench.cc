@@ -1,7 +1,8 @@
 // Benchmark (not a test): exhaustive plan search for Megatron 1T on 384 nodes
-// x 8 A100s with global batch 3072, the speed target (< 2 s on 2
+// x 8 A100s with global batch 3072, the speed target (< 1 s on 2
 // cores). Prints per repetition and the median: wall time, plans considered,
-// plans fully simulated, and plans evaluated per second.
+// plans fully simulated, and plans evaluated per second; and the first
+// repetition apart, the one that pays for touching fresh memory.
 //
 //   search_bench [reps=5] [threads=0 (all)]
 #include <algorithm>
@@ -46,9 +47,12 @@ int main(int argc, char** argv) {
                 rate.back(), res->top.empty() ? 0.0 : res->top[0].prediction.step_time_s,
                 res->top.empty() ? "-" : dt::Describe(res->top[0].plan).c_str(), res->threads_used);
   }
+  // The first search runs in fresh memory, as the CLI's one search does
+  // (every page first touched: slow on a VM); later ones reuse the pages.
+  const double cold = wall.front();
   std::sort(wall.begin(), wall.end());
   std::sort(rate.begin(), rate.end());
-  std::printf("median: %.3f s wall, %.0f plans evaluated/s (target: whole search < 2 s)\n",
-              wall[wall.size() / 2], rate[rate.size() / 2]);
+  std::printf("median: %.3f s wall, %.0f plans evaluated/s; first (cold) search %.3f s (target: whole search < 1 s)\n",
+              wall[wall.size() / 2], rate[rate.size() / 2], cold);
   return 0;
 }

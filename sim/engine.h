@@ -41,6 +41,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/huge_page_allocator.h"
 #include "base/status.h"
 #include "sim/event_queue.h"
 
@@ -112,23 +113,26 @@ class Engine {
   std::vector<std::string> process_, thread_;
   std::vector<TaskId> stream_tail_;  // last task added on the stream, -1 if none
 
-  // Per task (struct of arrays).
-  std::vector<StreamId> stream_;
-  std::vector<int32_t> category_;
-  std::vector<double> duration_;
-  std::vector<TaskId> stream_next_;   // next task on the same stream, -1 if last
-  std::vector<int32_t> in_degree_;    // deps + 1 if the task has a stream predecessor
-  std::vector<int32_t> out_degree_;   // explicit deps only
+  // Per task (struct of arrays), on huge pages where the kernel gives them
+  // (base/huge_page_allocator.h): a 1024-microbatch plan has ~10^6 tasks.
+  template <typename T>
+  using TaskArray = std::vector<T, HugePageAllocator<T>>;
+  TaskArray<StreamId> stream_;
+  TaskArray<int32_t> category_;
+  TaskArray<double> duration_;
+  TaskArray<TaskId> stream_next_;   // next task on the same stream, -1 if last
+  TaskArray<int32_t> in_degree_;    // deps + 1 if the task has a stream predecessor
+  TaskArray<int32_t> out_degree_;   // explicit deps only
   std::vector<std::string> names_;    // only while tracing; may be shorter than num_tasks()
 
   // Dependencies as added, and their CSR successor form built by Run().
-  std::vector<TaskId> dep_before_, dep_after_;
-  std::vector<int32_t> succ_offset_;  // num_tasks + 1
-  std::vector<TaskId> succ_;
+  TaskArray<TaskId> dep_before_, dep_after_;
+  TaskArray<int32_t> succ_offset_;  // num_tasks + 1
+  TaskArray<TaskId> succ_;
 
   // Run state and results.
-  std::vector<int32_t> pending_;
-  std::vector<double> start_, end_;
+  TaskArray<int32_t> pending_;
+  TaskArray<double> start_, end_;
   std::vector<double> busy_;  // num_streams x num_categories, row-major
   double makespan_ = 0.0;
   EventQueue queue_;

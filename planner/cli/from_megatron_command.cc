@@ -135,9 +135,7 @@ int RunFromMegatron(const PlanOptions& o) {
     } else {
       std::cout << "your config is as fast as the best plan found (within 0.05%)\n";
     }
-    auto pred = SimulatePlan(m, cluster, best.plan, *hw);
-    if (!pred.ok()) return Fail(pred.status().message());
-    Status w = WriteJsonFile(o.out, PlanFileJson(m, cluster, *hw, best.plan, *pred));
+    Status w = WriteJsonFile(o.out, PlanFileJson(m, cluster, *hw, best.plan, best.prediction));
     if (!w.ok()) return Fail("--out: " + w.message());
     std::cout << "wrote " << o.out << "; its Megatron-LM flags: dtplan export --plan " << o.out << " --to "
               << ToString(*framework == Framework::kAny ? Framework::kMegatron : *framework) << "\n";

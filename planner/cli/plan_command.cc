@@ -146,7 +146,10 @@ int RunPlan(const PlanOptions& o) {
   dt::SimulateOptions sim_opt;
   sim_opt.trace_path = o.trace;
   if (sim_opt.trace_path.empty() && !o.report.empty()) sim_opt.trace_path = o.report + ".trace.tmp";
-  auto pred = SimulatePlan(m, cluster, best.plan, hw, sim_opt);
+  // The search already simulated the best plan; simulate it again only
+  // to write its trace (the same deterministic run, with task names).
+  StatusOr<Prediction> pred = best.prediction;
+  if (!sim_opt.trace_path.empty()) pred = SimulatePlan(m, cluster, best.plan, hw, sim_opt);
   if (!pred.ok()) return Fail(pred.status().message());
   if (!o.report.empty()) {
     auto trace = ReadJsonFile(sim_opt.trace_path);

@@ -159,7 +159,9 @@ StatusOr<SearchResult> SearchPlans(const ModelSpec& m, const ClusterSpec& c,
   // 2. Simulate in lower-bound order, skipping plans that cannot reach the top N.
   const int top_n = std::max(1, opt.top);
   TopTimes best(top_n);
-  std::vector<std::optional<Prediction>> sim(n);
+  // Indexed by position in `order` (fitting plans only): a slot per
+  // enumerated plan would zero-fill tens of MB for the 1T search.
+  std::vector<std::optional<Prediction>> sim(order.size());
   std::mutex err_mu;
   Status first_error;
   ParallelFor(static_cast<int64_t>(order.size()), threads, [&](int64_t j) {
@@ -172,27 +174,28 @@ StatusOr<SearchResult> SearchPlans(const ModelSpec& m, const ClusterSpec& c,
       return;
     }
     best.Add(pred->step_time_s);
-    sim[i] = std::move(pred).value();
+    sim[j] = std::move(pred).value();
   });
   if (!first_error.ok()) return first_error;
 
   // 3. Deterministic ranking and counts against the final threshold.
-  std::vector<int64_t> done;
-  for (int64_t i : order) {
-    if (bound[i] > best.threshold()) {
+  std::vector<int64_t> done;  // positions in `order`
+  for (int64_t j = 0; j < static_cast<int64_t>(order.size()); ++j) {
+    if (bound[order[j]] > best.threshold()) {
       ++r.pruned;
     } else {
       ++r.simulated;
     }
-    if (sim[i]) done.push_back(i);
+    if (sim[j]) done.push_back(j);
   }
-  std::stable_sort(done.begin(), done.end(), [&](int64_t a, int64_t b) {
+  // Ties in time go to the earlier enumerated plan, as before.
+  std::sort(done.begin(), done.end(), [&](int64_t a, int64_t b) {
     if (sim[a]->step_time_s != sim[b]->step_time_s) return sim[a]->step_time_s < sim[b]->step_time_s;
-    return a < b;
+    return order[a] < order[b];
   });
-  for (int64_t i : done) {
+  for (int64_t j : done) {
     if (static_cast<int>(r.top.size()) >= top_n) break;
-    r.top.push_back({e.plans[i], *sim[i]});
+    r.top.push_back({e.plans[order[j]], *sim[j]});
   }
   if (r.top.empty() && closest >= 0) r.closest = RankedPlan{e.plans[closest], PredictMemory(m, e.plans[closest], hw)};
   r.wall_seconds =

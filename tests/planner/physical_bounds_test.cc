@@ -162,7 +162,7 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
     k.tp_comm_overlap = cs.tp_comm_overlap;
     auto e = EnumeratePlans(cs.m, cs.c, k);
     ASSERT_TRUE(e.ok()) << e.status().message();
-    std::vector<PlanSpec> plans = e->plans;
+    std::vector<PlanSpec> plans(e->plans.begin(), e->plans.end());
     std::shuffle(plans.begin(), plans.end(), rng);
     const size_t n = std::min<size_t>(plans.size(), 1800);
     int folded_over_cp = 0;
