@@ -83,4 +83,33 @@ inline bool Fp8ParamGatherFor(const SearchConstraints& k, int zero_stage) {
   return k.fp8_param_gather && k.precision == Precision::kFp8 && zero_stage == 1;
 }
 
+// Copies the settings the search does not vary (the software choices above:
+// kernels, precision, MoE routing and dispatch, optimizer bytes, overlaps
+// that apply to every plan) from `k` into `p`, whose dimensions, recompute
+// mode and ZeRO stage are already set: recompute modules and layers follow
+// p's recompute mode, FP8 parameters its ZeRO stage. The one place both the
+// enumeration and a fully fixed validation case take them from, so a new
+// setting cannot reach one and not the other. Leaves tp_comm_overlap and
+// overlap_grad_reduce alone: the search sets them where they apply, a
+// fixed case as written (Validate refuses what cannot be).
+inline void CopyPlanSettings(const SearchConstraints& k, PlanSpec* p) {
+  if (p->recompute == Recompute::kSelective) p->recompute_modules = k.recompute_modules;
+  if (p->recompute == Recompute::kFull) p->recompute_num_layers = k.recompute_num_layers;
+  p->flash_attention = k.flash_attention;
+  p->cross_entropy_fusion = k.cross_entropy_fusion;
+  p->force_balanced_routing = k.force_balanced_routing;
+  p->moe_capacity_factor = k.moe_capacity_factor;
+  p->moe_pad_to_capacity = k.moe_pad_to_capacity;
+  p->moe_dispatcher = k.moe_dispatcher;
+  p->dropout = k.dropout;
+  p->grad_bytes = k.grad_bytes;
+  p->adam_moment_bytes = k.adam_moment_bytes;
+  p->precision = k.precision;
+  p->fp8_recipe = k.fp8_recipe;
+  p->moe_a2a_overlap = k.moe_a2a_overlap;
+  p->cudnn_attention = k.cudnn_attention;
+  p->overlap_p2p_comm = k.overlap_p2p_comm;
+  p->fp8_param_gather = Fp8ParamGatherFor(k, p->zero_stage);
+}
+
 }  // namespace dt

@@ -148,6 +148,12 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
     if (it == accounted_splits.end()) it = accounted_splits.emplace(chunks, AccountedSplit(m, chunks)).first;
     return it->second;
   };
+  std::map<int, std::vector<int>> even_splits;  // likewise EvenSplit
+  auto even_split = [&](int chunks) -> const std::vector<int>& {
+    auto it = even_splits.find(chunks);
+    if (it == even_splits.end()) it = even_splits.emplace(chunks, EvenSplit(m.num_layers, chunks)).first;
+    return it->second;
+  };
   // Context parallelism is searched only for long sequences (>= 16k tokens)
   // where activations force it; shorter sequences use cp = 1 unless fixed.
   std::vector<int> cps = k.cp ? std::vector<int>{*k.cp}
@@ -250,27 +256,12 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                   p.dp = dp; p.tp = tp; p.pp = pp; p.cp = cp; p.vpp = vpp; p.ep = ep; p.etp = etp;
                   p.micro_batch = mbs; p.num_microbatches = nmb; p.seq_length = k.seq_length;
                   p.schedule = sched; p.recompute = rc; p.sequence_parallel = sp; p.zero_stage = z;
-                  if (rc == Recompute::kSelective) p.recompute_modules = k.recompute_modules;
-                  if (rc == Recompute::kFull) p.recompute_num_layers = k.recompute_num_layers;
-                  p.flash_attention = k.flash_attention;
-                  p.cross_entropy_fusion = k.cross_entropy_fusion;
-                  p.force_balanced_routing = k.force_balanced_routing;
-                  p.moe_capacity_factor = k.moe_capacity_factor;
-                  p.moe_pad_to_capacity = k.moe_pad_to_capacity;
-                  p.moe_dispatcher = k.moe_dispatcher;
-                  p.dropout = k.dropout;
-                  p.grad_bytes = k.grad_bytes;
-                  p.adam_moment_bytes = k.adam_moment_bytes;
-                  p.precision = k.precision;
-                  p.fp8_recipe = k.fp8_recipe;
-                  p.moe_a2a_overlap = k.moe_a2a_overlap;
-                  p.cudnn_attention = k.cudnn_attention;
+                  CopyPlanSettings(k, &p);
                   // Where it applies: the other plans have no SP collectives to hide.
                   p.tp_comm_overlap = k.tp_comm_overlap && tp > 1 && sp;
                   // DeepSpeed overlaps the gradient reduction with the
                   // backward only under ZeRO without a pipeline
                   // (DeepSpeedOverlapsGradReduce): its plans are priced so.
-                  p.overlap_p2p_comm = k.overlap_p2p_comm;
                   p.overlap_grad_reduce = k.overlap_grad_reduce &&
                                           (k.framework != Framework::kDeepSpeed || DeepSpeedOverlapsGradReduce(z, pp));
                   if (p.moe_a2a_overlap) {
@@ -284,12 +275,11 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
                       continue;
                     }
                   }
-                  p.fp8_param_gather = Fp8ParamGatherFor(k, z);
                   if (k.fp8_param_gather && !p.fp8_param_gather) {
                     ++e.plan_rejects["--fp8-param-gather needs the distributed optimizer (zero 1)"];
                     continue;
                   }
-                  p.layers_per_chunk = EvenSplit(m.num_layers, pp * vpp);
+                  p.layers_per_chunk = even_split(pp * vpp);
                   if (cpu_runtime) {  // never emit a CPU plan dtrun cannot execute
                     const std::vector<Feature> missing = MissingFeatures(m, p, RuntimeDevice::kCpu);
                     if (!missing.empty()) {

@@ -66,26 +66,12 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
     p.num_microbatches = static_cast<int>(k.global_batch / (static_cast<int64_t>(p.dp) * p.micro_batch));
     p.seq_length = k.seq_length;
     p.schedule = *k.schedule; p.recompute = *k.recompute;
-    if (p.recompute == Recompute::kSelective) p.recompute_modules = k.recompute_modules;
-    if (p.recompute == Recompute::kFull) p.recompute_num_layers = k.recompute_num_layers;
     p.sequence_parallel = *k.sequence_parallel; p.zero_stage = *k.zero_stage;
-    p.flash_attention = k.flash_attention;
-    p.cross_entropy_fusion = k.cross_entropy_fusion;
-    p.precision = k.precision;
     p.ep = k.ep.value_or(1);
     p.etp = k.etp && *k.etp != p.tp ? *k.etp : 0;
-    p.force_balanced_routing = k.force_balanced_routing;
-    p.moe_capacity_factor = k.moe_capacity_factor;
-    p.moe_pad_to_capacity = k.moe_pad_to_capacity;
-    p.moe_dispatcher = k.moe_dispatcher;
-    p.fp8_param_gather = Fp8ParamGatherFor(k, p.zero_stage);
-    p.fp8_recipe = k.fp8_recipe;
-    p.moe_a2a_overlap = k.moe_a2a_overlap;
+    CopyPlanSettings(k, &p);
     p.tp_comm_overlap = k.tp_comm_overlap;
-    p.cudnn_attention = k.cudnn_attention;
     p.overlap_grad_reduce = k.overlap_grad_reduce;
-    p.overlap_p2p_comm = k.overlap_p2p_comm;
-    p.adam_moment_bytes = k.adam_moment_bytes;
     if (c.dp_bucket_bytes > 0) p.dp_bucket_bytes = c.dp_bucket_bytes;
     p.layers_per_chunk = c.layers_per_chunk.empty() ? EvenSplit(m.num_layers, p.pp * p.vpp) : c.layers_per_chunk;
     if (c.layers_per_chunk.empty() && k.split == SearchConstraints::Split::kAccounted) {
