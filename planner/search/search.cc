@@ -9,6 +9,7 @@
 
 #include "planner/cost/comm_cost.h"
 #include "planner/cost/compute_cost.h"
+#include "planner/lower/pipeline_bound.h"
 #include "planner/lower/simulate.h"
 #include "planner/search/enumerate.h"
 
@@ -162,11 +163,22 @@ StatusOr<SearchResult> SearchPlans(const ModelSpec& m, const ClusterSpec& c,
   // Indexed by position in `order` (fitting plans only): a slot per
   // enumerated plan would zero-fill tens of MB for the 1T search.
   std::vector<std::optional<Prediction>> sim(order.size());
+  // Pipelined plans that pass the bound get the schedule-aware one
+  // (pipeline_bound.h) before their simulation; -1: not computed.
+  std::vector<double> pipe_bound(order.size(), -1.0);
+  auto pipeline_bound = [&](int64_t j) {
+    const PlanSpec& p = e.plans[order[j]];
+    if (p.pp < 2) return 0.0;
+    auto b = PipelineLowerBound(p, ComputePlanCosts(m, c, p, hw, /*track_outside=*/false));
+    return b.ok() ? *b : 0.0;  // a schedule error surfaces from SimulatePlan
+  };
   std::mutex err_mu;
   Status first_error;
   ParallelFor(static_cast<int64_t>(order.size()), threads, [&](int64_t j) {
     int64_t i = order[j];
     if (bound[i] > best.threshold()) return;
+    pipe_bound[j] = pipeline_bound(j);
+    if (pipe_bound[j] > best.threshold()) return;
     auto pred = SimulatePlan(m, c, e.plans[i], hw);
     if (!pred.ok()) {
       std::lock_guard<std::mutex> lock(err_mu);
@@ -179,9 +191,18 @@ StatusOr<SearchResult> SearchPlans(const ModelSpec& m, const ClusterSpec& c,
   if (!first_error.ok()) return first_error;
 
   // 3. Deterministic ranking and counts against the final threshold.
+  // A plan counts as pruned when either bound exceeds the final threshold
+  // (the threshold only falls, so a plan skipped on the way has one that
+  // does); the schedule-aware bound is computed wherever the other passes.
   std::vector<int64_t> done;  // positions in `order`
+  const double final_threshold = best.threshold();
   for (int64_t j = 0; j < static_cast<int64_t>(order.size()); ++j) {
-    if (bound[order[j]] > best.threshold()) {
+    bool pruned = bound[order[j]] > final_threshold;
+    if (!pruned) {
+      if (pipe_bound[j] < 0) pipe_bound[j] = pipeline_bound(j);
+      pruned = pipe_bound[j] > final_threshold;
+    }
+    if (pruned) {
       ++r.pruned;
     } else {
       ++r.simulated;
