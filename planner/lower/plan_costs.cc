@@ -207,6 +207,14 @@ bool BlockingSends(const PlanSpec& p, const HardwareProfile& hw) {
   return p.schedule != Schedule::kInterleaved || !p.overlap_p2p_comm;
 }
 
+void MakeCommunicationFree(PlanCosts* costs) {
+  costs->p2p = 0;
+  for (auto& k : costs->chunks) {
+    k.fwd_comm = k.bwd_comm = k.grad_sync = k.grad_sync_per_microbatch = 0;
+    k.param_sync = k.zero3_gather = 0;
+  }
+}
+
 PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
                            const HardwareProfile& hw, bool track_outside) {
   const int e = hw.device.bytes_per_element();

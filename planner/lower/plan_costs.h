@@ -74,6 +74,11 @@ double PairedEpExposed(const PlanCosts& c, int fwd_chunk, int bwd_chunk);
 PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
                            const HardwareProfile& hw, bool track_outside = true);
 
+// Prices every communication at zero (SimulateOptions::free_communication,
+// a test hook): pipeline transfers, TP / CP / EP collectives, DP
+// reductions and parameter gathers.
+void MakeCommunicationFree(PlanCosts* costs);
+
 // Bytes of one activation message between pipeline stages (per rank).
 double ActivationMessageBytes(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
 

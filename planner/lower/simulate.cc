@@ -96,13 +96,7 @@ StatusOr<Prediction> SimulatePlan(const ModelSpec& m, const ClusterSpec& c, cons
   DT_RETURN_IF_ERROR(CheckClusterFitsProfile(c, hw));
   DT_RETURN_IF_ERROR(CheckPrecision(p.precision, m, hw));
   PlanCosts costs = ComputePlanCosts(m, c, p, hw);
-  if (opt.free_communication) {
-    costs.p2p = 0;
-    for (auto& k : costs.chunks) {
-      k.fwd_comm = k.bwd_comm = k.grad_sync = k.grad_sync_per_microbatch = 0;
-      k.param_sync = k.zero3_gather = 0;
-    }
-  }
+  if (opt.free_communication) MakeCommunicationFree(&costs);
   DT_ASSIGN_OR_RETURN(std::vector<ActionList> schedule, BuildSchedule(p));
   thread_local sim::Engine engine;
   const bool trace = !opt.trace_path.empty();

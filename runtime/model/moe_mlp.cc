@@ -116,15 +116,15 @@ Tensor MoeMlp::Forward(const Tensor& in, MoeStash* s) {
 
   // Sort the token copies by expert (stable: token, then slot order); the
   // experts of EP rank d are a contiguous block, so this groups by destination.
+  const bool padded = ctx_->moe_pad_to_capacity && cap > 0;
   std::vector<int64_t> count(e, 0), next(e, 0);
   for (int64_t i = 0; i < rows * k; ++i)
     if (kept[i]) ++count[s->experts[i]];
-  if (ctx_->moe_pad_to_capacity && cap > 0) std::fill(count.begin(), count.end(), cap);
+  if (padded) std::fill(count.begin(), count.end(), cap);
   for (int64_t x = 1; x < e; ++x) next[x] = next[x - 1] + count[x - 1];
   s->send_total = next[e - 1] + count[e - 1];
   s->slot_row.assign(rows * k, -1);
   // Every row is copied below, unless padding leaves zero rows.
-  const bool padded = ctx_->moe_pad_to_capacity && cap > 0;
   Tensor send = padded ? Tensor({s->send_total, h}) : Tensor::Uninitialized({std::max<int64_t>(s->send_total, 1), h});
   for (int64_t i = 0; i < rows * k; ++i) {
     if (!kept[i]) continue;
