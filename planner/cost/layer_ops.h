@@ -69,6 +69,14 @@ struct Op {
   // destination node (OpCollectiveTime, comm_cost.h). 0: every copy is sent.
   int dedup_top_k = 0;
   int64_t dedup_experts = 0;
+  // Megatron-LM's --moe-shared-expert-overlap (PlanSpec::
+  // moe_shared_expert_overlap): an MoE block's ops fall into two overlap
+  // windows per direction, each the routed path's ops on the compute stream
+  // (side_stream false) and the shared experts' ops on a stream of their own
+  // (side_stream true), priced together (plan_costs.cc, Price). Consecutive
+  // ops with the same nonzero window form one window; 0: no window.
+  int overlap_window = 0;
+  bool side_stream = false;
 };
 
 struct LayerOps {

@@ -116,9 +116,11 @@ void EpAllToAll(const char* name, const MoeDims& d, std::vector<Op>* ops) {
   ops->push_back(op);
 }
 
-void SharedForward(const MoeDims& d, std::vector<Op>* f) {
-  if (d.fs_local <= 0) return;
-  Coll("shared_sp_allgather", CollKind::kAllGather, GroupKind::kTp, d.tp, d.e * d.T * d.h, f);
+// The shared experts' forward in three parts: the gathered input through
+// fc1 and the activation, fc2 and its reduce-scatter, the gate and the add.
+// `gathered`: the input gather was emitted apart (the overlapped order).
+void SharedForwardFc1(const MoeDims& d, std::vector<Op>* f, bool gathered = false) {
+  if (!gathered) Coll("shared_sp_allgather", CollKind::kAllGather, GroupKind::kTp, d.tp, d.e * d.T * d.h, f);
   Fp8Cast(d, "fp8_cast_shared_fc1_input", d.T * d.h, 1.0, f);
   if (d.gated) {
     f->push_back(Fp8(Gemm("shared_fc1_gate", d.T, d.fs_local, d.h), d));
@@ -128,19 +130,29 @@ void SharedForward(const MoeDims& d, std::vector<Op>* f) {
     f->push_back(Fp8(Gemm("shared_fc1", d.T, d.fs_local, d.h), d));
     f->push_back(MemoryOp("shared_gelu", 2 * d.e * d.T * d.fs_local));
   }
+}
+void SharedForwardFc2(const MoeDims& d, std::vector<Op>* f) {
   Fp8Cast(d, "fp8_cast_shared_fc2_input", d.T * d.fs_local, 1.0, f);
   f->push_back(Fp8(Gemm("shared_fc2", d.T, d.h, d.fs_local), d));
   Coll("shared_sp_reducescatter", CollKind::kReduceScatter, GroupKind::kTp, d.tp, d.e * d.T * d.h, f);
-  if (d.shared_gate) {
-    f->push_back(Gemm("shared_gate", d.T_r, 1, d.h));
-    f->push_back(MemoryOp("shared_gate_scale_add", 3 * d.e * d.T_r * d.h));
-  } else {
-    f->push_back(MemoryOp("shared_add", 3 * d.e * d.T_r * d.h));
-  }
+}
+Op SharedGateGemm(const MoeDims& d) { return Gemm("shared_gate", d.T_r, 1, d.h); }
+Op SharedAdd(const MoeDims& d) {
+  return d.shared_gate ? MemoryOp("shared_gate_scale_add", 3 * d.e * d.T_r * d.h)
+                       : MemoryOp("shared_add", 3 * d.e * d.T_r * d.h);
 }
 
-void SharedBackward(const MoeDims& d, std::vector<Op>* g) {
+void SharedForward(const MoeDims& d, std::vector<Op>* f) {
   if (d.fs_local <= 0) return;
+  SharedForwardFc1(d, f);
+  SharedForwardFc2(d, f);
+  if (d.shared_gate) f->push_back(SharedGateGemm(d));
+  f->push_back(SharedAdd(d));
+}
+
+// The shared experts' backward in two parts: the gate and fc2 through the
+// activation's backward, then fc1 and its input gradient's reduce-scatter.
+void SharedBackwardFc2(const MoeDims& d, std::vector<Op>* g) {
   if (d.shared_gate) {
     g->push_back(MemoryOp("shared_gate_scale_bwd", 4 * d.e * d.T_r * d.h));
     g->push_back(Gemm("shared_gate_dgrad", d.T_r, d.h, 1));
@@ -151,6 +163,8 @@ void SharedBackward(const MoeDims& d, std::vector<Op>* g) {
   g->push_back(Fp8(Gemm("shared_fc2_dgrad", d.T, d.fs_local, d.h), d));
   g->push_back(Fp8(Gemm("shared_fc2_wgrad", d.fs_local, d.h, d.T), d));
   g->push_back(MemoryOp(d.gated ? "shared_swiglu_bwd" : "shared_gelu_bwd", (d.gated ? 5 : 3) * d.e * d.T * d.fs_local));
+}
+void SharedBackwardFc1(const MoeDims& d, std::vector<Op>* g) {
   Coll("shared_sp_allgather_input", CollKind::kAllGather, GroupKind::kTp, d.tp, d.e * d.T * d.h, g);
   Fp8Cast(d, "fp8_cast_shared_fc1_grad", (d.gated ? 2.0 : 1.0) * d.T * d.fs_local, 1.0, g);
   for (int i = 0; i < (d.gated ? 2 : 1); ++i) {
@@ -158,6 +172,23 @@ void SharedBackward(const MoeDims& d, std::vector<Op>* g) {
     g->push_back(Fp8(Gemm("shared_fc1_wgrad", d.h, d.fs_local, d.T), d));
   }
   Coll("shared_sp_reducescatter_grad", CollKind::kReduceScatter, GroupKind::kTp, d.tp, d.e * d.T * d.h, g);
+}
+
+void SharedBackward(const MoeDims& d, std::vector<Op>* g) {
+  if (d.fs_local <= 0) return;
+  SharedBackwardFc2(d, g);
+  SharedBackwardFc1(d, g);
+}
+
+// --moe-shared-expert-overlap with shared experts: the block's ops are
+// ordered and tagged in overlap windows (Op::overlap_window).
+bool SharedOverlap(const MoeDims& d) { return d.plan->moe_shared_expert_overlap && d.fs_local > 0; }
+// Tags ops[from..] as one window's ops on the compute stream or the side stream.
+void Tag(std::vector<Op>* ops, size_t from, int window, bool side) {
+  for (size_t i = from; i < ops->size(); ++i) {
+    (*ops)[i].overlap_window = window;
+    (*ops)[i].side_stream = side;
+  }
 }
 
 }  // namespace
@@ -170,13 +201,39 @@ double ExpertRowsPerRank(const ModelSpec& m, const PlanSpec& p) {
 
 std::vector<Op> MoeMlpForward(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   const MoeDims d = MakeMoeDims(m, p, bytes_per_element);
+  // --moe-shared-expert-overlap (SharedOverlap): the shared experts run on a
+  // stream of their own, each part launched right after the routed path's
+  // op it is meant to hide behind (Megatron-LM's MoEAlltoAllTokenDispatcher
+  // and SharedExpertMLP): their gate and input gather beside the
+  // permutation, fc1 and the activation beside the dispatch all-to-all, fc2
+  // and the reduce-scatter beside the combine all-to-all; their output is
+  // added after the unpermutation. Each pair is an overlap window. The
+  // window is no wider: under CUDA_DEVICE_MAX_CONNECTIONS=1 (Megatron-LM's
+  // setting with tp > 1 on Hopper) kernels start in launch order, so the
+  // routed path's next op waits behind the shared part.
+  const bool overlap = SharedOverlap(d);
   std::vector<Op> f;
   // Router: logits h -> E, fp32 softmax and top-k over E per token.
   f.push_back(Gemm("router", d.T_r, d.E, d.h));
   f.push_back(MemoryOp("router_softmax_topk", 3 * 4.0 * d.T_r * d.E));
   // Dispatch: permute the T_r * k copies, all-to-all over EP, gather over TP.
+  size_t at = f.size();
   f.push_back(MemoryOp("moe_permute", 2 * d.e * d.T_r * d.k * d.h));
+  if (overlap) {
+    Tag(&f, at, 1, false);
+    at = f.size();
+    if (d.shared_gate) f.push_back(SharedGateGemm(d));
+    Coll("shared_sp_allgather", CollKind::kAllGather, GroupKind::kTp, d.tp, d.e * d.T * d.h, &f);
+    Tag(&f, at, 1, true);
+    at = f.size();
+  }
   EpAllToAll("moe_dispatch_alltoall", d, &f);
+  if (overlap) {
+    Tag(&f, at, 2, false);
+    at = f.size();
+    SharedForwardFc1(d, &f, /*gathered=*/true);
+    Tag(&f, at, 2, true);
+  }
   Coll("moe_dispatch_allgather", CollKind::kAllGather, GroupKind::kEtp, d.etp, GatheredBytes(d), &f);
   // Experts: grouped GEMMs over all routed rows (E/ep experts, f/tp columns).
   if (d.fp8) {
@@ -199,9 +256,17 @@ std::vector<Op> MoeMlpForward(const ModelSpec& m, const PlanSpec& p, int bytes_p
   f.push_back(ExpertGemm("expert_fc2", d, d.h, d.f_local));
   // Combine: reduce-scatter over TP, all-to-all back, weighted sum of k.
   Coll("moe_combine_reducescatter", CollKind::kReduceScatter, GroupKind::kEtp, d.etp, GatheredBytes(d), &f);
+  at = f.size();
   EpAllToAll("moe_combine_alltoall", d, &f);
+  if (overlap) {
+    Tag(&f, at, 1, false);
+    at = f.size();
+    SharedForwardFc2(d, &f);
+    Tag(&f, at, 1, true);
+  }
   f.push_back(MemoryOp("moe_unpermute_weighted_sum", (d.k + 1) * d.e * d.T_r * d.h));
-  SharedForward(d, &f);
+  if (overlap) f.push_back(SharedAdd(d));
+  else SharedForward(d, &f);
   return f;
 }
 
@@ -229,11 +294,22 @@ std::vector<Op> MoeMlpRecompute(const ModelSpec& m, const PlanSpec& p, int bytes
 
 std::vector<Op> MoeMlpBackward(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
   const MoeDims d = MakeMoeDims(m, p, bytes_per_element);
+  // --moe-shared-expert-overlap: the shared experts' gate and fc2 backward
+  // beside the combine's backward all-to-all, their fc1 backward beside the
+  // dispatch's (Megatron-LM orders these launches so), in two windows.
+  const bool overlap = SharedOverlap(d);
   std::vector<Op> g;
-  SharedBackward(d, &g);
+  if (!overlap) SharedBackward(d, &g);
   // Combine backward: gradients of the k outputs and of the probabilities.
   g.push_back(MemoryOp("moe_unpermute_bwd", (2 * d.k + 1) * d.e * d.T_r * d.h));
+  size_t at = g.size();
   EpAllToAll("moe_combine_alltoall_bwd", d, &g);
+  if (overlap) {
+    Tag(&g, at, 1, false);
+    at = g.size();
+    SharedBackwardFc2(d, &g);
+    Tag(&g, at, 1, true);
+  }
   Coll("moe_combine_allgather_bwd", CollKind::kAllGather, GroupKind::kEtp, d.etp, GatheredBytes(d), &g);
   // Experts backward: dgrad and wgrad of each GEMM.
   Fp8Cast(d, "fp8_cast_expert_fc2_grad", d.rows * d.h, d.cf, &g);
@@ -247,7 +323,14 @@ std::vector<Op> MoeMlpBackward(const ModelSpec& m, const PlanSpec& p, int bytes_
     g.push_back(ExpertWgrad("expert_fc1_wgrad", d, d.h, d.f_local));
   }
   Coll("moe_dispatch_reducescatter_bwd", CollKind::kReduceScatter, GroupKind::kEtp, d.etp, GatheredBytes(d), &g);
+  at = g.size();
   EpAllToAll("moe_dispatch_alltoall_bwd", d, &g);
+  if (overlap) {
+    Tag(&g, at, 2, false);
+    at = g.size();
+    SharedBackwardFc1(d, &g);
+    Tag(&g, at, 2, true);
+  }
   g.push_back(MemoryOp("moe_permute_bwd", 2 * d.e * d.T_r * d.k * d.h));
   // Router backward.
   g.push_back(MemoryOp("router_softmax_bwd", 3 * 4.0 * d.T_r * d.E));

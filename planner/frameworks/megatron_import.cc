@@ -41,7 +41,7 @@ const std::set<std::string> kBoolFlags = {
     "--overlap-moe-expert-parallel-comm", "--moe-layer-recompute", "--qk-layernorm",
     "--use-precision-aware-optimizer", "--tp-comm-overlap", "--cross-entropy-loss-fusion",
     "--no-overlap-p2p-communication", "--overlap-p2p-communication", "--overlap-p2p-communication-warmup-flush",
-    "--moe-pad-expert-input-to-capacity"};
+    "--moe-pad-expert-input-to-capacity", "--moe-shared-expert-overlap"};
 // Flags that change neither the memory nor the step time dtplan predicts:
 // data, tokenizer files, checkpoints, logging, learning-rate schedule,
 // optimizer hyper-parameters, initialization, kernel fusion switches.
@@ -715,6 +715,7 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
     return InvalidArgument("--fp8-recipe needs --fp8-format");
   }
   p.moe_a2a_overlap = has("--overlap-moe-expert-parallel-comm");  // Validate checks Megatron's rules
+  p.moe_shared_expert_overlap = has("--moe-shared-expert-overlap");
   p.tp_comm_overlap = has("--tp-comm-overlap");  // Validate: tp > 1 and --sequence-parallel, as Megatron requires
   // Token dropping: Megatron-LM reads a negative capacity factor as none
   // (dropless); Validate checks the rest (MoE, the all-to-all dispatcher,

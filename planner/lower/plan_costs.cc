@@ -22,6 +22,13 @@ struct OpListCost {
   double comm = 0;     // exposed TP/CP collectives
 };
 
+// The SMs an MoE all-to-all's kernels occupy while they run: 20 of an
+// H800's 132 in DeepSeek-V3's training (DeepSeek-V3 technical report,
+// Sec. 3.2.2) and DeepEP's default (deep_ep/buffer.py, Buffer.num_sms = 20);
+// NCCL's all-to-all is taken at the same share (an estimate), and so are
+// the NCCL collectives of an MoE block overlapped with its shared experts.
+constexpr double kAllToAllSmShare = 20.0 / 132.0;
+
 // Prices an op list. TP collectives block the compute stream (Megatron
 // issues them synchronously); CP ring exchanges overlap the attention core
 // they feed, so only their excess over attention compute is exposed.
@@ -32,6 +39,13 @@ struct OpListCost {
 // small kernels runs at the host's pace. The list starts with host and
 // device in step (a pessimistic start: the host may in fact run ahead from
 // the list before). Time the device waits for launches counts as compute.
+// The ops of an overlap window (Op::overlap_window: the routed path on the
+// compute stream, the shared experts on a side stream) take, together, the
+// longest of four bounds: each stream's ops in sequence, the collectives
+// one after another (they share the links), and the kernels one after
+// another with the SMs the collectives hold meanwhile (kAllToAllSmShare):
+// the best two streams can do when neither waits for the other inside the
+// window. What exceeds the window's kernels counts as communication.
 OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpec& c,
                  const HardwareProfile& hw, bool* outside) {
   OpListCost r;
@@ -46,8 +60,22 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
   // needs them (no allocation on the search's common path).
   std::vector<double> comm;
   if (p.tp_comm_overlap) comm.assign(ops.size(), 0.0);
+  struct Window {
+    int id = 0, ops = 0;
+    double kernels[2] = {0, 0}, colls[2] = {0, 0};  // [compute stream, side stream]
+  } w;
+  auto close_window = [&] {
+    if (w.id == 0) return;
+    const double k = w.kernels[0] + w.kernels[1], c = w.colls[0] + w.colls[1];
+    const double t = std::max({w.kernels[0] + w.colls[0], w.kernels[1] + w.colls[1], c, k + kAllToAllSmShare * c});
+    host += launch * w.ops;
+    device = std::max(host, device) + t;
+    r.comm += t - k;
+    w = Window{};
+  };
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
+    if (op.overlap_window != w.id) close_window();
     if (outside != nullptr) {  // null: the caller does not report it (lower bounds)
       if (op.kind == OpKind::kCollective) {
         GroupTopology g = TopologyOf(p, op.group, c.gpus_per_node);
@@ -55,6 +83,19 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
       } else {
         *outside |= OpOutsideProfile(op, 1, false, hw);
       }
+    }
+    if (op.overlap_window != 0) {
+      const double t = op.kind == OpKind::kCollective
+                           ? [&] {
+                               const GroupTopology g = TopologyOf(p, op.group, c.gpus_per_node);
+                               return OpCollectiveTime(op, g.per_node, g.spans_nodes, hw);
+                             }()
+                           : OpDeviceTime(op, hw);
+      if (t <= 0) continue;
+      w.id = op.overlap_window;
+      ++w.ops;
+      (op.kind == OpKind::kCollective ? w.colls : w.kernels)[op.side_stream ? 1 : 0] += t;
+      continue;
     }
     if (op.kind != OpKind::kCollective) {
       const double t = OpDeviceTime(op, hw);
@@ -75,6 +116,7 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
       r.comm += t;
     }
   }
+  close_window();
   r.compute = device - r.comm;
   // --tp-comm-overlap: the SP collectives under their GEMMs (tp_overlap.h).
   if (p.tp_comm_overlap) {
@@ -88,12 +130,6 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
   r.comm += std::max(0.0, cp_comm - attention);
   return r;
 }
-
-// The SMs an MoE all-to-all's kernels occupy while they run: 20 of an
-// H800's 132 in DeepSeek-V3's training (DeepSeek-V3 technical report,
-// Sec. 3.2.2) and DeepEP's default (deep_ep/buffer.py, Buffer.num_sms = 20);
-// NCCL's all-to-all is taken at the same share (an estimate).
-constexpr double kAllToAllSmShare = 20.0 / 132.0;
 
 // Combined 1F1B costs of one MoE layer (see EpOverlapCost): its forward
 // and backward op lists split at their two EP all-to-alls, each part priced

@@ -85,6 +85,11 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
   }
   if (k.moe_a2a_overlap && !m.moe())
     return InvalidArgument("--moe-a2a-overlap overlaps expert-parallel all-to-alls: the model has no experts; drop it");
+  if (k.moe_shared_expert_overlap && !m.moe())
+    return InvalidArgument("--moe-shared-expert-overlap overlaps an MoE block's shared experts with its dispatch: the "
+                           "model has no experts; drop it");
+  if (k.moe_shared_expert_overlap && k.moe_a2a_overlap)
+    return InvalidArgument("--moe-shared-expert-overlap with --moe-a2a-overlap: Megatron-LM refuses the pair; keep one");
   if (k.moe_a2a_overlap && k.recompute && *k.recompute == Recompute::kFull)
     return InvalidArgument("--moe-a2a-overlap with --recompute full: Megatron-LM refuses the pair; use none or selective");
   // Modules apply to the selective plans (all of them when --recompute is

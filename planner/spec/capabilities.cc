@@ -64,6 +64,10 @@ const std::vector<Capability>& CapabilityTable() {
       {Feature::kMoeA2aOverlap, "MoE all-to-alls overlapped with another microbatch (combined 1F1B)", false, false,
        "replan without --moe-a2a-overlap (dtrun runs the all-to-alls in line), or run the plan in Megatron-LM "
        "(--overlap-moe-expert-parallel-comm)"},
+      {Feature::kMoeSharedExpertOverlap, "MoE shared experts on a stream of their own beside the dispatch and combine",
+       false, false,
+       "replan without --moe-shared-expert-overlap (dtrun runs the shared experts in line), or run the plan in "
+       "Megatron-LM (dtplan export --to megatron writes --moe-shared-expert-overlap)"},
       {Feature::kTpCommOverlap, "TP communication overlapped with the GEMMs (userbuffers, --tp-comm-overlap)", false,
        false,
        "replan without --tp-comm-overlap (dtrun runs the sequence-parallel collectives in line), or run the plan in "
@@ -165,6 +169,7 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kLatentAttention: u = m.mla(); break;
       case Feature::kMoeA2aOverlap: u = p.moe_a2a_overlap; break;
       case Feature::kTpCommOverlap: u = p.tp_comm_overlap; break;
+      case Feature::kMoeSharedExpertOverlap: u = m.moe() && p.moe_shared_expert_overlap; break;
       case Feature::kUnfusedCrossEntropy: u = !p.cross_entropy_fusion; break;
       case Feature::kRecomputeModules:
         u = p.recompute == Recompute::kSelective && p.recompute_modules != kDefaultRecomputeModules;

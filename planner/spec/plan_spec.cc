@@ -345,6 +345,14 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
       return bad("moe_a2a_overlap with pp > 1 needs the interleaved schedule (Megatron-LM's combined 1F1B runs "
                  "with pp 1 or virtual pipeline stages)");
   }
+  if (p.moe_shared_expert_overlap) {
+    if (!m.moe())
+      return bad("moe_shared_expert_overlap overlaps an MoE block's shared experts with its dispatch: the model has "
+                 "no experts; omit it");
+    if (p.moe_a2a_overlap)
+      return bad("moe_shared_expert_overlap with moe_a2a_overlap: Megatron-LM refuses the pair ('disable "
+                 "moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm'); keep one");
+  }
   if (Status s = CheckRecomputeModules(p, m); !s.ok()) return bad(s.message());
   if (p.micro_batch < 1) return bad("'micro_batch' must be >= 1");
   if (p.num_microbatches < 1) return bad("'num_microbatches' must be >= 1");
@@ -437,6 +445,7 @@ json ToJson(const PlanSpec& p) {
   if (p.fp8_recipe != Fp8Recipe::kDelayed) j["fp8_recipe"] = ToString(p.fp8_recipe);  // absent: delayed
   if (p.adam_moment_bytes != 0) j["adam_moment_bytes"] = p.adam_moment_bytes;        // absent: 0 (fp32 moments)
   if (p.moe_a2a_overlap) j["moe_a2a_overlap"] = true;                               // absent: false
+  if (p.moe_shared_expert_overlap) j["moe_shared_expert_overlap"] = true;           // absent: false
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;                               // absent: false
   if (!p.cross_entropy_fusion) j["cross_entropy_loss_fusion"] = false;               // absent: true
   if (p.cudnn_attention) j["attention_kernel"] = "cudnn";                           // absent: the profile's default
@@ -506,6 +515,7 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   p.moe_pad_to_capacity = r.BoolOr("moe_pad_to_capacity", false);
   p.fp8_param_gather = r.BoolOr("fp8_param_gather", false);
   p.moe_a2a_overlap = r.BoolOr("moe_a2a_overlap", false);
+  p.moe_shared_expert_overlap = r.BoolOr("moe_shared_expert_overlap", false);
   p.tp_comm_overlap = r.BoolOr("tp_comm_overlap", false);
   p.cross_entropy_fusion = r.BoolOr("cross_entropy_loss_fusion", true);
   p.overlap_grad_reduce = r.BoolOr("overlap_grad_reduce", true);
@@ -632,6 +642,7 @@ std::string Describe(const PlanSpec& p) {
   if (p.moe_capacity_factor > 0)
     os << " capacity=" << p.moe_capacity_factor << (p.moe_pad_to_capacity ? "(padded)" : "");
   if (p.moe_a2a_overlap) os << " a2a-overlap";
+  if (p.moe_shared_expert_overlap) os << " shared-overlap";
   if (p.tp_comm_overlap) os << " tp-overlap";
   if (!p.cross_entropy_fusion) os << " unfused-ce";
   if (p.cudnn_attention) os << " cudnn-attn";

@@ -194,6 +194,16 @@ struct PlanSpec {
   // build_schedule.h). Needs pp 1 or the interleaved schedule and no full
   // recompute (Megatron-LM's rules). Never searched, like the dispatcher.
   bool moe_a2a_overlap = false;
+  // MoE: Megatron-LM's --moe-shared-expert-overlap. The shared experts run
+  // on a stream of their own beside the routed path: their input gather,
+  // fc1 and activation beside the dispatch and the routed experts, their
+  // fc2 and reduce-scatter beside the combine all-to-all, and the same two
+  // parts of their backward beside the combine's and the dispatch's
+  // (planner/cost/moe_ops.cc orders the ops in overlap windows,
+  // planner/lower/plan_costs.cc prices them). No effect on a model without
+  // shared experts (as in Megatron-LM); not with moe_a2a_overlap (Megatron-LM
+  // refuses the pair). Never searched; dtrun does not execute it.
+  bool moe_shared_expert_overlap = false;
   // Megatron-LM's --tp-comm-overlap (Transformer Engine userbuffers): the
   // sequence-parallel all-gathers and reduce-scatters of the linear layers
   // run in chunks under the GEMM next to them, with TE's default methods

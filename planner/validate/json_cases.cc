@@ -117,6 +117,8 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   }
   // Combined 1F1B (MoE cases whose recipe overlaps the EP all-to-alls).
   k.moe_a2a_overlap = p.BoolOr("moe_a2a_overlap", false);
+  // Megatron-LM's --moe-shared-expert-overlap (NeMo's moe_shared_expert_overlap).
+  k.moe_shared_expert_overlap = p.BoolOr("moe_shared_expert_overlap", false);
   // Megatron-LM's --moe-expert-capacity-factor / --moe-pad-expert-input-to-capacity.
   k.moe_capacity_factor = p.NumOr("moe_capacity_factor", 0);
   k.moe_pad_to_capacity = p.BoolOr("moe_pad_to_capacity", false);
@@ -127,6 +129,8 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
     else k.cudnn_attention = *ak;
   }
   if (k.moe_a2a_overlap && !v.model.moe()) p.Fail("'moe_a2a_overlap' is set but the model has no experts");
+  if (k.moe_shared_expert_overlap && !v.model.moe())
+    p.Fail("'moe_shared_expert_overlap' is set but the model has no experts");
   // Gradient reduction overlapped with the backward (absent or null: yes).
   k.overlap_grad_reduce = p.BoolOr("overlap_grad_reduce", true);
   // --fp8-param-gather (FP8 cases): absent or null = off, Megatron-LM's default.

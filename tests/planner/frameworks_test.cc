@@ -399,10 +399,10 @@ TEST(Frameworks, MegatronImportRefusesWhatItCannotPrice) {
   auto words = SplitCommandLine(ReadFile("tests/cli/megatron/gpt3_175b_args.sh"));
   ASSERT_TRUE(words.ok());
   std::vector<std::string> w = *words;
-  w.insert(w.end(), {"--rampup-batch-size", "16", "16", "5859375", "--moe-shared-expert-overlap"});
+  w.insert(w.end(), {"--rampup-batch-size", "16", "16", "5859375", "--moe-use-upcycling"});
   auto job = ImportMegatron(w, 0, "x");
   ASSERT_FALSE(job.ok());
-  EXPECT_NE(job.status().message().find("--rampup-batch-size, --moe-shared-expert-overlap"), std::string::npos)
+  EXPECT_NE(job.status().message().find("--rampup-batch-size, --moe-use-upcycling"), std::string::npos)
       << job.status().message();
   // Harmless flags are listed as ignored, not refused.
   auto ok = ImportMegatron(*words, 0, "x");
@@ -673,7 +673,8 @@ TEST(Frameworks, MegatronMoeAndFp8FlagsItCannotPriceAreRefusedByName) {
   EXPECT_NE(odd.status().message().find("must divide --tensor-model-parallel-size 4"), std::string::npos)
       << odd.status().message();
   const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
-      {{"--moe-shared-expert-overlap"}, "--moe-shared-expert-overlap"},
+      {{"--expert-model-parallel-size", "2", "--moe-shared-expert-overlap", "--overlap-moe-expert-parallel-comm"},
+       "Megatron-LM refuses the pair"},
       {{"--moe-pad-expert-input-to-capacity"}, "needs moe_capacity_factor > 0"},
       {{"--moe-expert-capacity-factor", "1.25", "--moe-token-dispatcher-type", "flex", "--moe-enable-deepep"},
        "all-to-all dispatcher"},
@@ -716,8 +717,19 @@ TEST(Frameworks, MegatronMoeAndFp8FlagsItCannotPriceAreRefusedByName) {
   for (const CliFlag& f : *args) joined += f.name + " " + f.value + " ";
   EXPECT_NE(joined.find("--moe-token-dispatcher-type flex"), std::string::npos) << joined;
   EXPECT_NE(joined.find("--moe-enable-deepep"), std::string::npos) << joined;
+  // --moe-shared-expert-overlap is read, priced and exported back.
+  auto shared = with({"--expert-model-parallel-size", "2", "--moe-shared-expert-intermediate-size", "64",
+                      "--moe-shared-expert-overlap"});
+  ASSERT_TRUE(shared.ok()) << shared.status().message();
+  EXPECT_TRUE(shared->plan.moe_shared_expert_overlap);
+  auto shared_args = MegatronArgs(shared->model, shared->plan, true);
+  ASSERT_TRUE(shared_args.ok()) << shared_args.status().message();
+  bool exported = false;
+  for (const CliFlag& f : *shared_args) exported |= f.name == "--moe-shared-expert-overlap";
+  EXPECT_TRUE(exported);
   auto plain = with({"--expert-model-parallel-size", "2"});
   ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->plan.moe_shared_expert_overlap);
   EXPECT_EQ(plain->plan.moe_dispatcher, MoeDispatcher::kAllToAll);
 }
 
