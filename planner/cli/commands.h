@@ -38,6 +38,7 @@ struct DimensionOptions {
   std::string adam_moments;       // --adam-moments fp32|bf16
   bool moe_a2a_overlap = false;  // --moe-a2a-overlap
   bool moe_shared_expert_overlap = false;  // --moe-shared-expert-overlap
+  bool delay_wgrad_compute = false;        // --delay-wgrad-compute
   double moe_capacity_factor = 0;     // --moe-capacity-factor (0: dropless)
   bool moe_pad_to_capacity = false;   // --moe-pad-to-capacity
   bool tp_comm_overlap = false;  // --tp-comm-overlap

@@ -61,6 +61,9 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
                 "MoE with ep > 1: overlap the EP all-to-alls of one microbatch with another's compute "
                 "(Megatron-LM's --overlap-moe-expert-parallel-comm, combined 1F1B; one more warmup forward; "
                 "no full recompute; pp 1 or interleaved)");
+  app->add_flag("--delay-wgrad-compute", d->delay_wgrad_compute,
+                "with --moe-a2a-overlap: run the experts' weight gradients beside the dispatch all-to-alls "
+                "(Megatron-LM's --delay-wgrad-compute)");
   app->add_flag("--moe-shared-expert-overlap", d->moe_shared_expert_overlap,
                 "MoE with shared experts: run them on a stream of their own beside the token dispatch and "
                 "combine (Megatron-LM's --moe-shared-expert-overlap; not with --moe-a2a-overlap)");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "planner/cost/comm_cost.h"
 #include "planner/cost/compute_cost.h"
@@ -138,15 +139,22 @@ EpOverlapCost EpOverlapOfLayer(const LayerOps& layer, const PlanSpec& p, const C
                                const HardwareProfile& hw, bool* outside) {
   struct Split {
     std::vector<double> stream;  // the parts between the all-to-alls
+    std::vector<double> wgrad;   // of which the routed experts' weight gradients
     std::vector<double> ep;      // the all-to-alls
+  };
+  auto is_expert_wgrad = [](const Op& op) {
+    return std::strcmp(op.name, "expert_fc1_wgrad") == 0 || std::strcmp(op.name, "expert_fc2_wgrad") == 0;
   };
   auto split = [&](const std::vector<Op>& ops) {
     Split s;
-    std::vector<Op> part;
+    std::vector<Op> part, wgrad;
     auto close = [&] {
       const OpListCost k = Price(part, p, c, hw, outside);
       s.stream.push_back(k.compute + k.comm);
+      const OpListCost w = Price(wgrad, p, c, hw, outside);
+      s.wgrad.push_back(w.compute);
       part.clear();
+      wgrad.clear();
     };
     for (const Op& op : ops) {
       if (op.kind == OpKind::kCollective && op.group == GroupKind::kEp) {
@@ -157,6 +165,7 @@ EpOverlapCost EpOverlapOfLayer(const LayerOps& layer, const PlanSpec& p, const C
         s.ep.push_back(t);
       } else {
         part.push_back(op);
+        if (is_expert_wgrad(op)) wgrad.push_back(op);
       }
     }
     close();
@@ -173,11 +182,27 @@ EpOverlapCost EpOverlapOfLayer(const LayerOps& layer, const PlanSpec& p, const C
   // compute beside it runs that much slower: compute w beside an
   // all-to-all of c takes max(c, w + share * c).
   auto slot = [](double w, double c) { return std::max(c, w + kAllToAllSmShare * c); };
-  const double paired = slot(f.stream[0], b.ep[0]) + slot(b.stream[1], f.ep[0]) + slot(f.stream[1], b.ep[1]) +
-                        slot(b.stream[2], f.ep[1]) + f.stream[2] + b.stream[0];
+  // The middle of the pair: the forward's dispatch a beside the backward's
+  // experts, then the forward's experts x beside the backward's dispatch b.
+  const double a = f.ep[0], b_disp = b.ep[1], x = f.stream[1], experts_bwd = b.stream[1];
+  double paired = slot(f.stream[0], b.ep[0]) + slot(experts_bwd, a) + slot(x, b_disp) + slot(b.stream[2], f.ep[1]) +
+                  f.stream[2] + b.stream[0];
+  if (p.delay_wgrad_compute) {
+    // --delay-wgrad-compute: the backward's expert weight gradients w run
+    // after its data gradients d, so its dispatch starts once d and the
+    // forward's dispatch are done, and w runs beside the two all-to-alls,
+    // before the forward's experts (Megatron-LM's combined 1F1B layer
+    // schedule): the longest of the all-to-alls back to back, the
+    // backward's dispatch after d, the compute stream with the SMs the
+    // all-to-alls hold, and the forward's experts after its dispatch and w.
+    const double w = b.wgrad[1], d = std::max(0.0, experts_bwd - w);
+    const double middle = std::max({a + b_disp, std::max(a, d) + b_disp, d + w + x + kAllToAllSmShare * (a + b_disp),
+                                    std::max(d + w, a) + x});
+    paired = slot(f.stream[0], b.ep[0]) + middle + slot(b.stream[2], f.ep[1]) + f.stream[2] + b.stream[0];
+  }
   double streams = 0;
-  for (double x : f.stream) streams += x;
-  for (double x : b.stream) streams += x;
+  for (double v : f.stream) streams += v;
+  for (double v : b.stream) streams += v;
   r.pair_exposed_layer = std::max(0.0, paired - streams);
   return r;
 }

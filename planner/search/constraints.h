@@ -43,6 +43,7 @@ struct SearchConstraints {
   // the interleaved schedule) are rejected with the reason.
   bool moe_a2a_overlap = false;
   bool moe_shared_expert_overlap = false;  // PlanSpec::moe_shared_expert_overlap: copied, not searched
+  bool delay_wgrad_compute = false;        // PlanSpec::delay_wgrad_compute: copied, not searched
   // PlanSpec::tp_comm_overlap: set on every plan with tp > 1 and sequence
   // parallelism (the framework overlaps what it can), not searched.
   bool tp_comm_overlap = false;
@@ -109,6 +110,7 @@ inline void CopyPlanSettings(const SearchConstraints& k, PlanSpec* p) {
   p->fp8_recipe = k.fp8_recipe;
   p->moe_a2a_overlap = k.moe_a2a_overlap;
   p->moe_shared_expert_overlap = k.moe_shared_expert_overlap;
+  p->delay_wgrad_compute = k.delay_wgrad_compute;
   p->cudnn_attention = k.cudnn_attention;
   p->overlap_p2p_comm = k.overlap_p2p_comm;
   p->fp8_param_gather = Fp8ParamGatherFor(k, p->zero_stage);

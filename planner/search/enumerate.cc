@@ -88,6 +88,8 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
   if (k.moe_shared_expert_overlap && !m.moe())
     return InvalidArgument("--moe-shared-expert-overlap overlaps an MoE block's shared experts with its dispatch: the "
                            "model has no experts; drop it");
+  if (k.delay_wgrad_compute && !k.moe_a2a_overlap)
+    return InvalidArgument("--delay-wgrad-compute needs --moe-a2a-overlap (Megatron-LM's rule); add it or drop the flag");
   if (k.moe_shared_expert_overlap && k.moe_a2a_overlap)
     return InvalidArgument("--moe-shared-expert-overlap with --moe-a2a-overlap: Megatron-LM refuses the pair; keep one");
   if (k.moe_a2a_overlap && k.recompute && *k.recompute == Recompute::kFull)

@@ -345,6 +345,10 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
       return bad("moe_a2a_overlap with pp > 1 needs the interleaved schedule (Megatron-LM's combined 1F1B runs "
                  "with pp 1 or virtual pipeline stages)");
   }
+  if (p.delay_wgrad_compute && !p.moe_a2a_overlap)
+    return bad("delay_wgrad_compute moves the expert weight gradients beside the all-to-alls of combined 1F1B: it "
+               "needs moe_a2a_overlap (as Megatron-LM's --delay-wgrad-compute needs "
+               "--overlap-moe-expert-parallel-comm); set both or omit it");
   if (p.moe_shared_expert_overlap) {
     if (!m.moe())
       return bad("moe_shared_expert_overlap overlaps an MoE block's shared experts with its dispatch: the model has "
@@ -446,6 +450,7 @@ json ToJson(const PlanSpec& p) {
   if (p.adam_moment_bytes != 0) j["adam_moment_bytes"] = p.adam_moment_bytes;        // absent: 0 (fp32 moments)
   if (p.moe_a2a_overlap) j["moe_a2a_overlap"] = true;                               // absent: false
   if (p.moe_shared_expert_overlap) j["moe_shared_expert_overlap"] = true;           // absent: false
+  if (p.delay_wgrad_compute) j["delay_wgrad_compute"] = true;                       // absent: false
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;                               // absent: false
   if (!p.cross_entropy_fusion) j["cross_entropy_loss_fusion"] = false;               // absent: true
   if (p.cudnn_attention) j["attention_kernel"] = "cudnn";                           // absent: the profile's default
@@ -516,6 +521,7 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   p.fp8_param_gather = r.BoolOr("fp8_param_gather", false);
   p.moe_a2a_overlap = r.BoolOr("moe_a2a_overlap", false);
   p.moe_shared_expert_overlap = r.BoolOr("moe_shared_expert_overlap", false);
+  p.delay_wgrad_compute = r.BoolOr("delay_wgrad_compute", false);
   p.tp_comm_overlap = r.BoolOr("tp_comm_overlap", false);
   p.cross_entropy_fusion = r.BoolOr("cross_entropy_loss_fusion", true);
   p.overlap_grad_reduce = r.BoolOr("overlap_grad_reduce", true);
@@ -642,6 +648,7 @@ std::string Describe(const PlanSpec& p) {
   if (p.moe_capacity_factor > 0)
     os << " capacity=" << p.moe_capacity_factor << (p.moe_pad_to_capacity ? "(padded)" : "");
   if (p.moe_a2a_overlap) os << " a2a-overlap";
+  if (p.delay_wgrad_compute) os << " delay-wgrad";
   if (p.moe_shared_expert_overlap) os << " shared-overlap";
   if (p.tp_comm_overlap) os << " tp-overlap";
   if (!p.cross_entropy_fusion) os << " unfused-ce";

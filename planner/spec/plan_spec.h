@@ -204,6 +204,13 @@ struct PlanSpec {
   // shared experts (as in Megatron-LM); not with moe_a2a_overlap (Megatron-LM
   // refuses the pair). Never searched; dtrun does not execute it.
   bool moe_shared_expert_overlap = false;
+  // With moe_a2a_overlap: Megatron-LM's --delay-wgrad-compute. In a paired
+  // layer the backward's expert weight gradients run after its data
+  // gradients, beside the two dispatch all-to-alls, so the backward's
+  // dispatch starts before them (planner/lower/plan_costs.cc,
+  // EpOverlapOfLayer). Needs moe_a2a_overlap (Megatron-LM's rule). Never
+  // searched; dtrun does not execute it (nor the overlap it belongs to).
+  bool delay_wgrad_compute = false;
   // Megatron-LM's --tp-comm-overlap (Transformer Engine userbuffers): the
   // sequence-parallel all-gathers and reduce-scatters of the linear layers
   // run in chunks under the GEMM next to them, with TE's default methods

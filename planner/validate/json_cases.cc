@@ -119,6 +119,8 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   k.moe_a2a_overlap = p.BoolOr("moe_a2a_overlap", false);
   // Megatron-LM's --moe-shared-expert-overlap (NeMo's moe_shared_expert_overlap).
   k.moe_shared_expert_overlap = p.BoolOr("moe_shared_expert_overlap", false);
+  // Megatron-LM's --delay-wgrad-compute (with the all-to-all overlap).
+  k.delay_wgrad_compute = p.BoolOr("delay_wgrad_compute", false);
   // Megatron-LM's --moe-expert-capacity-factor / --moe-pad-expert-input-to-capacity.
   k.moe_capacity_factor = p.NumOr("moe_capacity_factor", 0);
   k.moe_pad_to_capacity = p.BoolOr("moe_pad_to_capacity", false);

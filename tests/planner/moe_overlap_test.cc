@@ -172,5 +172,64 @@ TEST(MoeA2aOverlap, HidesAllToAllsBehindTheOtherMicrobatch) {
   }
 }
 
+// --delay-wgrad-compute: Megatron-LM's rule (only with the overlap), the
+// round trips, and its pricing: the backward's expert weight gradients
+// beside the two dispatch all-to-alls never expose more than without, and
+// expose less where the backward's experts are what the forward's dispatch
+// waits behind.
+TEST(MoeA2aOverlap, DelayedWgradFollowsMegatronAndNeverExposesMore) {
+  const ModelSpec m = Moe();
+  PlanSpec p = Plan(m, 1, 1, true);
+  p.delay_wgrad_compute = true;
+  ASSERT_TRUE(Validate(p, m, "plan").ok()) << Validate(p, m, "plan").message();
+  PlanSpec alone = Plan(m, 1, 1, false);
+  alone.delay_wgrad_compute = true;
+  EXPECT_NE(Validate(alone, m, "plan").message().find("needs moe_a2a_overlap"), std::string::npos);
+  auto back = PlanFromJson(ToJson(p), m, "test");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->delay_wgrad_compute);
+  EXPECT_NE(Describe(p).find("delay-wgrad"), std::string::npos);
+  EXPECT_FALSE(ToJson(Plan(m, 1, 1, true)).contains("delay_wgrad_compute"));
+  auto flags = MegatronArgs(m, p, true);
+  ASSERT_TRUE(flags.ok()) << flags.status().message();
+  auto words = SplitCommandLine(FormatFlags(*flags));
+  ASSERT_TRUE(words.ok());
+  auto job = ImportMegatron(*words, p.world(), "x");
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_TRUE(job->plan.delay_wgrad_compute);
+  // Pricing over node counts (all-to-alls inside a node and across nodes)
+  // and microbatch sizes (the experts' share against the all-to-alls').
+  // Narrow experts (Qwen3-MoE-like: 32 of 768 wide, EP across the nodes)
+  // make the all-to-alls the longer side, where the delay pays.
+  int lower = 0;
+  const ModelSpec narrow = [&] {
+    ModelSpec n = m;
+    n.moe_ffn_hidden = 768;
+    n.num_experts = 32;
+    return n;
+  }();
+  for (const ModelSpec* model : {&m, &narrow}) {
+  for (int nodes : {1, 2, 4}) {
+    for (int mbs : {1, 2, 4}) {
+      const ModelSpec& m = *model;
+      PlanSpec off = Plan(m, 1, 1, true), on = off;
+      off.dp = on.dp = 8 * nodes;
+      off.ep = on.ep = std::min<int>(8 * nodes, static_cast<int>(m.num_experts));  // across the nodes where it can
+      off.micro_batch = on.micro_batch = mbs;
+      on.delay_wgrad_compute = true;
+      const ClusterSpec c = testing_models::Cluster(nodes, 8);
+      const EpOverlapCost a = ComputePlanCosts(m, c, off, H100()).ep_overlap;
+      const EpOverlapCost b = ComputePlanCosts(m, c, on, H100()).ep_overlap;
+      EXPECT_DOUBLE_EQ(a.fwd_layer, b.fwd_layer);
+      EXPECT_DOUBLE_EQ(a.bwd_layer, b.bwd_layer);
+      EXPECT_LE(b.pair_exposed_layer, a.pair_exposed_layer * (1 + 1e-12)) << nodes << " nodes, mbs " << mbs;
+      EXPECT_GT(b.pair_exposed_layer, 0);  // the all-to-all kernels still hold SMs
+      lower += b.pair_exposed_layer < a.pair_exposed_layer * (1 - 1e-6);
+    }
+  }
+  }
+  EXPECT_GT(lower, 0);
+}
+
 }  // namespace
 }  // namespace dt
