@@ -20,6 +20,7 @@
 #include "planner/schedule/check_schedule.h"
 #include "planner/schedule/in_flight.h"
 #include "planner/spec/capabilities.h"
+#include "tests/planner/megatron_round_trip.h"
 #include "tests/planner/test_models.h"
 
 namespace dt {
@@ -71,11 +72,7 @@ TEST(MoeA2aOverlap, FollowsMegatronsRulesAndRoundTrips) {
   const std::vector<Feature> missing = MissingFeatures(m, p, RuntimeDevice::kCpu);
   EXPECT_NE(std::find(missing.begin(), missing.end(), Feature::kMoeA2aOverlap), missing.end());
   // Megatron-LM: exported as --overlap-moe-expert-parallel-comm and read back.
-  auto flags = MegatronArgs(m, p, true);
-  ASSERT_TRUE(flags.ok()) << flags.status().message();
-  auto words = SplitCommandLine(FormatFlags(*flags));
-  ASSERT_TRUE(words.ok());
-  auto job = ImportMegatron(*words, p.world(), "x");
+  auto job = testing_models::MegatronRoundTrip(m, p);
   ASSERT_TRUE(job.ok()) << job.status().message();
   EXPECT_TRUE(job->plan.moe_a2a_overlap);
   EXPECT_EQ(Describe(job->plan), Describe(p));
@@ -190,11 +187,7 @@ TEST(MoeA2aOverlap, DelayedWgradFollowsMegatronAndNeverExposesMore) {
   EXPECT_TRUE(back->delay_wgrad_compute);
   EXPECT_NE(Describe(p).find("delay-wgrad"), std::string::npos);
   EXPECT_FALSE(ToJson(Plan(m, 1, 1, true)).contains("delay_wgrad_compute"));
-  auto flags = MegatronArgs(m, p, true);
-  ASSERT_TRUE(flags.ok()) << flags.status().message();
-  auto words = SplitCommandLine(FormatFlags(*flags));
-  ASSERT_TRUE(words.ok());
-  auto job = ImportMegatron(*words, p.world(), "x");
+  auto job = testing_models::MegatronRoundTrip(m, p);
   ASSERT_TRUE(job.ok()) << job.status().message();
   EXPECT_TRUE(job->plan.delay_wgrad_compute);
   // Pricing over node counts (all-to-alls inside a node and across nodes)

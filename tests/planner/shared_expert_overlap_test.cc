@@ -18,6 +18,7 @@
 #include "planner/lower/plan_costs.h"
 #include "planner/profile/profile.h"
 #include "planner/spec/capabilities.h"
+#include "tests/planner/megatron_round_trip.h"
 #include "tests/planner/test_models.h"
 
 namespace dt {
@@ -98,11 +99,7 @@ TEST(SharedExpertOverlap, FollowsMegatronsRulesAndRoundTrips) {
   const std::vector<Feature> missing = MissingFeatures(m, p, RuntimeDevice::kCpu);
   EXPECT_NE(std::find(missing.begin(), missing.end(), Feature::kMoeSharedExpertOverlap), missing.end());
   // Megatron-LM: exported as --moe-shared-expert-overlap and read back.
-  auto flags = MegatronArgs(m, p, true);
-  ASSERT_TRUE(flags.ok()) << flags.status().message();
-  auto words = SplitCommandLine(FormatFlags(*flags));
-  ASSERT_TRUE(words.ok());
-  auto job = ImportMegatron(*words, p.world(), "x");
+  auto job = testing_models::MegatronRoundTrip(m, p);
   ASSERT_TRUE(job.ok()) << job.status().message();
   EXPECT_TRUE(job->plan.moe_shared_expert_overlap);
 }
