@@ -39,6 +39,7 @@ struct DimensionOptions {
   bool moe_a2a_overlap = false;  // --moe-a2a-overlap
   bool moe_shared_expert_overlap = false;  // --moe-shared-expert-overlap
   bool delay_wgrad_compute = false;        // --delay-wgrad-compute
+  bool overlap_dispatch_backward_wgrad = false;  // --overlap-dispatch-backward-with-experts-wgrad
   double moe_capacity_factor = 0;     // --moe-capacity-factor (0: dropless)
   bool moe_pad_to_capacity = false;   // --moe-pad-to-capacity
   bool tp_comm_overlap = false;  // --tp-comm-overlap

@@ -92,6 +92,7 @@ int RunFromMegatron(const PlanOptions& o) {
   k.moe_a2a_overlap = mine.moe_a2a_overlap;  // and combined 1F1B when the job has it
   k.moe_shared_expert_overlap = mine.moe_shared_expert_overlap;  // and the shared-expert overlap
   k.delay_wgrad_compute = mine.delay_wgrad_compute;
+  k.overlap_dispatch_backward_wgrad = mine.overlap_dispatch_backward_wgrad;
   k.moe_capacity_factor = mine.moe_capacity_factor;  // and the job's expert capacity (token dropping)
   k.moe_pad_to_capacity = mine.moe_pad_to_capacity;
   k.tp_comm_overlap = mine.tp_comm_overlap;  // and TP overlap wherever the plan has tp > 1 and SP

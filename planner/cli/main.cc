@@ -64,6 +64,9 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
   app->add_flag("--delay-wgrad-compute", d->delay_wgrad_compute,
                 "with --moe-a2a-overlap: run the experts' weight gradients beside the dispatch all-to-alls "
                 "(Megatron-LM's --delay-wgrad-compute)");
+  app->add_flag("--overlap-dispatch-backward-with-experts-wgrad", d->overlap_dispatch_backward_wgrad,
+                "MoE without --moe-a2a-overlap: run the experts' weight gradients on a stream of their own beside "
+                "the dispatch's backward all-to-all (Megatron-LM's flag of that name)");
   app->add_flag("--moe-shared-expert-overlap", d->moe_shared_expert_overlap,
                 "MoE with shared experts: run them on a stream of their own beside the token dispatch and "
                 "combine (Megatron-LM's --moe-shared-expert-overlap; not with --moe-a2a-overlap)");

@@ -39,6 +39,7 @@ Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
   k->moe_a2a_overlap = d.moe_a2a_overlap;
   k->moe_shared_expert_overlap = d.moe_shared_expert_overlap;
   k->delay_wgrad_compute = d.delay_wgrad_compute;
+  k->overlap_dispatch_backward_wgrad = d.overlap_dispatch_backward_wgrad;
   k->moe_capacity_factor = d.moe_capacity_factor;
   k->moe_pad_to_capacity = d.moe_pad_to_capacity;
   k->tp_comm_overlap = d.tp_comm_overlap;

@@ -311,24 +311,33 @@ std::vector<Op> MoeMlpBackward(const ModelSpec& m, const PlanSpec& p, int bytes_
     Tag(&g, at, 1, true);
   }
   Coll("moe_combine_allgather_bwd", CollKind::kAllGather, GroupKind::kEtp, d.etp, GatheredBytes(d), &g);
-  // Experts backward: dgrad and wgrad of each GEMM.
+  // Experts backward: dgrad and wgrad of each GEMM. With
+  // --overlap-dispatch-backward-with-experts-wgrad the weight gradients wait
+  // for the data gradients and run beside the expert-TP reduce-scatter and
+  // the dispatch's all-to-all (window 2, with the shared experts' fc1
+  // backward when that overlap is on too).
+  const bool wgrad_beside = p.overlap_dispatch_backward_wgrad;
+  std::vector<Op> wgrads;
+  std::vector<Op>* wg = wgrad_beside ? &wgrads : &g;
   Fp8Cast(d, "fp8_cast_expert_fc2_grad", d.rows * d.h, d.cf, &g);
   g.push_back(ExpertGemm("expert_fc2_dgrad", d, d.f_local, d.h));
-  g.push_back(ExpertWgrad("expert_fc2_wgrad", d, d.f_local, d.h));
+  wg->push_back(ExpertWgrad("expert_fc2_wgrad", d, d.f_local, d.h));
   g.push_back(MemoryOp(d.gated ? "expert_swiglu_bwd" : "expert_gelu_bwd",
                   (d.gated ? 5 : 3) * d.e * d.rows * d.f_local, d.cf));
   Fp8Cast(d, "fp8_cast_expert_fc1_grad", (d.gated ? 2.0 : 1.0) * d.rows * d.f_local, d.cf, &g);
   for (int i = 0; i < (d.gated ? 2 : 1); ++i) {
     g.push_back(ExpertGemm("expert_fc1_dgrad", d, d.h, d.f_local));
-    g.push_back(ExpertWgrad("expert_fc1_wgrad", d, d.h, d.f_local));
+    wg->push_back(ExpertWgrad("expert_fc1_wgrad", d, d.h, d.f_local));
   }
-  Coll("moe_dispatch_reducescatter_bwd", CollKind::kReduceScatter, GroupKind::kEtp, d.etp, GatheredBytes(d), &g);
   at = g.size();
+  Coll("moe_dispatch_reducescatter_bwd", CollKind::kReduceScatter, GroupKind::kEtp, d.etp, GatheredBytes(d), &g);
+  if (!wgrad_beside) at = g.size();
   EpAllToAll("moe_dispatch_alltoall_bwd", d, &g);
-  if (overlap) {
+  if (overlap || wgrad_beside) {
     Tag(&g, at, 2, false);
     at = g.size();
-    SharedBackwardFc1(d, &g);
+    g.insert(g.end(), wgrads.begin(), wgrads.end());
+    if (overlap) SharedBackwardFc1(d, &g);
     Tag(&g, at, 2, true);
   }
   g.push_back(MemoryOp("moe_permute_bwd", 2 * d.e * d.T_r * d.k * d.h));

@@ -109,6 +109,7 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
     if (p.moe_a2a_overlap) add("--overlap-moe-expert-parallel-comm");  // combined 1F1B, as priced
     if (p.moe_shared_expert_overlap) add("--moe-shared-expert-overlap");   // as priced
     if (p.delay_wgrad_compute) add("--delay-wgrad-compute");              // as priced
+    if (p.overlap_dispatch_backward_wgrad) add("--overlap-dispatch-backward-with-experts-wgrad");  // as priced
     if (p.moe_capacity_factor > 0) {  // token dropping, as priced (ExpertLoadImbalance, moe_ops.h)
       std::ostringstream cf;
       cf << p.moe_capacity_factor;

@@ -41,7 +41,8 @@ const std::set<std::string> kBoolFlags = {
     "--overlap-moe-expert-parallel-comm", "--moe-layer-recompute", "--qk-layernorm",
     "--use-precision-aware-optimizer", "--tp-comm-overlap", "--cross-entropy-loss-fusion",
     "--no-overlap-p2p-communication", "--overlap-p2p-communication", "--overlap-p2p-communication-warmup-flush",
-    "--moe-pad-expert-input-to-capacity", "--moe-shared-expert-overlap", "--delay-wgrad-compute"};
+    "--moe-pad-expert-input-to-capacity", "--moe-shared-expert-overlap", "--delay-wgrad-compute",
+    "--overlap-dispatch-backward-with-experts-wgrad"};
 // Flags that change neither the memory nor the step time dtplan predicts:
 // data, tokenizer files, checkpoints, logging, learning-rate schedule,
 // optimizer hyper-parameters, initialization, kernel fusion switches.
@@ -717,6 +718,7 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
   p.moe_a2a_overlap = has("--overlap-moe-expert-parallel-comm");  // Validate checks Megatron's rules
   p.moe_shared_expert_overlap = has("--moe-shared-expert-overlap");
   p.delay_wgrad_compute = has("--delay-wgrad-compute");
+  p.overlap_dispatch_backward_wgrad = has("--overlap-dispatch-backward-with-experts-wgrad");
   p.tp_comm_overlap = has("--tp-comm-overlap");  // Validate: tp > 1 and --sequence-parallel, as Megatron requires
   // Token dropping: Megatron-LM reads a negative capacity factor as none
   // (dropless); Validate checks the rest (MoE, the all-to-all dispatcher,

@@ -44,6 +44,7 @@ struct SearchConstraints {
   bool moe_a2a_overlap = false;
   bool moe_shared_expert_overlap = false;  // PlanSpec::moe_shared_expert_overlap: copied, not searched
   bool delay_wgrad_compute = false;        // PlanSpec::delay_wgrad_compute: copied, not searched
+  bool overlap_dispatch_backward_wgrad = false;  // PlanSpec::overlap_dispatch_backward_wgrad: copied, not searched
   // PlanSpec::tp_comm_overlap: set on every plan with tp > 1 and sequence
   // parallelism (the framework overlaps what it can), not searched.
   bool tp_comm_overlap = false;
@@ -111,6 +112,7 @@ inline void CopyPlanSettings(const SearchConstraints& k, PlanSpec* p) {
   p->moe_a2a_overlap = k.moe_a2a_overlap;
   p->moe_shared_expert_overlap = k.moe_shared_expert_overlap;
   p->delay_wgrad_compute = k.delay_wgrad_compute;
+  p->overlap_dispatch_backward_wgrad = k.overlap_dispatch_backward_wgrad;
   p->cudnn_attention = k.cudnn_attention;
   p->overlap_p2p_comm = k.overlap_p2p_comm;
   p->fp8_param_gather = Fp8ParamGatherFor(k, p->zero_stage);

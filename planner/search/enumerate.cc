@@ -88,6 +88,11 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
   if (k.moe_shared_expert_overlap && !m.moe())
     return InvalidArgument("--moe-shared-expert-overlap overlaps an MoE block's shared experts with its dispatch: the "
                            "model has no experts; drop it");
+  if (k.overlap_dispatch_backward_wgrad && !m.moe())
+    return InvalidArgument("--overlap-dispatch-backward-with-experts-wgrad: the model has no experts; drop it");
+  if (k.overlap_dispatch_backward_wgrad && k.moe_a2a_overlap)
+    return InvalidArgument("--overlap-dispatch-backward-with-experts-wgrad with --moe-a2a-overlap: Megatron-LM refuses "
+                           "the pair (--delay-wgrad-compute is the overlap's counterpart); keep one");
   if (k.delay_wgrad_compute && !k.moe_a2a_overlap)
     return InvalidArgument("--delay-wgrad-compute needs --moe-a2a-overlap (Megatron-LM's rule); add it or drop the flag");
   if (k.moe_shared_expert_overlap && k.moe_a2a_overlap)

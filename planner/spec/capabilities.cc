@@ -68,6 +68,10 @@ const std::vector<Capability>& CapabilityTable() {
        false, false,
        "replan without --moe-shared-expert-overlap (dtrun runs the shared experts in line), or run the plan in "
        "Megatron-LM (dtplan export --to megatron writes --moe-shared-expert-overlap)"},
+      {Feature::kExpertWgradOverlap,
+       "MoE experts' weight gradients on a stream of their own beside the dispatch's backward all-to-all", false, false,
+       "replan without --overlap-dispatch-backward-with-experts-wgrad (dtrun runs the weight gradients in line), or "
+       "run the plan in Megatron-LM (dtplan export --to megatron writes the flag)"},
       {Feature::kTpCommOverlap, "TP communication overlapped with the GEMMs (userbuffers, --tp-comm-overlap)", false,
        false,
        "replan without --tp-comm-overlap (dtrun runs the sequence-parallel collectives in line), or run the plan in "
@@ -170,6 +174,7 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kMoeA2aOverlap: u = p.moe_a2a_overlap; break;
       case Feature::kTpCommOverlap: u = p.tp_comm_overlap; break;
       case Feature::kMoeSharedExpertOverlap: u = m.moe() && p.moe_shared_expert_overlap; break;
+      case Feature::kExpertWgradOverlap: u = m.moe() && p.overlap_dispatch_backward_wgrad; break;
       case Feature::kUnfusedCrossEntropy: u = !p.cross_entropy_fusion; break;
       case Feature::kRecomputeModules:
         u = p.recompute == Recompute::kSelective && p.recompute_modules != kDefaultRecomputeModules;

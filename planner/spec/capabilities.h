@@ -54,6 +54,7 @@ enum class Feature {
   kMoeA2aOverlap,          // PlanSpec::moe_a2a_overlap (combined 1F1B)
   kTpCommOverlap,          // PlanSpec::tp_comm_overlap (Transformer Engine userbuffers)
   kMoeSharedExpertOverlap, // PlanSpec::moe_shared_expert_overlap (shared experts on a side stream)
+  kExpertWgradOverlap,     // PlanSpec::overlap_dispatch_backward_wgrad (expert wgrads on a side stream)
   kUnfusedCrossEntropy,    // PlanSpec::cross_entropy_fusion false (Megatron's loss as PyTorch ops)
   kRecomputeModules,       // selective recompute of modules other than the attention core alone
   kBf16,                   // precision bf16: bf16 storage, fp32 master weights and Adam

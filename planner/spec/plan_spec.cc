@@ -349,6 +349,14 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
     return bad("delay_wgrad_compute moves the expert weight gradients beside the all-to-alls of combined 1F1B: it "
                "needs moe_a2a_overlap (as Megatron-LM's --delay-wgrad-compute needs "
                "--overlap-moe-expert-parallel-comm); set both or omit it");
+  if (p.overlap_dispatch_backward_wgrad) {
+    if (!m.moe())
+      return bad("overlap_dispatch_backward_with_experts_wgrad overlaps the experts' weight gradients with the "
+                 "dispatch's backward all-to-all: the model has no experts; omit it");
+    if (p.moe_a2a_overlap)
+      return bad("overlap_dispatch_backward_with_experts_wgrad with moe_a2a_overlap: Megatron-LM refuses the pair "
+                 "(with the all-to-all overlap, delay_wgrad_compute does this); keep one");
+  }
   if (p.moe_shared_expert_overlap) {
     if (!m.moe())
       return bad("moe_shared_expert_overlap overlaps an MoE block's shared experts with its dispatch: the model has "
@@ -451,6 +459,7 @@ json ToJson(const PlanSpec& p) {
   if (p.moe_a2a_overlap) j["moe_a2a_overlap"] = true;                               // absent: false
   if (p.moe_shared_expert_overlap) j["moe_shared_expert_overlap"] = true;           // absent: false
   if (p.delay_wgrad_compute) j["delay_wgrad_compute"] = true;                       // absent: false
+  if (p.overlap_dispatch_backward_wgrad) j["overlap_dispatch_backward_with_experts_wgrad"] = true;  // absent: false
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;                               // absent: false
   if (!p.cross_entropy_fusion) j["cross_entropy_loss_fusion"] = false;               // absent: true
   if (p.cudnn_attention) j["attention_kernel"] = "cudnn";                           // absent: the profile's default
@@ -522,6 +531,7 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   p.moe_a2a_overlap = r.BoolOr("moe_a2a_overlap", false);
   p.moe_shared_expert_overlap = r.BoolOr("moe_shared_expert_overlap", false);
   p.delay_wgrad_compute = r.BoolOr("delay_wgrad_compute", false);
+  p.overlap_dispatch_backward_wgrad = r.BoolOr("overlap_dispatch_backward_with_experts_wgrad", false);
   p.tp_comm_overlap = r.BoolOr("tp_comm_overlap", false);
   p.cross_entropy_fusion = r.BoolOr("cross_entropy_loss_fusion", true);
   p.overlap_grad_reduce = r.BoolOr("overlap_grad_reduce", true);
@@ -649,6 +659,7 @@ std::string Describe(const PlanSpec& p) {
     os << " capacity=" << p.moe_capacity_factor << (p.moe_pad_to_capacity ? "(padded)" : "");
   if (p.moe_a2a_overlap) os << " a2a-overlap";
   if (p.delay_wgrad_compute) os << " delay-wgrad";
+  if (p.overlap_dispatch_backward_wgrad) os << " wgrad-beside-dispatch";
   if (p.moe_shared_expert_overlap) os << " shared-overlap";
   if (p.tp_comm_overlap) os << " tp-overlap";
   if (!p.cross_entropy_fusion) os << " unfused-ce";

@@ -211,6 +211,14 @@ struct PlanSpec {
   // EpOverlapOfLayer). Needs moe_a2a_overlap (Megatron-LM's rule). Never
   // searched; dtrun does not execute it (nor the overlap it belongs to).
   bool delay_wgrad_compute = false;
+  // MoE: Megatron-LM's --overlap-dispatch-backward-with-experts-wgrad
+  // (Megatron-Core 2026, Transformer Engine >= 2.3): the routed experts'
+  // weight gradients run on a stream of their own after their data
+  // gradients, beside the expert-TP reduce-scatter and the dispatch's
+  // backward all-to-all (planner/cost/moe_ops.cc, an overlap window). Not
+  // with moe_a2a_overlap (Megatron-LM's rule; delay_wgrad_compute is that
+  // overlap's counterpart). Never searched; dtrun does not execute it.
+  bool overlap_dispatch_backward_wgrad = false;
   // Megatron-LM's --tp-comm-overlap (Transformer Engine userbuffers): the
   // sequence-parallel all-gathers and reduce-scatters of the linear layers
   // run in chunks under the GEMM next to them, with TE's default methods

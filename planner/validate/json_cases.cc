@@ -121,6 +121,7 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   k.moe_shared_expert_overlap = p.BoolOr("moe_shared_expert_overlap", false);
   // Megatron-LM's --delay-wgrad-compute (with the all-to-all overlap).
   k.delay_wgrad_compute = p.BoolOr("delay_wgrad_compute", false);
+  k.overlap_dispatch_backward_wgrad = p.BoolOr("overlap_dispatch_backward_with_experts_wgrad", false);
   // Megatron-LM's --moe-expert-capacity-factor / --moe-pad-expert-input-to-capacity.
   k.moe_capacity_factor = p.NumOr("moe_capacity_factor", 0);
   k.moe_pad_to_capacity = p.BoolOr("moe_pad_to_capacity", false);

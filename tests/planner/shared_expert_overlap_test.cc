@@ -1,8 +1,10 @@
-// Megatron-LM's --moe-shared-expert-overlap (PlanSpec::
-// moe_shared_expert_overlap): its rules, the round trips through plan files
-// and Megatron-LM's flags, and what its pricing may and may not do: hide
-// shared-expert work only behind the ops it runs beside, never more than
-// either side of a window, and nothing where there is nothing to hide.
+// The MoE block's side-stream overlaps (overlap windows, planner/cost/
+// moe_ops.cc): Megatron-LM's --moe-shared-expert-overlap (PlanSpec::
+// moe_shared_expert_overlap) and --overlap-dispatch-backward-with-experts-
+// wgrad. Their rules, the round trips through plan files and Megatron-LM's
+// flags, and what the pricing may and may not do: hide work only behind the
+// ops it runs beside, never more than either side of a window, and nothing
+// where there is nothing to hide.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -149,6 +151,51 @@ TEST(SharedExpertOverlap, ChangesNothingWithoutSharedExpertsOrCommunication) {
               1e-12 * LayerForward(m, Plan(m, 1, 1, false)));
   EXPECT_NEAR(LayerBackward(m, Plan(m, 1, 1, true)), LayerBackward(m, Plan(m, 1, 1, false)),
               1e-12 * LayerBackward(m, Plan(m, 1, 1, false)));
+}
+
+// Megatron-LM's --overlap-dispatch-backward-with-experts-wgrad (PlanSpec::
+// overlap_dispatch_backward_wgrad): the experts' weight gradients beside the
+// expert-TP reduce-scatter and the dispatch's backward all-to-all. Its
+// rules and round trips; the backward never slower, faster by at most the
+// weight gradients or those collectives, the forward untouched.
+TEST(ExpertWgradOverlap, FollowsMegatronsRulesAndHidesOnlyBehindTheDispatch) {
+  const ModelSpec m = SharedMoe();
+  PlanSpec p = Plan(m, 2, 8, false);
+  p.overlap_dispatch_backward_wgrad = true;
+  ASSERT_TRUE(Validate(p, m, "plan").ok()) << Validate(p, m, "plan").message();
+  PlanSpec both = p;
+  both.moe_a2a_overlap = true;
+  EXPECT_NE(Validate(both, m, "plan").message().find("refuses the pair"), std::string::npos);
+  PlanSpec dense = Plan(testing_models::Llama8B(), 2, 1, false);
+  dense.overlap_dispatch_backward_wgrad = true;
+  EXPECT_NE(Validate(dense, testing_models::Llama8B(), "plan").message().find("no experts"), std::string::npos);
+  auto back = PlanFromJson(ToJson(p), m, "test");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->overlap_dispatch_backward_wgrad);
+  EXPECT_NE(Describe(p).find("wgrad-beside-dispatch"), std::string::npos);
+  const std::vector<Feature> missing = MissingFeatures(m, p, RuntimeDevice::kCpu);
+  EXPECT_NE(std::find(missing.begin(), missing.end(), Feature::kExpertWgradOverlap), missing.end());
+  auto job = testing_models::MegatronRoundTrip(m, p);
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_TRUE(job->plan.overlap_dispatch_backward_wgrad);
+  int faster = 0;
+  for (int tp : {1, 2}) {
+    for (int ep : {2, 8}) {
+      for (bool shared : {false, true}) {
+        SCOPED_TRACE("tp " + std::to_string(tp) + " ep " + std::to_string(ep) + (shared ? " shared" : ""));
+        PlanSpec off = Plan(m, tp, ep, shared), on = off;
+        on.overlap_dispatch_backward_wgrad = true;
+        ASSERT_TRUE(Validate(on, m, "plan").ok()) << Validate(on, m, "plan").message();
+        EXPECT_DOUBLE_EQ(LayerForward(m, on), LayerForward(m, off));
+        const std::vector<Op> ops = TransformerLayerOps(m, off, 2, false, AttentionKernels::kMegatron).backward;
+        const double saved = LayerBackward(m, off) - LayerBackward(m, on);
+        EXPECT_GE(saved, -1e-12 * LayerBackward(m, off));
+        EXPECT_LE(saved, m.num_layers * OpsTime(off, ops, "expert_fc") * (1 + 1e-9));
+        faster += saved > 1e-6 * LayerBackward(m, off);
+      }
+    }
+  }
+  EXPECT_GE(faster, 2);  // the all-to-alls across two nodes hide some
 }
 
 }  // namespace
