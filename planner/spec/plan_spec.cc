@@ -6,6 +6,7 @@
 
 #include <numeric>
 #include <sstream>
+#include <utility>
 
 namespace dt {
 
@@ -349,21 +350,20 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
     return bad("delay_wgrad_compute moves the expert weight gradients beside the all-to-alls of combined 1F1B: it "
                "needs moe_a2a_overlap (as Megatron-LM's --delay-wgrad-compute needs "
                "--overlap-moe-expert-parallel-comm); set both or omit it");
-  if (p.overlap_dispatch_backward_wgrad) {
-    if (!m.moe())
-      return bad("overlap_dispatch_backward_with_experts_wgrad overlaps the experts' weight gradients with the "
-                 "dispatch's backward all-to-all: the model has no experts; omit it");
+  // The MoE block's side-stream overlaps: MoE only, and never beside
+  // combined 1F1B (Megatron-LM asserts against either pair).
+  const std::pair<bool, const char*> side_overlaps[] = {
+      {p.overlap_dispatch_backward_wgrad,
+       "overlap_dispatch_backward_with_experts_wgrad (the experts' weight gradients beside the dispatch's "
+       "backward all-to-all; with moe_a2a_overlap, delay_wgrad_compute does this)"},
+      {p.moe_shared_expert_overlap,
+       "moe_shared_expert_overlap (the shared experts beside the dispatch and combine; 'disable "
+       "moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm')"}};
+  for (const auto& [set, what] : side_overlaps) {
+    if (!set) continue;
+    if (!m.moe()) return bad(std::string(what) + ": the model has no experts; omit it");
     if (p.moe_a2a_overlap)
-      return bad("overlap_dispatch_backward_with_experts_wgrad with moe_a2a_overlap: Megatron-LM refuses the pair "
-                 "(with the all-to-all overlap, delay_wgrad_compute does this); keep one");
-  }
-  if (p.moe_shared_expert_overlap) {
-    if (!m.moe())
-      return bad("moe_shared_expert_overlap overlaps an MoE block's shared experts with its dispatch: the model has "
-                 "no experts; omit it");
-    if (p.moe_a2a_overlap)
-      return bad("moe_shared_expert_overlap with moe_a2a_overlap: Megatron-LM refuses the pair ('disable "
-                 "moe_shared_expert_overlap when enabling overlap_moe_expert_parallel_comm'); keep one");
+      return bad(std::string(what) + " with moe_a2a_overlap: Megatron-LM refuses the pair; keep one");
   }
   if (Status s = CheckRecomputeModules(p, m); !s.ok()) return bad(s.message());
   if (p.micro_batch < 1) return bad("'micro_batch' must be >= 1");
