@@ -169,7 +169,8 @@ StatusOr<ExecuteReport> ExecutePlans(const ModelSpec& m, const ClusterSpec& c,
     DT_RETURN_IF_ERROR(WriteJsonFile(base + ".json", pf));
   }
   for (int round = 0; round < rounds; ++round) {
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t at = 0; at < n; ++at) {
+      const size_t i = round % 2 == 0 ? at : n - 1 - at;  // odd rounds in reverse order
       ExecutedPlan& e = runs[i];
       if (!e.error.empty()) continue;  // failed in an earlier round
       const std::string base = opt.work_dir + "/plan" + std::to_string(i);

@@ -25,7 +25,10 @@ struct ExecuteOptions {
   // Runs per plan, made in rounds (every plan once, then every plan again):
   // a plan's time is the median of its runs' medians, so a machine whose
   // speed drifts over minutes (shared VMs) slows every plan alike instead
-  // of the ones that happened to run late.
+  // of the ones that happened to run late. Odd rounds run the plans in
+  // reverse order, so no plan always runs first or last in its round (a
+  // drift within a round, or what the previous run leaves behind, falls on
+  // both ends alike).
   int rounds = 1;
   int top = 8;                  // how many of the ranked plans to run (0: all fitting)
   double timeout_s = 300;

@@ -127,6 +127,7 @@ while [ $# -gt 0 ]; do case "$1" in --metrics) metrics="$2"; shift;; --plan) pla
 rank="${OMPI_COMM_WORLD_RANK:-0}"
 case "$metrics" in *.round2.jsonl) t=0.030;; *.round3.jsonl) t=0.020;; *) t=0.010;; esac
 for step in 1 2 3; do echo "{\"step\":$step,\"rank\":$rank,\"step_time_s\":$t,\"peak_bytes\":1000}" >> "$metrics"; done
+if [ "$rank" = 0 ]; then basename "$metrics" >> "$(dirname "$metrics")/order.log"; fi
 FAKE
 chmod +x "$T/fake_dtrun.sh"
 out=$("$DTPLAN" validate --execute --model "$M/gpt-tiny.json" --nodes 1 --gpus 2 --device cpu --top 2 --steps 3 --rounds 3 \
@@ -136,6 +137,13 @@ if echo "$out" | python3 -c 'import json,sys; d=json.load(sys.stdin); ps=d["plan
   echo "ok: validate --execute --rounds 3 scores the median of the rounds"
 else
   echo "FAIL: validate --execute --rounds"; echo "$out" | head -5; head -5 "$T/rounds.err"; fails=$((fails+1))
+fi
+# Odd rounds run the plans in reverse order: no plan is always first or last in its round.
+order=$(tr '\n' ' ' < "$T/rounds/order.log")
+if [ "$order" = "plan0.jsonl plan1.jsonl plan1.round2.jsonl plan0.round2.jsonl plan0.round3.jsonl plan1.round3.jsonl " ]; then
+  echo "ok: validate --execute alternates the plans' order between rounds"
+else
+  echo "FAIL: validate --execute round order: $order"; fails=$((fails+1))
 fi
 
 # Per-stage memory: each plan names its worst stage (the largest |predicted - measured| / measured),
