@@ -28,6 +28,15 @@ double BackwardTime(const ChunkCost& k, bool with_comm) {
 StatusOr<double> PipelineLowerBound(const PlanSpec& p, const PlanCosts& costs) {
   if (p.pp < 2) return 0.0;
   DT_ASSIGN_OR_RETURN(std::vector<ActionList> schedule, BuildSchedule(p));
+  return PipelineLowerBound(p, costs, schedule);
+}
+
+StatusOr<double> PipelineLowerBound(const PlanSpec& p, const PlanCosts& costs,
+                                    const std::vector<ActionList>& schedule) {
+  if (p.pp < 2) return 0.0;
+  if (static_cast<int>(schedule.size()) != p.pp)
+    return InvalidArgument("pipeline bound: " + std::to_string(schedule.size()) + " action lists for pp " +
+                           std::to_string(p.pp));
   const int chunks = p.num_chunks();
   const int m = p.num_microbatches;
   if (static_cast<int>(costs.chunks.size()) != chunks)

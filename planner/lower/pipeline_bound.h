@@ -23,18 +23,26 @@
 // its makespan is at least this one (the result is lowered by 1e-9
 // relative against summation-order rounding; tested over many plans).
 //
+// The second form takes the plan's schedule already built (BuildSchedule(p));
+// the search builds it once for this bound and the simulation.
+//
 // Cost: one pass over the schedule (O(actions), no event queue): a few
 // milliseconds for 1024 microbatches x 128 chunks. Pure apart from a
 // per-thread scratch buffer; thread-safe. Plans with pp == 1 return 0 (the
 // per-stage bound is exact enough there). Errors: those of BuildSchedule.
 #pragma once
 
+#include <vector>
+
 #include "base/status.h"
 #include "planner/lower/plan_costs.h"
+#include "planner/schedule/action.h"
 #include "planner/spec/plan_spec.h"
 
 namespace dt {
 
 StatusOr<double> PipelineLowerBound(const PlanSpec& p, const PlanCosts& costs);
+StatusOr<double> PipelineLowerBound(const PlanSpec& p, const PlanCosts& costs,
+                                    const std::vector<ActionList>& schedule);
 
 }  // namespace dt

@@ -84,8 +84,8 @@ double StepTimeLowerBound(const PlanSpec& p, const PlanCosts& c) {
   return best;
 }
 
-StatusOr<Prediction> SimulatePlan(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
-                                  const HardwareProfile& profile, const SimulateOptions& opt) {
+StatusOr<PricedPlan> PricePlan(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
+                               const HardwareProfile& profile) {
   HardwareProfile for_precision;
   const HardwareProfile& hw = ProfileForPrecision(profile, p.precision, &for_precision);
   DT_RETURN_IF_ERROR(Validate(p, m, "plan"));
@@ -95,9 +95,31 @@ StatusOr<Prediction> SimulatePlan(const ModelSpec& m, const ClusterSpec& c, cons
                            "; change --nodes/--gpus or the plan");
   DT_RETURN_IF_ERROR(CheckClusterFitsProfile(c, hw));
   DT_RETURN_IF_ERROR(CheckPrecision(p.precision, m, hw));
-  PlanCosts costs = ComputePlanCosts(m, c, p, hw);
+  PricedPlan out;
+  out.costs = ComputePlanCosts(m, c, p, hw);
+  DT_ASSIGN_OR_RETURN(out.schedule, BuildSchedule(p));
+  return out;
+}
+
+StatusOr<Prediction> SimulatePlan(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
+                                  const HardwareProfile& profile, const SimulateOptions& opt) {
+  DT_ASSIGN_OR_RETURN(PricedPlan priced, PricePlan(m, c, p, profile));
+  return SimulatePriced(m, c, p, profile, std::move(priced), opt);
+}
+
+StatusOr<Prediction> SimulatePriced(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
+                                    const HardwareProfile& profile, PricedPlan priced,
+                                    const SimulateOptions& opt) {
+  HardwareProfile for_precision;
+  const HardwareProfile& hw = ProfileForPrecision(profile, p.precision, &for_precision);
+  PlanCosts& costs = priced.costs;
   if (opt.free_communication) MakeCommunicationFree(&costs);
-  DT_ASSIGN_OR_RETURN(std::vector<ActionList> schedule, BuildSchedule(p));
+  const std::vector<ActionList>& schedule = priced.schedule;
+  if (static_cast<int>(schedule.size()) != p.pp || static_cast<int>(costs.chunks.size()) != p.num_chunks())
+    return InvalidArgument("simulate: " + std::to_string(schedule.size()) + " action lists and " +
+                           std::to_string(costs.chunks.size()) + " chunk costs for a plan of pp " +
+                           std::to_string(p.pp) + " and " + std::to_string(p.num_chunks()) +
+                           " chunks (PricePlan of another plan?)");
   thread_local sim::Engine engine;
   const bool trace = !opt.trace_path.empty();
   Lowered lowered = LowerSchedule(schedule, p, costs, trace, &engine);

@@ -10,10 +10,12 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "planner/lower/plan_costs.h"
 #include "planner/lower/prediction.h"
 #include "planner/profile/profile.h"
+#include "planner/schedule/action.h"
 #include "planner/spec/plan_spec.h"
 
 namespace dt {
@@ -26,6 +28,23 @@ struct SimulateOptions {
 
 StatusOr<Prediction> SimulatePlan(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
                                   const HardwareProfile& hw, const SimulateOptions& opt = {});
+
+// SimulatePlan in two halves, for a caller that needs a plan's costs and
+// schedule before deciding to simulate it (the search's schedule-aware
+// bound, pipeline_bound.h): PricePlan validates the plan against the model,
+// cluster and profile and builds both; SimulatePriced simulates from them.
+// SimulatePlan(m, c, p, hw, opt) == SimulatePriced(m, c, p, hw, *PricePlan(m,
+// c, p, hw), opt). `hw` is the same profile in both calls (the precision's
+// view of it is taken inside). Errors: those of SimulatePlan.
+struct PricedPlan {
+  PlanCosts costs;                    // ComputePlanCosts, outside-profile points tracked
+  std::vector<ActionList> schedule;   // BuildSchedule
+};
+StatusOr<PricedPlan> PricePlan(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
+                               const HardwareProfile& hw);
+StatusOr<Prediction> SimulatePriced(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p,
+                                    const HardwareProfile& hw, PricedPlan priced,
+                                    const SimulateOptions& opt = {});
 
 // Memory only (fast path of the search): per-stage peaks, capacity, fits.
 Prediction PredictMemory(const ModelSpec& m, const PlanSpec& p, const HardwareProfile& hw);

@@ -177,9 +177,21 @@ StatusOr<SearchResult> SearchPlans(const ModelSpec& m, const ClusterSpec& c,
   ParallelFor(static_cast<int64_t>(order.size()), threads, [&](int64_t j) {
     int64_t i = order[j];
     if (bound[i] > best.threshold()) return;
-    pipe_bound[j] = pipeline_bound(j);
+    // Costs and schedule once, for the schedule-aware bound and the simulation.
+    auto priced = PricePlan(m, c, e.plans[i], hw);
+    if (!priced.ok()) {
+      std::lock_guard<std::mutex> lock(err_mu);
+      if (first_error.ok()) first_error = priced.status();
+      return;
+    }
+    if (e.plans[i].pp >= 2) {
+      auto b = PipelineLowerBound(e.plans[i], priced->costs, priced->schedule);
+      pipe_bound[j] = b.ok() ? *b : 0.0;
+    } else {
+      pipe_bound[j] = 0.0;
+    }
     if (pipe_bound[j] > best.threshold()) return;
-    auto pred = SimulatePlan(m, c, e.plans[i], hw);
+    auto pred = SimulatePriced(m, c, e.plans[i], hw, std::move(priced).value());
     if (!pred.ok()) {
       std::lock_guard<std::mutex> lock(err_mu);
       if (first_error.ok()) first_error = pred.status();

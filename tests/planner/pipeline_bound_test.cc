@@ -129,6 +129,48 @@ TEST(PipelineBound, SeesTheStallOfUnevenInterleavedChunks) {
   EXPECT_LT(*b, 1.02 * StepTimeLowerBound(p, costs));
 }
 
+// The search prices a plan once (PricePlan) for the bound and the
+// simulation: the same numbers as SimulatePlan and as the bound that builds
+// its own schedule; costs or schedule of another plan are refused.
+TEST(PipelineBound, PricedOnceGivesTheSameBoundAndSimulation) {
+  auto m = LoadModel(std::string(DT_SOURCE_DIR) + "/examples/models/gpt2-124m.json");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const HardwareProfile hw = Profile("A100-SXM4-80GB");
+  const ClusterSpec c = testing_models::Cluster(2, 8);
+  SearchConstraints k;
+  k.global_batch = 64;
+  k.seq_length = m->seq_length;
+  k.max_vpp = 3;
+  auto e = EnumeratePlans(*m, c, k);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  int checked = 0;
+  const PlanSpec* other = nullptr;
+  for (size_t i = 0; i < e->plans.size(); i += 11) {
+    const PlanSpec& p = e->plans[i];
+    auto priced = PricePlan(*m, c, p, hw);
+    ASSERT_TRUE(priced.ok()) << Describe(p) << ": " << priced.status().message();
+    auto own = PipelineLowerBound(p, priced->costs);
+    auto given = PipelineLowerBound(p, priced->costs, priced->schedule);
+    ASSERT_TRUE(own.ok() && given.ok()) << Describe(p);
+    EXPECT_EQ(*own, *given) << Describe(p);
+    auto whole = SimulatePlan(*m, c, p, hw);
+    auto halves = SimulatePriced(*m, c, p, hw, *priced);
+    ASSERT_TRUE(whole.ok() && halves.ok()) << Describe(p);
+    EXPECT_EQ(whole->step_time_s, halves->step_time_s) << Describe(p);
+    EXPECT_EQ(whole->peak_memory_bytes, halves->peak_memory_bytes) << Describe(p);
+    if (other && other->pp != p.pp) {
+      auto wrong = SimulatePriced(*m, c, *other, hw, *priced);
+      EXPECT_FALSE(wrong.ok()) << Describe(*other) << " simulated with the costs of " << Describe(p);
+      if (p.pp >= 2 && other->pp >= 2) {
+        EXPECT_FALSE(PipelineLowerBound(*other, priced->costs, priced->schedule).ok());
+      }
+    }
+    other = &p;
+    ++checked;
+  }
+  EXPECT_GT(checked, 50);
+}
+
 TEST(PipelineBound, OneStageHasNoPipelineBound) {
   PlanSpec p;
   p.layers_per_chunk = {12};
