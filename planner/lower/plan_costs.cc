@@ -336,6 +336,19 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   OpListCost mf = Price(mtp.forward, p, c, hw, outside),
              mb = Price(mtp.backward, p, c, hw, outside),
              mr = Price(mtp.recompute, p, c, hw, outside);
+  // A full recompute in situ (compute.recompute_cost_ratio, measured on CPUs
+  // by `dtplan profile`; 1 elsewhere): its kernels' time, not its collectives'.
+  // Never below its FLOPs at the device's peak (a physical bound).
+  if (p.recompute == Recompute::kFull && hw.compute.recompute_cost_ratio != 1.0) {
+    const double ratio = hw.compute.recompute_cost_ratio;
+    auto scale = [&](OpListCost* r, const std::vector<Op>& ops) {
+      r->compute = std::max(r->compute * ratio, hw.device.peak_flops > 0 ? SumFlops(ops) / hw.device.peak_flops : 0.0);
+    };
+    scale(&lr, layer.recompute);
+    if (m.has_dense_layers()) scale(&dr, TransformerLayerOps(dense_model, p, e, /*windowed=*/false, kernels).recompute);
+    scale(&mr, mtp.recompute);
+    wr.compute *= ratio;  // a difference of two lists (windowed - full attention)
+  }
 
   const GroupTopology grad = GradGroupTopology(p, c.gpus_per_node);
   const GroupTopology egrad = ExpertGradGroupTopology(p, c.gpus_per_node);

@@ -117,6 +117,13 @@ struct ComputeProfile {
   // Host time per training step outside the kernels (optimizer bookkeeping,
   // loss/grad-norm synchronisation, data loading, logging). Optional.
   double step_overhead_s = 0;
+  // What a full recompute costs in situ over what its op list prices (the
+  // forward's ops re-run right before each layer's backward), measured by
+  // `dtplan profile` on CPUs as (step with full recompute - plain step) /
+  // priced recompute, median over the microbatch sizes it times; it
+  // multiplies the compute of full-recompute op lists (plan_costs.cc).
+  // Optional, 1 = priced as a forward (GPU profiles).
+  double recompute_cost_ratio = 1.0;
   Fp8Compute fp8;  // optional (GPUs with FP8 Tensor Cores)
   Bf16InputsCompute bf16;  // optional (measured CPU profiles)
   std::vector<StepCheck> step_checks;  // optional (profiles measured by dtplan profile)

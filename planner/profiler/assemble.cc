@@ -117,6 +117,40 @@ std::string UnsteadyMachineWarning(const Measurements& m, double threshold) {
          "(`dtplan profile --speed-check PROFILE` tells how fast the machine runs now against the profile).";
 }
 
+namespace {
+
+// compute.recompute_cost_ratio from the steps timed with full recompute:
+// per step, (its time - the plain step's) / the recompute's priced time
+// under `hp`, the median over steps (1 when none was timed). The two steps
+// of a pair ran alternately, so a drifting machine moves both; their
+// difference is what a recompute costs in situ. Appends what it found to
+// *note.
+double RecomputeCostRatio(const std::vector<ModelSample>& steps, const HardwareProfile& hp, std::string* note) {
+  std::vector<double> ratios;
+  std::string each;
+  for (const ModelSample& s : steps) {
+    if (s.full_recompute_seconds <= 0 || s.recompute_ops.empty()) continue;
+    double priced = 0;
+    for (const Op& op : s.recompute_ops) priced += OpTime(op, hp);
+    if (priced <= 0) continue;
+    const double r = (s.full_recompute_seconds - s.seconds) / priced;
+    ratios.push_back(r);
+    each += " " + s.what + " " + ShortNumber(r, 3) + ";";
+  }
+  if (ratios.empty()) return 1.0;
+  std::sort(ratios.begin(), ratios.end());
+  const size_t n = ratios.size();
+  const double median = n % 2 ? ratios[n / 2] : 0.5 * (ratios[n / 2 - 1] + ratios[n / 2]);
+  // Kept within [0.25, 2]: outside it a step pair was disturbed, not priced.
+  const double r = std::clamp(median, 0.25, 2.0);
+  *note += " recompute_cost_ratio " + ShortNumber(r, 3) + (r != median ? " (clamped)" : "") +
+           ": full recompute timed beside the plain step, (step with it - without) / the recompute's priced "
+           "time, median over " + std::to_string(n) + " microbatch sizes:" + each;
+  return r;
+}
+
+}  // namespace
+
 StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
   const std::string where = "measured profile '" + m.name + "'";
   if (m.gemms.empty()) return InvalidArgument(where + ": no GEMM was measured");
@@ -361,6 +395,7 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
     }
     c.note += fit;
     DT_RETURN_IF_ERROR(PrepareProfile(&p, where));
+    c.recompute_cost_ratio = RecomputeCostRatio(m.model_steps, p, &c.note);
   }
   return p;
 }

@@ -1,6 +1,7 @@
 #include "planner/profiler/measure_compute.h"
 
 #include <algorithm>
+#include <memory>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -351,28 +352,27 @@ std::vector<GemmPoint> MedianOverSteps(const std::vector<std::vector<GemmPoint>>
 }
 
 std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const ModelSpec& m, int seq,
-                                           const std::vector<int>& mbs) {
+                                           const std::vector<int>& mbs, double recompute_max_step_s) {
   std::vector<ModelSample> out;
   for (int b : mbs) {
     const PlanSpec p = ProfilerStepPlan(m, seq, b, 1);
     ModelSample s;
     const int e = 4;
     LayerOps emb = EmbeddingOps(m, p, e), layer = TransformerLayerOps(m, p, e), head = HeadOps(m, p, e);
-    auto add = [&](const std::vector<Op>& v, int times) {
+    auto add = [&](const std::vector<Op>& v, int times, std::vector<Op>* to) {
       for (int i = 0; i < times; ++i)
         for (const Op& op : v)
-          if (op.kind != OpKind::kCollective) s.ops.push_back(op);
+          if (op.kind != OpKind::kCollective) to->push_back(op);
     };
-    add(emb.forward, 1);
-    add(layer.forward, m.num_layers);
-    add(head.forward, 1);
-    add(head.backward, 1);
-    add(layer.backward, m.num_layers);
-    add(emb.backward, 1);
+    add(emb.forward, 1, &s.ops);
+    add(layer.forward, m.num_layers, &s.ops);
+    add(head.forward, 1, &s.ops);
+    add(head.backward, 1, &s.ops);
+    add(layer.backward, m.num_layers, &s.ops);
+    add(emb.backward, 1, &s.ops);
     // The step runs on a timing decorator when the GEMMs are timed in situ.
     rt::bench::ProfilingBackend timing(*cfg.be, rt::bench::ProfilingBackend::kGemmsOnly);
     rt::Backend& be = cfg.time_gemms_in_step ? static_cast<rt::Backend&>(timing) : *cfg.be;
-    rt::ModelChunk chunk(m, p, /*chunk=*/0, /*tp_rank=*/0, rt::ParallelComms{}, be, 1234);
     std::vector<int32_t> tokens(static_cast<size_t>(seq) * b), targets(tokens.size());
     for (size_t i = 0; i < tokens.size(); ++i) {
       tokens[i] = static_cast<int32_t>((i * 7919) % m.vocab);
@@ -380,30 +380,51 @@ std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const Model
     }
     rt::OptimizerOptions oo;
     oo.lr.total_steps = 1 << 30;
-    rt::Optimizer opt({&chunk.params()}, {true}, oo, rt::OptimizerComms{});
-    s.params = chunk.params().numel();
+    // One model chunk and optimizer per recompute mode (the same seed).
+    struct Trainer {
+      rt::ModelChunk chunk;
+      rt::Optimizer opt;
+      Trainer(const ModelSpec& m, const PlanSpec& p, rt::Backend& be, const rt::OptimizerOptions& oo)
+          : chunk(m, p, /*chunk=*/0, /*tp_rank=*/0, rt::ParallelComms{}, be, 1234),
+            opt({&chunk.params()}, {true}, oo, rt::OptimizerComms{}) {}
+    };
+    Trainer plain(m, p, be, oo);
+    s.params = plain.chunk.params().numel();
     // A whole training step as dtrun runs it on one rank: the optimizer
     // pass between steps leaves the caches as the next forward finds them.
-    auto step = [&] {
+    auto step = [&](Trainer& t) {
       float loss = 0;
-      chunk.params().ZeroGrads();
-      chunk.Forward(0, nullptr, tokens.data(), targets.data(), &loss);
-      chunk.Backward(0, nullptr, 1.0f);
-      opt.StartGradSync(0);
-      opt.Step();
+      t.chunk.params().ZeroGrads();
+      t.chunk.Forward(0, nullptr, tokens.data(), targets.data(), &loss);
+      t.chunk.Backward(0, nullptr, 1.0f);
+      t.opt.StartGradSync(0);
+      t.opt.Step();
       cfg.be->Synchronize();
     };
     // Ranks start each step together and a step lasts as long as its
     // slowest rank (as in a synchronous job): median over steps of the max
     // over ranks, not the max of per-rank medians.
-    double once = 0;
-    for (int i = 0; i < std::max(1, cfg.warmup); ++i) {
+    auto timed = [&](Trainer& t) {
       Barrier(cfg.sync);
       const double t0 = NowSeconds();
-      step();
-      once = AllMax(cfg.sync, NowSeconds() - t0);
+      step(t);
+      return AllMax(cfg.sync, NowSeconds() - t0);
+    };
+    double once = 0;
+    for (int i = 0; i < std::max(1, cfg.warmup); ++i) once = timed(plain);
+    // Full recompute beside it where the step is short enough (AllMax: every
+    // rank takes the same decision).
+    std::unique_ptr<Trainer> full;
+    if (recompute_max_step_s > 0 && once <= recompute_max_step_s) {
+      PlanSpec pf = p;
+      pf.recompute = Recompute::kFull;
+      // On the same backend as the plain step (the GEMM timer's cost alike);
+      // the in-step GEMM times are read right after each plain step only.
+      full = std::make_unique<Trainer>(m, pf, be, oo);
+      add(TransformerLayerOps(m, pf, e).recompute, m.num_layers, &s.recompute_ops);
+      for (int i = 0; i < std::max(1, cfg.warmup); ++i) timed(*full);
     }
-    std::vector<double> times;
+    std::vector<double> times, full_times;
     // In-step GEMM times per step (mean per call within the step), so that
     // a shape's time is the median over steps: one call descheduled on a
     // shared VM (several ms) once made a shape's mean over all steps' calls
@@ -414,20 +435,26 @@ std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const Model
     // would otherwise take 9 s of the profile's minute for 15 repeats).
     const int reps = RepsForBudget(once, 8 * cfg.point_budget_s, 5, std::max(5, 3 * cfg.max_reps));
     for (int i = 0; i < reps; ++i) {
+      if (full && i % 2 == 1) full_times.push_back(timed(*full));
       timing.Reset();
-      Barrier(cfg.sync);
-      const double t0 = NowSeconds();
-      step();
-      times.push_back(AllMax(cfg.sync, NowSeconds() - t0));
+      times.push_back(timed(plain));
       if (cfg.time_gemms_in_step) gemm_steps.push_back(InStepGemms(timing, s.ops));
+      if (full && i % 2 == 0) full_times.push_back(timed(*full));
     }
     std::sort(times.begin(), times.end());
     s.seconds = times[times.size() / 2];
+    if (!full_times.empty()) {
+      std::sort(full_times.begin(), full_times.end());
+      s.full_recompute_seconds = full_times[full_times.size() / 2];
+    }
     s.what = m.name + " training step mbs" + std::to_string(b);
     s.in_step_gemms = MedianOverSteps(gemm_steps);
     out.push_back(std::move(s));
-    Report(cfg, out.back().what + Fmt(": %.3f ms (%.0f planner ops)", out.back().seconds * 1e3,
-                                      static_cast<double>(out.back().ops.size())));
+    std::string line = out.back().what + Fmt(": %.3f ms (%.0f planner ops)", out.back().seconds * 1e3,
+                                             static_cast<double>(out.back().ops.size()));
+    if (out.back().full_recompute_seconds > 0)
+      line += Fmt(", with full recompute %.3f ms", out.back().full_recompute_seconds * 1e3);
+    Report(cfg, line);
   }
   return out;
 }

@@ -107,14 +107,25 @@ struct ModelSample {
   // step's mean per call), keyed as the planner keys it (the shapes of
   // `ops`; attention's per-head GEMMs are left out).
   std::vector<GemmPoint> in_step_gemms;
+  // With MeasureModelSteps' recompute_max_step_s: the same step with every
+  // layer fully recomputed (dtrun's --recompute full: each layer's forward
+  // re-run right before its backward), its steps alternated with the plain
+  // ones (median; 0 when not measured), and the planner ops that recompute
+  // adds (TransformerLayerOps(...).recompute of each layer).
+  double full_recompute_seconds = 0;
+  std::vector<Op> recompute_ops;
 };
 
 // Per shape, the median over steps of each step's time per call (a shape
 // missing from a step has one sample fewer). A call descheduled for
 // milliseconds on a shared VM moves one step's sample, not the result.
 std::vector<GemmPoint> MedianOverSteps(const std::vector<std::vector<GemmPoint>>& steps);
+// recompute_max_step_s > 0: microbatch sizes whose plain step (its warm-up)
+// takes at most that long are also timed with full recompute, each timed
+// step of one kind followed by one of the other (the order flipped every
+// repetition), so a machine whose speed drifts moves both alike.
 std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const ModelSpec& m, int seq,
-                                           const std::vector<int>& mbs);
+                                           const std::vector<int>& mbs, double recompute_max_step_s = 0);
 
 // One optimizer step (gradient squares for the norm + AdamW update,
 // runtime/optim) over `params` parameters: seconds.

@@ -164,7 +164,9 @@ int RunProfiler(const ProfilerOptions& o, const ProfilerDevice& dev, rt::MpiComm
                  SumFlops(HeadOps(m, p, 4).forward)) <= 50 * o.max_gemm_flops)
           step_mbs.push_back(b);
       }
-      auto steps = MeasureModelSteps(cfg, m, seq, step_mbs);
+      // Steps up to 0.1 s (gpt-tiny, gpt-small-cpu to microbatch 4 on a
+      // 2-core VM) also with full recompute: compute.recompute_cost_ratio.
+      auto steps = MeasureModelSteps(cfg, m, seq, step_mbs, o.quick ? 0.02 : 0.1);
       ms.model_steps.insert(ms.model_steps.end(), steps.begin(), steps.end());
     }
   }

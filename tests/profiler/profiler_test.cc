@@ -288,6 +288,85 @@ TEST(ProfilerSteps, InStepGemmsCoverThePlannersLinearGemms) {
 // call: one step whose call of a shape was descheduled (4x, as seen on a
 // shared VM) does not move it, a shape every step runs slower does, and a
 // shape missing from some steps keeps the samples it has.
+// compute.recompute_cost_ratio: per step timed with full recompute, the
+// extra time over the recompute's priced time; the median over the steps
+// is kept, a disturbed pair clamped, and without such steps it stays 1
+// (and is not written).
+TEST(ProfilerAssemble, RecomputeCostRatioIsTheMedianInSituRecomputeOverItsPrice) {
+  StatusOr<ModelSpec> tiny = LoadModel(std::string(DT_SOURCE_DIR) + "/examples/models/gpt-tiny.json");
+  ASSERT_TRUE(tiny.ok());
+  Measurements base = Synthetic();
+  const HardwareProfile without = *AssembleProfile(base);
+  EXPECT_EQ(without.compute.recompute_cost_ratio, 1.0);
+  EXPECT_FALSE(ToJson(without).at("compute").contains("recompute_cost_ratio"));
+  PlanSpec p;
+  p.seq_length = 64;
+  p.flash_attention = false;
+  p.recompute = Recompute::kFull;
+  const std::vector<Op> rc = TransformerLayerOps(*tiny, p, 4).recompute;
+  ASSERT_FALSE(rc.empty());
+  auto with_ratios = [&](std::vector<double> ratios) {
+    Measurements m = base;
+    for (size_t i = 0; i < ratios.size(); ++i) {
+      ModelSample s;
+      s.what = "gpt-tiny training step mbs" + std::to_string(i + 1);
+      s.ops = rc;  // any work; the plain step's time is what it is
+      s.seconds = 2e-3 * (i + 1);
+      s.recompute_ops = rc;
+      m.model_steps.push_back(s);
+    }
+    // Prices under the assembled profile (the recompute ops only depend on
+    // the GEMM points and efficiencies, which the ratio leaves alone).
+    HardwareProfile first = *AssembleProfile(m);
+    double priced = 0;
+    for (const Op& op : rc) priced += OpTime(op, first);
+    for (size_t i = 0; i < ratios.size(); ++i)
+      m.model_steps[i].full_recompute_seconds = m.model_steps[i].seconds + ratios[i] * priced;
+    return *AssembleProfile(m);
+  };
+  HardwareProfile q = with_ratios({0.8, 0.9, 0.7, 5.0, 0.85});
+  EXPECT_NEAR(q.compute.recompute_cost_ratio, 0.85, 1e-9);
+  EXPECT_NE(q.compute.note.find("recompute_cost_ratio 0.85"), std::string::npos) << q.compute.note;
+  StatusOr<HardwareProfile> back = ProfileFromJson(ToJson(q), "round trip");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->compute.recompute_cost_ratio, q.compute.recompute_cost_ratio);
+  HardwareProfile clamped = with_ratios({0.01, 0.02, 0.03});
+  EXPECT_EQ(clamped.compute.recompute_cost_ratio, 0.25);
+  EXPECT_NE(clamped.compute.note.find("(clamped)"), std::string::npos);
+  HardwareProfile bad = q;
+  bad.compute.recompute_cost_ratio = 0;
+  EXPECT_FALSE(ProfileFromJson(ToJson(bad), "bad").ok());
+}
+
+// Steps short enough are also timed with full recompute, alternately with
+// the plain ones; the planner's recompute ops come with them.
+TEST(ProfilerSteps, FullRecomputeTimedBesideThePlainStep) {
+  StatusOr<ModelSpec> m = LoadModel(std::string(DT_SOURCE_DIR) + "/examples/models/gpt-tiny.json");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  std::unique_ptr<rt::Backend> be = rt::MakeCpuBackend();
+  MeasureConfig cfg;
+  cfg.be = be.get();
+  cfg.max_reps = 1;
+  cfg.point_budget_s = 0.01;
+  cfg.time_gemms_in_step = true;
+  std::vector<ModelSample> s = MeasureModelSteps(cfg, *m, 32, {2}, /*recompute_max_step_s=*/10.0);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_GT(s[0].full_recompute_seconds, 0);
+  EXPECT_EQ(s[0].recompute_ops.size(), static_cast<size_t>(m->num_layers) *
+                                          TransformerLayerOps(*m, [&] {
+                                            PlanSpec p;
+                                            p.seq_length = 32;
+                                            p.micro_batch = 2;
+                                            p.flash_attention = false;
+                                            p.recompute = Recompute::kFull;
+                                            return p;
+                                          }(), 4).recompute.size());
+  EXPECT_FALSE(s[0].in_step_gemms.empty());
+  std::vector<ModelSample> plain = MeasureModelSteps(cfg, *m, 32, {2});
+  EXPECT_EQ(plain[0].full_recompute_seconds, 0);
+  EXPECT_TRUE(plain[0].recompute_ops.empty());
+}
+
 TEST(ProfilerSteps, InStepGemmTimesAreMediansOverSteps) {
   auto point = [](int64_t m, int64_t n, int64_t k, double s) {
     GemmPoint g;
