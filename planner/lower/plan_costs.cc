@@ -77,21 +77,14 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
     if (op.overlap_window != w.id) close_window();
-    if (outside != nullptr) {  // null: the caller does not report it (lower bounds)
-      if (op.kind == OpKind::kCollective) {
-        GroupTopology g = TopologyOf(p, op.group, c.gpus_per_node);
-        *outside |= OpOutsideProfile(op, g.per_node, g.spans_nodes, hw);
-      } else {
-        *outside |= OpOutsideProfile(op, 1, false, hw);
-      }
-    }
+    // A collective's placement and in-line time, once.
+    const bool coll = op.kind == OpKind::kCollective;
+    const GroupTopology g = coll ? TopologyOf(p, op.group, c.gpus_per_node) : GroupTopology{};
+    if (outside != nullptr)  // null: the caller does not report it (lower bounds)
+      *outside |= OpOutsideProfile(op, g.per_node, g.spans_nodes, hw);
+    const double coll_t = coll ? OpCollectiveTime(op, g.per_node, g.spans_nodes, hw) : 0.0;
     if (op.overlap_window != 0) {
-      const double t = op.kind == OpKind::kCollective
-                           ? [&] {
-                               const GroupTopology g = TopologyOf(p, op.group, c.gpus_per_node);
-                               return OpCollectiveTime(op, g.per_node, g.spans_nodes, hw);
-                             }()
-                           : OpDeviceTime(op, hw);
+      const double t = coll ? coll_t : OpDeviceTime(op, hw);
       if (t <= 0) continue;
       w.id = op.overlap_window;
       ++w.ops;
@@ -105,8 +98,7 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
       if (op.kind == OpKind::kAttention) attention += std::max(t, launch);
       continue;
     }
-    GroupTopology g = TopologyOf(p, op.group, c.gpus_per_node);
-    double t = OpCollectiveTime(op, g.per_node, g.spans_nodes, hw);
+    const double t = coll_t;
     if (t <= 0) continue;
     if (p.tp_comm_overlap) {
       comm[i] = std::max(t, launch);
