@@ -257,6 +257,16 @@ TEST(ProfilerAssemble, InStepGemmTimesReplaceIsolatedOnes) {
   EXPECT_NE(p.compute.note.find("1 more shapes"), std::string::npos);
 }
 
+// One repetition of each whole step, GEMMs timed inside it, on `be`.
+MeasureConfig QuickStepConfig(rt::Backend* be) {
+  MeasureConfig cfg;
+  cfg.be = be;
+  cfg.max_reps = 1;
+  cfg.point_budget_s = 0.01;
+  cfg.time_gemms_in_step = true;
+  return cfg;
+}
+
 // The runtime's step maps back onto the planner's keys: every linear-layer
 // GEMM the planner prices for the step (forward, dgrad and the swapped
 // wgrad, the LM head) gets an in-step time, and no other shape does.
@@ -264,11 +274,7 @@ TEST(ProfilerSteps, InStepGemmsCoverThePlannersLinearGemms) {
   StatusOr<ModelSpec> m = LoadModel(std::string(DT_SOURCE_DIR) + "/examples/models/gpt-tiny.json");
   ASSERT_TRUE(m.ok()) << m.status().message();
   std::unique_ptr<rt::Backend> be = rt::MakeCpuBackend();
-  MeasureConfig cfg;
-  cfg.be = be.get();
-  cfg.max_reps = 1;
-  cfg.point_budget_s = 0.01;
-  cfg.time_gemms_in_step = true;
+  MeasureConfig cfg = QuickStepConfig(be.get());
   std::vector<ModelSample> s = MeasureModelSteps(cfg, *m, 32, {2});
   ASSERT_EQ(s.size(), 1u);
   std::set<std::tuple<int64_t, int64_t, int64_t>> planner, timed;
@@ -344,11 +350,7 @@ TEST(ProfilerSteps, FullRecomputeTimedBesideThePlainStep) {
   StatusOr<ModelSpec> m = LoadModel(std::string(DT_SOURCE_DIR) + "/examples/models/gpt-tiny.json");
   ASSERT_TRUE(m.ok()) << m.status().message();
   std::unique_ptr<rt::Backend> be = rt::MakeCpuBackend();
-  MeasureConfig cfg;
-  cfg.be = be.get();
-  cfg.max_reps = 1;
-  cfg.point_budget_s = 0.01;
-  cfg.time_gemms_in_step = true;
+  MeasureConfig cfg = QuickStepConfig(be.get());
   std::vector<ModelSample> s = MeasureModelSteps(cfg, *m, 32, {2}, /*recompute_max_step_s=*/10.0);
   ASSERT_EQ(s.size(), 1u);
   EXPECT_GT(s[0].full_recompute_seconds, 0);

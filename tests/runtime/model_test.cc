@@ -9,6 +9,7 @@
 #include "runtime/model/init.h"
 #include "runtime/model/model_chunk.h"
 #include "runtime/tensor/allocator.h"
+#include "tests/runtime/model_step_util.h"
 
 namespace dt::rt {
 namespace {
@@ -27,38 +28,10 @@ ModelSpec TinyModel() {
   return m;
 }
 
-PlanSpec TinyPlan(int chunks = 1, Recompute rc = Recompute::kNone) {
-  PlanSpec p;
-  p.pp = chunks;
-  p.micro_batch = 2;
-  p.num_microbatches = 1;
-  p.seq_length = 8;
-  p.recompute = rc;
-  p.layers_per_chunk = EvenSplit(2, chunks);
-  return p;
-}
-
-struct Batch {
-  std::vector<int32_t> tokens, targets;
-};
-Batch MakeBatch(const ModelSpec& m, const PlanSpec& p, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::uniform_int_distribution<int32_t> d(0, m.vocab - 1);
-  Batch b;
-  for (int i = 0; i < p.micro_batch * p.seq_length; ++i) {
-    b.tokens.push_back(d(g));
-    b.targets.push_back(d(g));
-  }
-  return b;
-}
-
-// Loss and all grads (in store order) of a 1-chunk model.
-float RunStep(ModelChunk& c, const Batch& b, float scale = 1.0f) {
-  float loss = 0;
-  c.Forward(0, nullptr, b.tokens.data(), b.targets.data(), &loss);
-  c.Backward(0, nullptr, scale);
-  return loss;
-}
+using testing_util::Batch;
+using testing_util::MakeBatch;
+using testing_util::RunStep;
+using testing_util::TinyPlan;
 
 class ModelTest : public ::testing::Test {
  protected:
