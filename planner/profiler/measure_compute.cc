@@ -1,10 +1,10 @@
 #include "planner/profiler/measure_compute.h"
 
 #include <algorithm>
-#include <memory>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <set>
