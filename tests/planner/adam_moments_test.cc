@@ -18,10 +18,7 @@
 namespace dt {
 namespace {
 
-const HardwareProfile& H100() {
-  static const HardwareProfile p = LoadProfile("h100").value();
-  return p;
-}
+using testing_models::H100;
 
 PlanSpec Plan(const ModelSpec& m, int moments) {
   PlanSpec p;

@@ -36,10 +36,7 @@ PlanSpec Plan(const ModelSpec& m, int ep, double capacity, bool pad) {
   return p;
 }
 
-const HardwareProfile& H100() {
-  static const HardwareProfile p = LoadProfile("h100").value();
-  return p;
-}
+using testing_models::H100;
 
 double StepSeconds(const ModelSpec& m, const PlanSpec& p) {
   ClusterSpec c;

@@ -44,10 +44,7 @@ PlanSpec Plan(const ModelSpec& m, int pp, int vpp, bool overlap) {
   return p;
 }
 
-const HardwareProfile& H100() {
-  static const HardwareProfile p = LoadProfile("h100").value();
-  return p;
-}
+using testing_models::H100;
 
 TEST(MoeA2aOverlap, FollowsMegatronsRulesAndRoundTrips) {
   const ModelSpec m = Moe();

@@ -49,10 +49,7 @@ PlanSpec Plan(const ModelSpec& m, int tp, int ep, bool overlap) {
   return p;
 }
 
-const HardwareProfile& H100() {
-  static const HardwareProfile p = LoadProfile("h100").value();
-  return p;
-}
+using testing_models::H100;
 
 double LayerForward(const ModelSpec& m, const PlanSpec& p) {
   const PlanCosts c = ComputePlanCosts(m, testing_models::Cluster(2, 8), p, H100());

@@ -1,12 +1,20 @@
 // Model specs and plans shared by the planner's unit tests: a GPT of a given shape
 // (FFN 4h, vocabulary 51200, sequence 2048, as in Narayanan et al. SC21)
-// and Llama-3 8B (Meta's published config). Header-only test fixtures.
+// and Llama-3 8B (Meta's published config); the bundled H100 profile, loaded
+// once. Header-only test fixtures.
 #pragma once
 
+#include "planner/profile/profile.h"
 #include "planner/spec/model_spec.h"
 #include "planner/spec/plan_spec.h"
 
 namespace dt::testing_models {
+
+// The bundled H100-SXM5-80GB profile (aborts if it does not load).
+inline const HardwareProfile& H100() {
+  static const HardwareProfile p = LoadProfile("h100").value();
+  return p;
+}
 
 inline ModelSpec Gpt(int h, int a, int layers) {
   ModelSpec m;

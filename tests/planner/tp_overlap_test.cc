@@ -22,10 +22,7 @@
 namespace dt {
 namespace {
 
-const HardwareProfile& H100() {
-  static const HardwareProfile p = LoadProfile("h100").value();
-  return p;
-}
+using testing_models::H100;
 
 Op Named(OpKind kind, const char* name) {
   Op op;
