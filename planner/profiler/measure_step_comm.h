@@ -11,7 +11,9 @@
 // each group wrapped in rt::TimedComm, and returns, per collective and
 // size, the median call of the rank that spent least in it (the
 // other ranks' excess is waiting for the slowest one, whose compute the
-// profile's step timings already price).
+// profile's step timings already price), the median of three rounds of
+// the plans (a few milliseconds each: one burst of a VM neighbour can
+// cover a whole plan's window).
 //
 // Collective over `world` (every rank calls it with the same arguments);
 // it builds the runtime's groups (MPI_COMM_WORLD split) and needs the whole

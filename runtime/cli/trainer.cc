@@ -466,6 +466,19 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
                  "%.3f ms:%s (means per step after the first; time inside blocking calls and request waits)\n",
                  world.rank(), coord.tp, coord.cp, coord.dp, coord.pp, 1e3 * timed_step_s / steps,
                  1e3 * total / steps, line.c_str());
+    // The blocking collectives by operation and size, in the profile's
+    // convention (compare with its in-step series: dtplan profile's log).
+    std::string calls;
+    for (const auto& [key, e] : comm_times.by_call) {
+      if (e.calls == 0) continue;
+      char buf[128];
+      std::snprintf(buf, sizeof buf, " %s %.0f B %.2f us x %.0f;", key.first.c_str(), key.second,
+                    1e6 * e.seconds / static_cast<double>(e.calls), static_cast<double>(e.calls) / steps);
+      calls += buf;
+    }
+    if (!calls.empty())
+      std::fprintf(stderr, "dtrun: DT_COMM_TIMES rank %d blocking collectives (mean per call x calls per step):%s\n",
+                   world.rank(), calls.c_str());
   }
   watchdog->Enter("end of training");
   if (root && metrics.is_open() && !metrics_failed) {
