@@ -103,7 +103,12 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
           // ZeRO-3: the runtime gathers each unit right before its use and
           // waits for it (blocking): the gathers sit on the compute stream.
           sim::TaskId first = -1;
-          if (k.zero3_gather > 0) first = e->AddTask(cs, k.zero3_gather, kCatDpComm, nm("AG", mb, ch));
+          // dtrun on CPU: the activation is copied in by this rank's core.
+          if (costs.receiver_copies && ch > 0) first = e->AddTask(cs, costs.p2p, kCatP2p, nm("recvA", mb, ch));
+          if (k.zero3_gather > 0) {
+            const sim::TaskId g = e->AddTask(cs, k.zero3_gather, kCatDpComm, nm("AG", mb, ch));
+            if (first < 0) first = g;
+          }
           sim::TaskId t = e->AddTask(cs, k.fwd_compute, kCatCompute, nm("F", mb, ch));
           fwd_first.at(mb, ch) = first >= 0 ? first : t;
           // A paired forward's all-to-alls are priced with its backward.
@@ -115,9 +120,14 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
         case ActionKind::kBackward: {
           const ChunkCost& k = costs.chunks[ch];
           sim::TaskId first = -1, t = -1;
+          // dtrun on CPU: the gradient is copied in by this rank's core.
+          if (costs.receiver_copies && ch + 1 < nch) t = first = e->AddTask(cs, costs.p2p, kCatP2p, nm("recvG", mb, ch));
           // ZeRO-3 gathers (blocking, as in the forward), then recompute
           // (counted apart from the backward proper).
-          if (k.zero3_gather > 0) t = first = e->AddTask(cs, k.zero3_gather, kCatDpComm, nm("AG", mb, ch));
+          if (k.zero3_gather > 0) {
+            t = e->AddTask(cs, k.zero3_gather, kCatDpComm, nm("AG", mb, ch));
+            if (first < 0) first = t;
+          }
           if (k.recompute > 0) {
             t = e->AddTask(cs, k.recompute, kCatRecompute, nm("R", mb, ch));
             if (first < 0) first = t;
@@ -150,14 +160,17 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
           break;
         }
         case ActionKind::kSendAct: {
-          // A blocking send occupies the sender's compute stream (PlanCosts::blocking_sends).
-          sim::TaskId x = e->AddTask(costs.blocking_sends ? cs : fwd_link[s], costs.p2p, kCatP2p, nm("act", mb, ch));
+          // A blocking send occupies the sender's compute stream (PlanCosts::blocking_sends);
+          // where the receiver copies (PlanCosts::receiver_copies) the send only posts it.
+          const double send = costs.receiver_copies ? 0.0 : costs.p2p;
+          sim::TaskId x = e->AddTask(costs.blocking_sends ? cs : fwd_link[s], send, kCatP2p, nm("act", mb, ch));
           e->AddDep(fwd_last.at(mb, ch), x);
           act_xfer.at(mb, ch) = x;
           break;
         }
         case ActionKind::kSendGrad: {
-          sim::TaskId x = e->AddTask(costs.blocking_sends ? cs : bwd_link[s], costs.p2p, kCatP2p, nm("grad", mb, ch));
+          const double send = costs.receiver_copies ? 0.0 : costs.p2p;
+          sim::TaskId x = e->AddTask(costs.blocking_sends ? cs : bwd_link[s], send, kCatP2p, nm("grad", mb, ch));
           e->AddDep(bwd_last.at(mb, ch), x);
           grad_xfer.at(mb, ch) = x;
           break;

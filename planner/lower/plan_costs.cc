@@ -467,6 +467,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   }
   pc.p2p = p.pp > 1 ? P2PTime(ActivationMessageBytes(m, p, e), pipe.spans_nodes, hw) : 0;
   pc.blocking_sends = BlockingSends(p, hw);
+  pc.receiver_copies = p.pp > 1 && ExecutorOf(hw) == Executor::kDtrun;
   if (p.pp > 1 && track_outside)
     pc.outside_profile |= CollectiveOutsideProfile(CollKind::kSendRecv, ActivationMessageBytes(m, p, e), 2, 1,
                                                    pipe.spans_nodes, hw);

@@ -50,6 +50,11 @@ struct PlanCosts {
   double p2p = 0;                      // one activation (or its gradient) between stages
   // The sender's compute stream waits for each pipeline send (BlockingSends).
   bool blocking_sends = false;
+  // dtrun on CPU ranks: a pipeline message is copied by the receiving rank's
+  // core (Open MPI's shared-memory transport reads it from the sender's
+  // memory when the receiver waits), so each receive holds the receiver's
+  // compute stream for `p2p` and the sender's link carries nothing.
+  bool receiver_copies = false;
   std::vector<double> optimizer;       // optimizer step per pipeline stage
   int num_buckets_last = 1;            // DP buckets per chunk (overlap granularity)
   bool outside_profile = false;        // some point lay outside a measured profile's range

@@ -1,7 +1,7 @@
 // Pipeline sends (PlanSpec::overlap_p2p_comm, PlanCosts::blocking_sends):
 // on GPUs a send holds its stage's compute until it is done, unless the plan
 // interleaves with Megatron-LM's --overlap-p2p-communication; dtrun never
-// blocks. Plan files, the Megatron round trip, what a plan pays, and the
+// blocks, but its receiving core copies each message in. Plan files, the Megatron round trip, what a plan pays, and the
 // validation cases' defaults by source.
 #include <gtest/gtest.h>
 
@@ -90,6 +90,39 @@ TEST(PipelineSends, BlockingCostsAtMostTheSendsOfAStage) {
   auto cb = SimulatePlan(m, cc, blocking, *cpu);
   ASSERT_TRUE(ca.ok() && cb.ok()) << (ca.ok() ? cb.status().message() : ca.status().message());
   EXPECT_DOUBLE_EQ(ca->step_time_s, cb->step_time_s);
+}
+
+// dtrun on CPU ranks: the receiving rank's core copies each message in
+// (PlanCosts::receiver_copies), so every receive of the critical stage sits
+// on its compute stream: exposed PP communication is exactly its receives
+// (an interleaved stage receives an activation for each forward but the
+// first chunk's and a gradient for each backward but the last chunk's).
+// GPU plans keep their sends on the link streams.
+TEST(PipelineSends, DtrunReceiversCopyTheirMessages) {
+  const ModelSpec m = testing_models::Llama8B();
+  auto cpu = LoadProfile("cpu-generic");
+  ASSERT_TRUE(cpu.ok());
+  ClusterSpec cc;
+  cc.nodes = 4;
+  cc.gpus_per_node = 2;
+  for (Schedule s : {Schedule::k1F1B, Schedule::kGpipe, Schedule::kInterleaved}) {
+    const PlanSpec p = Pipeline(m, s, true);
+    const PlanCosts costs = ComputePlanCosts(m, cc, p, *cpu);
+    EXPECT_TRUE(costs.receiver_copies);
+    ASSERT_GT(costs.p2p, 0);
+    auto r = SimulatePlan(m, cc, p, *cpu);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    // A middle stage receives 2 per microbatch and chunk; an end stage m
+    // fewer (no activation into chunk 0, no gradient into the last chunk).
+    const double most = 2.0 * p.num_microbatches * p.vpp, least = most - p.num_microbatches;
+    EXPECT_GE(r->time.pp_exposed, least * costs.p2p - 1e-12) << ToString(s);
+    EXPECT_LE(r->time.pp_exposed, most * costs.p2p + 1e-12) << ToString(s);
+  }
+  EXPECT_FALSE(ComputePlanCosts(m, OneNode(), Pipeline(m, Schedule::k1F1B, true), A100()).receiver_copies);
+  PlanSpec one = Pipeline(m, Schedule::k1F1B, true);
+  one.pp = 1;
+  one.layers_per_chunk = EvenSplit(m.num_layers, 1);
+  EXPECT_FALSE(ComputePlanCosts(m, cc, one, *cpu).receiver_copies);
 }
 
 TEST(PipelineSends, PlanFilesAndDescribe) {
