@@ -437,7 +437,7 @@ std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const Model
     // With full recompute beside it, a short step follows an untimed step of
     // its own kind, as every step of a dtrun job follows one of the same plan:
     // straight after the other trainer's step, gpt-tiny's 1 / 2 / 4 ms steps
-    // measured 12 / 8 / 3% slower on a Zen 5 VM (their weights and activations
+    // measured 11 / 7 / 5% slower on a Zen 5 VM (their weights and activations
     // no longer in the caches) and its 8 ms step no slower (its data outgrows
     // the caches anyway), so steps above 10 ms skip the extra step.
     const bool warm_first = once <= 0.01;
