@@ -151,6 +151,12 @@ bool Bf16PricedAsFp32(const HardwareProfile& p, Precision precision) {
          !p.compute.bf16.available();
 }
 
+double OptimizerTimeFactor(double params, const HardwareProfile& p) {
+  const Curve& c = p.compute.optimizer_time_by_params;
+  if (c.empty()) return 1.0;
+  return Interpolate(c, std::max(params, 1.0), Scale::kLog, Scale::kLinear).value;
+}
+
 double ComputeTime(const std::vector<Op>& ops, const HardwareProfile& p) {
   double t = 0;
   for (const Op& op : ops)

@@ -51,6 +51,12 @@ double GemmEfficiency(double flops, const HardwareProfile& profile, bool* clampe
 // op.batch calls of this many FLOPs each, every one at its own size.
 double GemmCallFlops(const Op& op);
 
+// The optimizer step's time per parameter when one rank updates `params`
+// of them, relative to compute.optimizer_bytes_per_param's price:
+// compute.optimizer_time_by_params (log-linear in parameters, clamped at its
+// ends), 1 when the profile has no such curve (every bundled GPU profile).
+double OptimizerTimeFactor(double params, const HardwareProfile& profile);
+
 // Sum of OpTime over non-collective ops (collectives are skipped).
 double ComputeTime(const std::vector<Op>& ops, const HardwareProfile& profile);
 

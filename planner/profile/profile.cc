@@ -106,6 +106,16 @@ Status CheckCompute(const ComputeProfile& c, const std::string& w) {
     return InvalidArgument(w + ".recompute_cost_ratio must be in (0, 4] (1: a recompute costs what its forward ops price)");
   if (!(c.optimizer_bytes_per_param >= 0))
     return InvalidArgument(w + ".optimizer_bytes_per_param must be >= 0");
+  if (!c.optimizer_time_by_params.empty()) {
+    const Curve& o = c.optimizer_time_by_params;
+    const std::string ow = w + ".optimizer_time_by_params.points";
+    DT_RETURN_IF_ERROR(ValidateCurve(o, ow, true, true));
+    for (size_t i = 1; i < o.size(); ++i)
+      if (o.x[i] * o.y[i] < o.x[i - 1] * o.y[i - 1] * (1.0 - 1e-9))
+        return InvalidArgument(ow + "[" + std::to_string(i) + "]: the step over " + ShortNumber(o.x[i], 6) +
+                               " parameters would take less time than over " + ShortNumber(o.x[i - 1], 6) +
+                               "; x * y must not decrease");
+  }
   if (c.fp8.peak_flops != 0) {
     if (!(c.fp8.peak_flops > 0) || !std::isfinite(c.fp8.peak_flops))
       return InvalidArgument(w + ".fp8.peak_flops = " + ShortNumber(c.fp8.peak_flops, 6) + ": must be > 0");
@@ -261,6 +271,8 @@ bool operator==(const HardwareProfile& a, const HardwareProfile& b) {
          ca.attention_efficiency_by_keys_note == cb.attention_efficiency_by_keys_note &&
          ca.attention_efficiency_by_keys_cudnn == cb.attention_efficiency_by_keys_cudnn &&
          ca.attention_efficiency_by_keys_cudnn_note == cb.attention_efficiency_by_keys_cudnn_note &&
+         ca.optimizer_time_by_params == cb.optimizer_time_by_params &&
+         ca.optimizer_time_by_params_note == cb.optimizer_time_by_params_note &&
          ca.memory_bound_efficiency == cb.memory_bound_efficiency &&
          ca.kernel_overhead_s == cb.kernel_overhead_s &&
          ca.optimizer_bytes_per_param == cb.optimizer_bytes_per_param &&

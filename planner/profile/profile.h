@@ -110,6 +110,16 @@ struct ComputeProfile {
   double memory_bound_efficiency = 0;   // fraction of memory bandwidth for streaming kernels
   double kernel_overhead_s = 0;         // launch + tail per kernel
   double optimizer_bytes_per_param = 0; // bytes moved per parameter by one optimizer step
+  // Optional, measured (CPU profiles): the optimizer step's time per
+  // parameter by the number of parameters one rank updates (x), relative to
+  // what optimizer_bytes_per_param prices (y; 1 at the size that value was
+  // measured at). A step over a few hundred thousand parameters keeps its
+  // weights, gradients and moments in the caches and streams them 2-3x
+  // faster than one over millions, which go to DRAM. Log-linear between the
+  // points, clamped to the end values outside them; empty = 1 everywhere.
+  // y * x must not decrease with x (more parameters never take less time).
+  Curve optimizer_time_by_params;
+  std::string optimizer_time_by_params_note;
   // Host (framework) time to launch one kernel or collective. Launches are
   // asynchronous, so an op takes max(device time, host time): small ops are
   // host-bound, large ones device-bound. Optional (0 = never host-bound).

@@ -105,8 +105,8 @@ Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) 
   const json* pts = Child(*ge, "points", true, what + ".gemm_efficiency", &st);
   DT_RETURN_IF_ERROR(st);
   DT_RETURN_IF_ERROR(ParseCurve(*pts, what + ".gemm_efficiency.points", &c->gemm_efficiency));
-  // The attention curves: {"points": [[keys, efficiency], ...], "note": ...}.
-  auto attention_curve = [&](const char* key, Curve* curve, std::string* note) -> Status {
+  // Curves with a note: {"points": [[x, y], ...], "note": ...} (attention by keys, optimizer by parameters).
+  auto noted_curve = [&](const char* key, Curve* curve, std::string* note) -> Status {
     if (!j.contains(key) || j.at(key).is_null()) return Status::Ok();
     const std::string aw = what + "." + key;
     Status s;
@@ -119,10 +119,12 @@ Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) 
     DT_RETURN_IF_ERROR(s);
     return ParseCurve(*apts, aw + ".points", curve);
   };
-  DT_RETURN_IF_ERROR(attention_curve("attention_efficiency_by_keys", &c->attention_efficiency_by_keys,
+  DT_RETURN_IF_ERROR(noted_curve("attention_efficiency_by_keys", &c->attention_efficiency_by_keys,
                                      &c->attention_efficiency_by_keys_note));
-  DT_RETURN_IF_ERROR(attention_curve("attention_efficiency_by_keys_cudnn", &c->attention_efficiency_by_keys_cudnn,
+  DT_RETURN_IF_ERROR(noted_curve("attention_efficiency_by_keys_cudnn", &c->attention_efficiency_by_keys_cudnn,
                                      &c->attention_efficiency_by_keys_cudnn_note));
+  DT_RETURN_IF_ERROR(noted_curve("optimizer_time_by_params", &c->optimizer_time_by_params,
+                                     &c->optimizer_time_by_params_note));
   if (j.contains("fp8") && !j.at("fp8").is_null()) {
     const json& f = j.at("fp8");
     FieldReader fr(f, what + ".fp8");
@@ -323,16 +325,17 @@ json ToJson(const HardwareProfile& p) {
       a.push_back({{"what", s.what}, {"measured_s", s.measured_s}, {"predicted_s", s.predicted_s}});
     j["compute"]["step_checks"] = a;
   }
-  auto write_attention_curve = [&](const char* key, const Curve& curve, const std::string& note) {
+  auto write_noted_curve = [&](const char* key, const Curve& curve, const std::string& note) {
     if (curve.empty()) return;
     json ak = {{"points", CurveToJson(curve)}};
     if (!note.empty()) ak["note"] = note;
     j["compute"][key] = ak;
   };
-  write_attention_curve("attention_efficiency_by_keys", c.attention_efficiency_by_keys,
+  write_noted_curve("attention_efficiency_by_keys", c.attention_efficiency_by_keys,
                         c.attention_efficiency_by_keys_note);
-  write_attention_curve("attention_efficiency_by_keys_cudnn", c.attention_efficiency_by_keys_cudnn,
+  write_noted_curve("attention_efficiency_by_keys_cudnn", c.attention_efficiency_by_keys_cudnn,
                         c.attention_efficiency_by_keys_cudnn_note);
+  write_noted_curve("optimizer_time_by_params", c.optimizer_time_by_params, c.optimizer_time_by_params_note);
   if (c.fp8.available()) {
     j["compute"]["fp8"] = {{"peak_flops", c.fp8.peak_flops}, {"gemm_efficiency", CurveToJson(c.fp8.gemm_efficiency)}};
     if (!c.fp8.note.empty()) j["compute"]["fp8"]["note"] = c.fp8.note;

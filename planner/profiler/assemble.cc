@@ -318,6 +318,27 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
                                   c.memory_bound_efficiency / m.optimizer_params;
   else
     c.optimizer_bytes_per_param = 28;
+  if (m.optimizer_s > 0 && m.optimizer_params > 0 && !m.optimizer_sizes.empty()) {
+    std::vector<Measurements::OptimizerPoint> pts = m.optimizer_sizes;
+    pts.push_back({m.optimizer_params, m.optimizer_s});
+    std::sort(pts.begin(), pts.end(), [](const auto& a, const auto& b) { return a.params < b.params; });
+    const double ref = m.optimizer_s / m.optimizer_params;
+    double floor_s = 0;
+    std::string list;
+    for (const auto& q : pts) {
+      if (!(q.params > 0 && q.seconds > 0)) continue;
+      if (!c.optimizer_time_by_params.x.empty() && q.params <= c.optimizer_time_by_params.x.back()) continue;
+      floor_s = std::max(floor_s, q.seconds);  // more parameters never take less time
+      c.optimizer_time_by_params.x.push_back(q.params);
+      c.optimizer_time_by_params.y.push_back(floor_s / q.params / ref);
+      list += (list.empty() ? "" : ", ") + ShortNumber(q.params / 1e6, 3) + "M: " +
+              ShortNumber(c.optimizer_time_by_params.y.back(), 3);
+    }
+    c.optimizer_time_by_params_note =
+        "grad norm + AdamW step per parameter by the parameters one rank updates, relative to the step over " +
+        ShortNumber(m.optimizer_params / 1e6, 3) + "M (optimizer_bytes_per_param), all ranks at once: " + list +
+        ". A few hundred thousand parameters keep weights, gradients and moments in the caches.";
+  }
   c.note = "gemm_points: the runtime backend's GEMM at the planner's shapes, called as "
            "runtime/ops/linear.cc calls it; attention_efficiency: runtime attention fwd+bwd "
            "against the planner's attention FLOPs (" + std::to_string(m.attention.size()) +
@@ -363,7 +384,8 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
     // the refit: optimizer_bytes_per_param is rescaled below).
     const double opt_s_per_param = m.optimizer_params > 0 ? m.optimizer_s / m.optimizer_params : 0.0;
     auto predict = [&](const HardwareProfile& hp, const ModelSample& s) {
-      double t = opt_s_per_param * static_cast<double>(s.params) + hp.compute.step_overhead_s;
+      const double n = static_cast<double>(s.params);
+      double t = opt_s_per_param * OptimizerTimeFactor(n, hp) * n + hp.compute.step_overhead_s;
       for (const Op& op : s.ops) t += OpTime(op, hp);
       return t;
     };

@@ -11,7 +11,9 @@
 //  * compute.bf16 (when bf16_gemms were measured): the same three fits on the
 //    bf16-input GEMMs and attention, against their own best GEMM rate.
 //  * memory_bound_efficiency = sum planner bytes / (bw * sum(t - ops * overhead)).
-//  * optimizer_bytes_per_param = (t_step - overhead) * bw * mem_eff / params.
+//  * optimizer_bytes_per_param = (t_step - overhead) * bw * mem_eff / params;
+//    optimizer_time_by_params = each measured size's time per parameter over
+//    that of optimizer_params (a larger size never taking less time in all).
 //  * Collectives: LinkEntryFromSeries (planner/profile/collective_series.h).
 // Fitted fractions outside (0, 1] are clamped and the clamp is noted.
 // Fails (InvalidArgument) when the measurements are unusable (no GEMMs, a
@@ -51,6 +53,13 @@ struct Measurements {
   std::vector<ModelSample> model_steps;  // whole-model fwd+bwd on the runtime
   double optimizer_s = 0;              // one step over optimizer_params
   double optimizer_params = 0;
+  // The same step over other parameter counts (the caches hold small ones):
+  // compute.optimizer_time_by_params. Empty: not measured.
+  struct OptimizerPoint {
+    double params = 0;
+    double seconds = 0;
+  };
+  std::vector<OptimizerPoint> optimizer_sizes;
   int64_t memory_bytes = 0;            // per rank
   int64_t reserved_bytes = 0;          // baseline RSS / context per rank
   std::vector<CollSeries> collectives;

@@ -173,6 +173,10 @@ int RunProfiler(const ProfilerOptions& o, const ProfilerDevice& dev, rt::MpiComm
   if (dev.host_optimizer) {
     ms.optimizer_params = o.quick ? (1 << 20) : (4 << 20);
     ms.optimizer_s = MeasureOptimizerStep(cfg, static_cast<int64_t>(ms.optimizer_params));
+    // Smaller steps, whose state the caches hold (the small models' ranks
+    // update a few hundred thousand parameters): compute.optimizer_time_by_params.
+    for (int64_t n = 1 << 14; n < static_cast<int64_t>(ms.optimizer_params); n *= 2)
+      ms.optimizer_sizes.push_back({static_cast<double>(n), MeasureOptimizerStep(cfg, n)});
   }
 
   // Collectives: every group size 2..ranks per node, over the first g ranks of each node.

@@ -93,6 +93,34 @@ TEST(ProfilerAssemble, RoundTripsAndIsAccepted) {
   EXPECT_TRUE(*loaded == *p);
 }
 
+// The optimizer step timed over fewer parameters becomes
+// compute.optimizer_time_by_params: time per parameter over the reference
+// step's, 1 at the reference size; a noisy point that would make more
+// parameters take less time in all is raised to its smaller neighbour's time.
+TEST(ProfilerAssemble, OptimizerSizesBecomeATimeFactorCurve) {
+  Measurements m = Synthetic();
+  StatusOr<HardwareProfile> without = AssembleProfile(m);
+  ASSERT_TRUE(without.ok()) << without.status().message();
+  EXPECT_TRUE(without->compute.optimizer_time_by_params.empty());
+  const double ref = m.optimizer_s / m.optimizer_params;
+  m.optimizer_sizes = {{1e4, 1e4 * ref * 0.3}, {1e5, 1e4 * ref * 0.25}, {1e6, 1e6 * ref * 0.6}};
+  StatusOr<HardwareProfile> p = AssembleProfile(m);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  const Curve& c = p->compute.optimizer_time_by_params;
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_EQ(c.x, (std::vector<double>{1e4, 1e5, 1e6, 4e6}));
+  EXPECT_NEAR(c.y[0], 0.3, 1e-12);
+  EXPECT_NEAR(c.y[1], 0.03, 1e-12);  // 1e5 timed faster than 1e4 in all: floored at 1e4's time
+  EXPECT_NEAR(c.y[2], 0.6, 1e-12);
+  EXPECT_NEAR(c.y[3], 1.0, 1e-12);
+  EXPECT_EQ(p->compute.optimizer_bytes_per_param, without->compute.optimizer_bytes_per_param);
+  EXPECT_NE(p->compute.optimizer_time_by_params_note.find("over 4M"), std::string::npos)
+      << p->compute.optimizer_time_by_params_note;
+  StatusOr<HardwareProfile> back = ProfileFromJson(ToJson(*p), "round trip");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(*back == *p);
+}
+
 // The machine's speed at the profile's start and end: stated in the
 // description when measured; a warning only when the step's speed moved
 // beyond the threshold, in either direction (the copy rate alone decides
