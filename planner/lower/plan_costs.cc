@@ -333,13 +333,17 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   // Never below its FLOPs at the device's peak (a physical bound).
   if (p.recompute == Recompute::kFull && hw.compute.recompute_cost_ratio != 1.0) {
     const double ratio = hw.compute.recompute_cost_ratio;
-    auto scale = [&](OpListCost* r, const std::vector<Op>& ops) {
-      r->compute = std::max(r->compute * ratio, hw.device.peak_flops > 0 ? SumFlops(ops) / hw.device.peak_flops : 0.0);
+    auto scaled = [&](double compute, const std::vector<Op>& ops) {
+      return std::max(compute * ratio, hw.device.peak_flops > 0 ? SumFlops(ops) / hw.device.peak_flops : 0.0);
     };
-    scale(&lr, layer.recompute);
-    if (m.has_dense_layers()) scale(&dr, TransformerLayerOps(dense_model, p, e, /*windowed=*/false, kernels).recompute);
-    scale(&mr, mtp.recompute);
-    wr.compute *= ratio;  // a difference of two lists (windowed - full attention)
+    // wr is a difference (windowed - full layer): the windowed layer's own
+    // recompute is scaled and floored, then the difference taken again.
+    const double windowed = windows ? scaled(lr.compute + wr.compute, wl.recompute) : 0.0;
+    lr.compute = scaled(lr.compute, layer.recompute);
+    if (windows) wr.compute = windowed - lr.compute;
+    if (m.has_dense_layers())
+      dr.compute = scaled(dr.compute, TransformerLayerOps(dense_model, p, e, /*windowed=*/false, kernels).recompute);
+    mr.compute = scaled(mr.compute, mtp.recompute);
   }
 
   const GroupTopology grad = GradGroupTopology(p, c.gpus_per_node);

@@ -80,5 +80,33 @@ TEST(RecomputeCostRatio, NeverBelowTheRecomputesFlopsAtPeak) {
   EXPECT_NEAR(b.chunks[0].recompute, flops / r.device.peak_flops, 1e-12);
 }
 
+// A model with sliding-window layers: its windowed layers' recompute is
+// floored at their own FLOPs too (the windowed list's cost is a difference
+// from the full layer's, which must not be scaled on its own).
+TEST(RecomputeCostRatio, WindowedLayersNeverBelowTheirFlopsAtPeak) {
+  auto m = LoadModel(std::string(DT_SOURCE_DIR) + "/examples/models/gpt-tiny.json");
+  ASSERT_TRUE(m.ok());
+  m->seq_length = m->max_position = 1024;
+  m->sliding_window = 256;  // every second layer windowed
+  m->sliding_window_pattern = 2;
+  ASSERT_TRUE(m->WindowApplies(m->seq_length));
+  const ClusterSpec c = testing_models::Cluster(1, 2);
+  HardwareProfile r = CpuProfile();
+  r.compute.recompute_cost_ratio = 1e-3;
+  ASSERT_TRUE(PrepareProfile(&r, "test").ok());
+  PlanSpec full = Plan(*m, Recompute::kFull, 1);
+  full.flash_attention = true;  // the fused kernel skips the tiles outside the window (the unfused core does not)
+  const PlanCosts b = ComputePlanCosts(*m, c, full, r);
+  const double windowed = m->WindowedLayers(0, m->num_layers);
+  ASSERT_GT(windowed, 0);
+  ASSERT_LT(windowed, m->num_layers);
+  const double flops =
+      SumFlops(TransformerLayerOps(*m, full, 4, /*windowed=*/false).recompute) * (m->num_layers - windowed) +
+      SumFlops(TransformerLayerOps(*m, full, 4, /*windowed=*/true).recompute) * windowed;
+  ASSERT_LT(SumFlops(TransformerLayerOps(*m, full, 4, /*windowed=*/true).recompute),
+            SumFlops(TransformerLayerOps(*m, full, 4, /*windowed=*/false).recompute));
+  EXPECT_NEAR(b.chunks[0].recompute, flops / r.device.peak_flops, 1e-12 * flops / r.device.peak_flops);
+}
+
 }  // namespace
 }  // namespace dt
