@@ -489,8 +489,10 @@ double MeasureOptimizerStep(const MeasureConfig& cfg, int64_t params) {
     float scale = sq > 0 ? 1.0f : 0.0f;
     adam.Update(store, ac, ++step, 1e-4f, scale);
   });
-  Report(cfg, Fmt("optimizer step (grad norm + AdamW) over %.1fM params: %.3f ms", store.numel() / 1e6,
-                  t * 1e3));
+  const double n = static_cast<double>(store.numel());
+  Report(cfg, Fmt(n >= 1e6 ? "optimizer step (grad norm + AdamW) over %.1fM params: %.3f ms"
+                           : "optimizer step (grad norm + AdamW) over %.0fK params: %.3f ms",
+                  n >= 1e6 ? n / 1e6 : n / 1e3, t * 1e3));
   return t * params / static_cast<double>(store.numel());
 }
 
