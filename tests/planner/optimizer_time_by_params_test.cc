@@ -17,11 +17,7 @@
 namespace dt {
 namespace {
 
-HardwareProfile CpuProfile() {
-  auto hw = LoadProfile("local-cpu");
-  EXPECT_TRUE(hw.ok()) << hw.status().message();
-  return *hw;
-}
+HardwareProfile CpuProfile() { return testing_models::LocalCpu(); }
 
 TEST(OptimizerTimeByParams, FactorInterpolatesLogLinearAndClamps) {
   HardwareProfile hw = CpuProfile();

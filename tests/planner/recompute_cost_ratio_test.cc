@@ -16,11 +16,7 @@
 namespace dt {
 namespace {
 
-HardwareProfile CpuProfile() {
-  auto hw = LoadProfile("local-cpu");
-  EXPECT_TRUE(hw.ok()) << hw.status().message();
-  return *hw;
-}
+HardwareProfile CpuProfile() { return testing_models::LocalCpu(); }
 
 PlanSpec Plan(const ModelSpec& m, Recompute rc, int tp) {
   PlanSpec p;

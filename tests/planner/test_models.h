@@ -16,6 +16,12 @@ inline const HardwareProfile& H100() {
   return p;
 }
 
+// The bundled CPU profile (measured on an Intel Xeon; no measured curves).
+inline const HardwareProfile& LocalCpu() {
+  static const HardwareProfile p = LoadProfile("local-cpu").value();
+  return p;
+}
+
 inline ModelSpec Gpt(int h, int a, int layers) {
   ModelSpec m;
   m.family = ModelFamily::kGpt;
