@@ -506,6 +506,11 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     op.bytes = params * std::max(0.0, hw.compute.optimizer_bytes_per_param - narrower) *
                OptimizerTimeFactor(params, hw);
     pc.optimizer[s] = OpTime(op, hw) + hw.compute.step_overhead_s;
+    // dtrun zeroes the rank's whole gradient buffer once per step
+    // (ParamStore::ZeroGrads): a write over it. GPU frameworks' per-step
+    // costs are in their profiles' step_overhead_s.
+    if (executor == Executor::kDtrun)
+      pc.optimizer[s] += OpTime(MemoryOp("zero_grads", static_cast<double>(StageParamsPerRank(m, p, s)) * mp.grad_bytes), hw);
   }
   return pc;
 }

@@ -3,12 +3,14 @@
 // parameters is priced at the measured per-parameter factor of that size
 // (log-linear between points, the end values outside them); a profile
 // without the curve prices as before; the profile rejects a curve by which
-// more parameters would take less time in all.
+// more parameters would take less time in all. dtrun's per-step zeroing of
+// the gradients is priced beside it on CPU profiles only.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "planner/cost/compute_cost.h"
+#include "planner/cost/layer_ops.h"
 #include "planner/lower/plan_costs.h"
 #include "planner/memory/param_count.h"
 #include "planner/profile/profile.h"
@@ -55,11 +57,32 @@ TEST(OptimizerTimeByParams, PricesEachStagesShareAtItsFactor) {
       const double f = OptimizerTimeFactor(params, curved);
       ASSERT_GT(f, 0.25);
       ASSERT_LT(f, 1.0);
-      // Only the bytes scale: the kernel and step overheads stay.
-      const double fixed = plain.compute.kernel_overhead_s + plain.compute.step_overhead_s;
+      // Only the optimizer's bytes scale: the kernel and step overheads and
+      // dtrun's zeroing of the gradient buffer (a write over the stage's
+      // fp32 gradients) stay.
+      const double zero = OpTime(MemoryOp("zero_grads", 4.0 * StageParamsPerRank(*m, p, s)), plain);
+      ASSERT_GT(zero, plain.compute.kernel_overhead_s);
+      const double fixed = plain.compute.kernel_overhead_s + plain.compute.step_overhead_s + zero;
       EXPECT_NEAR(b.optimizer[s] - fixed, f * (a.optimizer[s] - fixed), 1e-12) << "pp " << pp << " stage " << s;
     }
   }
+}
+
+// GPU plans (a framework's step, step_overhead_s) have no zeroing term.
+TEST(OptimizerTimeByParams, GradientZeroingIsPricedForDtrunPlansOnly) {
+  const ModelSpec m = testing_models::Gpt(1024, 16, 8);
+  PlanSpec p;
+  p.dp = 8;
+  p.micro_batch = 1;
+  p.num_microbatches = 4;
+  p.seq_length = 2048;
+  p.zero_stage = 1;
+  p.layers_per_chunk = {8};
+  const HardwareProfile& h100 = testing_models::H100();
+  const PlanCosts g = ComputePlanCosts(m, testing_models::Cluster(1, 8), p, h100);
+  const double params = static_cast<double>(StageParamsPerRank(m, p, 0)) / p.dp;
+  Op op = MemoryOp("optimizer", params * h100.compute.optimizer_bytes_per_param);
+  EXPECT_NEAR(g.optimizer[0], OpTime(op, h100) + h100.compute.step_overhead_s, 1e-15);
 }
 
 TEST(OptimizerTimeByParams, ProfileRejectsACurveWhereMoreParamsTakeLessTime) {
