@@ -19,6 +19,7 @@ inline MemoryParams MemoryParamsFor(const HardwareProfile& hw) {
   mp.reserved_bytes = static_cast<double>(hw.device.reserved_bytes);
   mp.fragmentation = hw.device.fragmentation;
   mp.attention_kernels = hw.device.kind == "gpu" ? AttentionKernels::kMegatron : AttentionKernels::kRuntime;
+  mp.sends_held_until_received = hw.device.kind == "cpu";  // dtrun's executor
   return mp;
 }
 
@@ -30,6 +31,7 @@ inline MemoryParams MemoryParamsFor(const HardwareProfile& hw, const PlanSpec& p
     mp.reserved_bytes = static_cast<double>(hw.device.reserved_bytes);
     mp.fragmentation = hw.device.fragmentation;
     mp.attention_kernels = hw.device.kind == "gpu" ? AttentionKernels::kMegatron : AttentionKernels::kRuntime;
+    mp.sends_held_until_received = hw.device.kind == "cpu";
   }
   if (hw.device.kind == "cpu" && mp.activation_bytes == 2) {
     mp.working_bytes = 4;

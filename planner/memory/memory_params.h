@@ -37,6 +37,12 @@ struct MemoryParams {
   // Whose kernels run an unfused attention core (GPU: Megatron's, whose
   // PyTorch softmax fallback keeps an fp32 softmax output).
   AttentionKernels attention_kernels = AttentionKernels::kRuntime;
+  // dtrun's pipeline sends are non-blocking and a sent activation stays
+  // allocated until the next pipeline rank posts its receive (MPI completes
+  // a message above the eager size only then): on a rank whose forwards run
+  // ahead of the next rank's (GPipe's forward phase), they pile up. GPU
+  // frameworks wait for their sends (false).
+  bool sends_held_until_received = false;
 
   // bf16 weights and activations, bf16 gradients, fp32 Adam master + m + v.
   static MemoryParams MixedPrecision(double capacity_bytes) {

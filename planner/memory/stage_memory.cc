@@ -200,7 +200,14 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
                       head_stash);
   // Pipeline p2p: a received activation is the stored layer input; a
   // received gradient is the incoming gradient of the backward working set
-  // below; sent buffers are freed once their send completes.
+  // below; sent buffers are freed once their send completes. Under dtrun a
+  // forward send completes only when the next rank posts its receive, so up
+  // to every microbatch in flight may still hold its sent output (a bound:
+  // how many do depends on the two ranks' speeds; GPipe's first rank held
+  // about 11 of 16 in a gpt-tiny pp 2 run, docs/memory.md).
+  if (mp.sends_held_until_received && p.pp > 1 && (!last || p.vpp > 1))
+    s.temporary += in_flight * static_cast<double>(p.micro_batch) * (p.seq_length / p.cp) * m.hidden *
+                   mp.activation_bytes / p.tp;
 
   // Temporaries: the DP gradient buffers, the peak working set of one
   // backward, and the ZeRO-2/3 unit buffers of one layer. ZeRO-0 all-reduces
