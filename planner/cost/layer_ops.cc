@@ -51,6 +51,12 @@ Op MemoryOp(const char* name, double bytes, double imbalance) {
   return op;
 }
 
+Op GradZeroingOp(double gradient_bytes) { return MemoryOp("zero_grads", gradient_bytes); }
+
+double ActivationMessageBytes(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
+  return static_cast<double>(p.micro_batch) * (p.seq_length / p.cp) * m.hidden * bytes_per_element / p.tp;
+}
+
 Op CollectiveOp(const char* name, CollKind c, GroupKind g, int size, double bytes) {
   Op op;
   op.kind = OpKind::kCollective;

@@ -87,6 +87,13 @@ struct LayerOps {
 
 // Builders shared by the op lists (layer_ops.cc, moe_ops.cc).
 Op MemoryOp(const char* name, double bytes, double imbalance = 1.0);
+// dtrun's zeroing of a rank's gradient buffer once per step
+// (ParamStore::ZeroGrads): a write over its bytes.
+Op GradZeroingOp(double gradient_bytes);
+// Bytes of one activation message between pipeline stages (per rank):
+// b x s/cp x h; with tp > 1 each TP rank sends 1/tp of it (sequence
+// parallel shards, or Megatron's scatter/gather optimisation).
+double ActivationMessageBytes(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
 Op CollectiveOp(const char* name, CollKind c, GroupKind g, int size, double bytes);
 // FP8 plans (docs/fp8.md): bytes the once-per-step cast of one linear
 // weight moves: read it (e bytes), write its FP8 copy and transpose (2);

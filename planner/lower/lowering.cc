@@ -35,6 +35,9 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
   e->Clear();
   e->EnableTrace(trace);
   const int pp = p.pp, nch = p.num_chunks(), m = p.num_microbatches;
+  // A pipeline send's time on its stream: where the receiver copies the
+  // message (PlanCosts::receiver_copies) the send only posts it.
+  const double send_s = costs.receiver_copies ? 0.0 : costs.p2p;
   size_t actions = 0;
   for (const auto& l : schedule) actions += l.size();
   // Most actions lower to at most 4 tasks (a ZeRO-3 gather, recompute,
@@ -160,17 +163,14 @@ Lowered LowerSchedule(const std::vector<ActionList>& schedule, const PlanSpec& p
           break;
         }
         case ActionKind::kSendAct: {
-          // A blocking send occupies the sender's compute stream (PlanCosts::blocking_sends);
-          // where the receiver copies (PlanCosts::receiver_copies) the send only posts it.
-          const double send = costs.receiver_copies ? 0.0 : costs.p2p;
-          sim::TaskId x = e->AddTask(costs.blocking_sends ? cs : fwd_link[s], send, kCatP2p, nm("act", mb, ch));
+          // A blocking send occupies the sender's compute stream (PlanCosts::blocking_sends).
+          sim::TaskId x = e->AddTask(costs.blocking_sends ? cs : fwd_link[s], send_s, kCatP2p, nm("act", mb, ch));
           e->AddDep(fwd_last.at(mb, ch), x);
           act_xfer.at(mb, ch) = x;
           break;
         }
         case ActionKind::kSendGrad: {
-          const double send = costs.receiver_copies ? 0.0 : costs.p2p;
-          sim::TaskId x = e->AddTask(costs.blocking_sends ? cs : bwd_link[s], send, kCatP2p, nm("grad", mb, ch));
+          sim::TaskId x = e->AddTask(costs.blocking_sends ? cs : bwd_link[s], send_s, kCatP2p, nm("grad", mb, ch));
           e->AddDep(bwd_last.at(mb, ch), x);
           grad_xfer.at(mb, ch) = x;
           break;

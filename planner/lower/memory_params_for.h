@@ -13,9 +13,11 @@
 
 namespace dt {
 
-inline MemoryParams MemoryParamsFor(const HardwareProfile& hw) {
+// The fp32 or the mixed-precision preset with the device's capacity,
+// reserve, fragmentation and executor behaviour.
+inline MemoryParams MemoryPresetFor(const HardwareProfile& hw, bool fp32) {
   const double cap = static_cast<double>(hw.device.memory_bytes);
-  MemoryParams mp = hw.device.dtype == "fp32" ? MemoryParams::Fp32(cap) : MemoryParams::MixedPrecision(cap);
+  MemoryParams mp = fp32 ? MemoryParams::Fp32(cap) : MemoryParams::MixedPrecision(cap);
   mp.reserved_bytes = static_cast<double>(hw.device.reserved_bytes);
   mp.fragmentation = hw.device.fragmentation;
   mp.attention_kernels = hw.device.kind == "gpu" ? AttentionKernels::kMegatron : AttentionKernels::kRuntime;
@@ -23,16 +25,12 @@ inline MemoryParams MemoryParamsFor(const HardwareProfile& hw) {
   return mp;
 }
 
+inline MemoryParams MemoryParamsFor(const HardwareProfile& hw) { return MemoryPresetFor(hw, hw.device.dtype == "fp32"); }
+
 inline MemoryParams MemoryParamsFor(const HardwareProfile& hw, const PlanSpec& p) {
-  MemoryParams mp = MemoryParamsFor(hw);
-  if (p.precision == Precision::kFp32 || p.precision == Precision::kBf16) {
-    const double cap = static_cast<double>(hw.device.memory_bytes);
-    mp = p.precision == Precision::kFp32 ? MemoryParams::Fp32(cap) : MemoryParams::MixedPrecision(cap);
-    mp.reserved_bytes = static_cast<double>(hw.device.reserved_bytes);
-    mp.fragmentation = hw.device.fragmentation;
-    mp.attention_kernels = hw.device.kind == "gpu" ? AttentionKernels::kMegatron : AttentionKernels::kRuntime;
-    mp.sends_held_until_received = hw.device.kind == "cpu";
-  }
+  MemoryParams mp = p.precision == Precision::kFp32 || p.precision == Precision::kBf16
+                        ? MemoryPresetFor(hw, p.precision == Precision::kFp32)
+                        : MemoryParamsFor(hw);
   if (hw.device.kind == "cpu" && mp.activation_bytes == 2) {
     mp.working_bytes = 4;
     mp.unit_working_bytes = 8;

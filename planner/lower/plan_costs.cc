@@ -208,13 +208,6 @@ double PairedEpExposed(const PlanCosts& c, int fwd_chunk, int bwd_chunk) {
   return pairs * e.pair_exposed_layer + (lf - pairs) * e.fwd_layer + (lb - pairs) * e.bwd_layer;
 }
 
-double ActivationMessageBytes(const ModelSpec& m, const PlanSpec& p, int bytes_per_element) {
-  // b x s/cp x h per microbatch; with tp > 1 each TP rank sends 1/tp of it
-  // (sequence parallel shards, or Megatron's scatter/gather optimisation).
-  return static_cast<double>(p.micro_batch) * (p.seq_length / p.cp) * m.hidden *
-         bytes_per_element / p.tp;
-}
-
 namespace {
 // The CPU runtime's bf16 storage (runtime/model/bf16_params.h,
 // stash_precision.h) streams memory a GPU framework does not: every use of
@@ -510,7 +503,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     // (ParamStore::ZeroGrads): a write over it. GPU frameworks' per-step
     // costs are in their profiles' step_overhead_s.
     if (executor == Executor::kDtrun)
-      pc.optimizer[s] += OpTime(MemoryOp("zero_grads", static_cast<double>(StageParamsPerRank(m, p, s)) * mp.grad_bytes), hw);
+      pc.optimizer[s] += OpTime(GradZeroingOp(static_cast<double>(StageParamsPerRank(m, p, s)) * mp.grad_bytes), hw);
   }
   return pc;
 }

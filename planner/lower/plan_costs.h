@@ -84,7 +84,4 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
 // reductions and parameter gathers.
 void MakeCommunicationFree(PlanCosts* costs);
 
-// Bytes of one activation message between pipeline stages (per rank).
-double ActivationMessageBytes(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
-
 }  // namespace dt

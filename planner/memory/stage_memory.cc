@@ -206,8 +206,7 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // how many do depends on the two ranks' speeds; GPipe's first rank held
   // about 11 of 16 in a gpt-tiny pp 2 run, docs/memory.md).
   if (mp.sends_held_until_received && p.pp > 1 && (!last || p.vpp > 1))
-    s.temporary += in_flight * static_cast<double>(p.micro_batch) * (p.seq_length / p.cp) * m.hidden *
-                   mp.activation_bytes / p.tp;
+    s.temporary += in_flight * ActivationMessageBytes(m, p, mp.activation_bytes);
 
   // Temporaries: the DP gradient buffers, the peak working set of one
   // backward, and the ZeRO-2/3 unit buffers of one layer. ZeRO-0 all-reduces

@@ -387,7 +387,7 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
       const double n = static_cast<double>(s.params);
       double t = opt_s_per_param * OptimizerTimeFactor(n, hp) * n + hp.compute.step_overhead_s;
       for (const Op& op : s.ops) t += OpTime(op, hp);
-      t += OpTime(MemoryOp("zero_grads", 4.0 * n), hp);  // fp32 gradients zeroed once per step, as plan_costs.cc
+      t += OpTime(GradZeroingOp(4.0 * n), hp);  // its fp32 gradients zeroed once per step, as plan_costs.cc prices it
       return t;
     };
     auto error = [&](const HardwareProfile& hp) {

@@ -88,6 +88,34 @@ double AloneSeconds(const CollSeries& s, double bytes) {
   return Interpolate(c, bytes, Scale::kLog, Scale::kLog).value;
 }
 
+// One plan's times per (collective, size), the least over ranks, folded
+// into *best (the least over plans). The plans are symmetric, so every rank
+// saw the same calls; checked (count and a digest of the sizes, max and min
+// over ranks) before the element-wise reduction, which needs equal lists. A
+// plan whose ranks disagree is left out on every rank.
+void LeastTimesOverRanks(const MeasureConfig& cfg, const std::map<std::pair<std::string, double>, double>& mine,
+                         std::map<std::pair<std::string, double>, double>* best) {
+  if (cfg.sync != nullptr && cfg.sync->size() > 1) {
+    double digest = 0;
+    int k = 0;
+    for (const auto& kv : mine) digest += std::fmod(kv.first.second * (++k) + kv.first.first.size(), 65521.0);
+    std::vector<float> check = {static_cast<float>(mine.size()), -static_cast<float>(mine.size()),
+                                static_cast<float>(std::fmod(digest, 65521.0)),
+                                -static_cast<float>(std::fmod(digest, 65521.0))};
+    cfg.sync->AllReduce(check.data(), check.size(), rt::ReduceOp::kMax);
+    if (check[0] != -check[1] || check[2] != -check[3]) return;
+  }
+  std::vector<float> v;
+  for (const auto& kv : mine) v.push_back(static_cast<float>(-kv.second));
+  if (cfg.sync != nullptr && !v.empty()) cfg.sync->AllReduce(v.data(), v.size(), rt::ReduceOp::kMax);
+  size_t i = 0;
+  for (const auto& kv : mine) {
+    const double t = -static_cast<double>(v[i++]);
+    auto it = best->find(kv.first);
+    if (it == best->end() || t < it->second) (*best)[kv.first] = t;
+  }
+}
+
 }  // namespace
 
 std::vector<CollSeries> MeasureStepCollectives(const MeasureConfig& cfg, const ModelSpec& m, int seq,
@@ -122,31 +150,7 @@ std::vector<CollSeries> MeasureStepCollectives(const MeasureConfig& cfg, const M
     std::map<std::pair<std::string, double>, double> best;
     for (size_t at = 0; at < plans.size(); ++at) {
       const PlanSpec& p = plans[round % 2 == 0 ? at : plans.size() - 1 - at];
-      std::map<std::pair<std::string, double>, double> mine = TimeStepCollectives(cfg, m, p, world_rank);
-      // The plans are symmetric, so every rank saw the same calls; checked
-      // (count and a digest of the sizes, max and min over ranks) before the
-      // element-wise reduction below, which needs equal lists. A plan whose
-      // ranks disagree is left out on every rank.
-      if (cfg.sync != nullptr && cfg.sync->size() > 1) {
-        double digest = 0;
-        int k = 0;
-        for (const auto& kv : mine) digest += std::fmod(kv.first.second * (++k) + kv.first.first.size(), 65521.0);
-        std::vector<float> check = {static_cast<float>(mine.size()), -static_cast<float>(mine.size()),
-                                    static_cast<float>(std::fmod(digest, 65521.0)),
-                                    -static_cast<float>(std::fmod(digest, 65521.0))};
-        cfg.sync->AllReduce(check.data(), check.size(), rt::ReduceOp::kMax);
-        if (check[0] != -check[1] || check[2] != -check[3]) continue;
-      }
-      // The least time over ranks.
-      std::vector<float> v;
-      for (const auto& kv : mine) v.push_back(static_cast<float>(-kv.second));
-      if (cfg.sync != nullptr && !v.empty()) cfg.sync->AllReduce(v.data(), v.size(), rt::ReduceOp::kMax);
-      size_t i = 0;
-      for (const auto& kv : mine) {
-        const double t = -static_cast<double>(v[i++]);
-        auto it = best.find(kv.first);
-        if (it == best.end() || t < it->second) best[kv.first] = t;
-      }
+      LeastTimesOverRanks(cfg, TimeStepCollectives(cfg, m, p, world_rank), &best);
     }
     for (const auto& [key, t] : best) rounds[key].push_back(t);
   }

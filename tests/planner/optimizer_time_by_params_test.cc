@@ -60,7 +60,7 @@ TEST(OptimizerTimeByParams, PricesEachStagesShareAtItsFactor) {
       // Only the optimizer's bytes scale: the kernel and step overheads and
       // dtrun's zeroing of the gradient buffer (a write over the stage's
       // fp32 gradients) stay.
-      const double zero = OpTime(MemoryOp("zero_grads", 4.0 * StageParamsPerRank(*m, p, s)), plain);
+      const double zero = OpTime(GradZeroingOp(4.0 * StageParamsPerRank(*m, p, s)), plain);
       ASSERT_GT(zero, plain.compute.kernel_overhead_s);
       const double fixed = plain.compute.kernel_overhead_s + plain.compute.step_overhead_s + zero;
       EXPECT_NEAR(b.optimizer[s] - fixed, f * (a.optimizer[s] - fixed), 1e-12) << "pp " << pp << " stage " << s;
