@@ -54,6 +54,9 @@ if [ $prebuilt = 1 ]; then
       report FAIL "--prebuilt: $lib (needed by the binaries) not found on this machine"
     fi
   done
+  # For later commands on this machine (e.g. scripts/bench-vs-torch.py --device cuda):
+  # `export LD_LIBRARY_PATH=$(cat OUT_DIR/ld_library_path)`.
+  echo "${LD_LIBRARY_PATH:-}" > "$OUT/ld_library_path"
   report SKIP "build: --prebuilt binaries in build-gpu/"
 elif cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$cc" >"$OUT/build.log" 2>&1 &&
    cmake --build build-gpu -j"$(nproc)" >>"$OUT/build.log" 2>&1; then

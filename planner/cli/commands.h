@@ -43,6 +43,7 @@ struct DimensionOptions {
   double moe_capacity_factor = 0;     // --moe-capacity-factor (0: dropless)
   bool moe_pad_to_capacity = false;   // --moe-pad-to-capacity
   bool tp_comm_overlap = false;  // --tp-comm-overlap
+  bool moe_router_cuda_graph = false;  // --moe-router-cuda-graph
   std::string attention_kernel;  // --attention-kernel: "" / default, or cudnn
   bool no_overlap_grad_reduce = false;  // --no-overlap-grad-reduce
   bool no_overlap_p2p_comm = false;     // --no-overlap-p2p-comm

@@ -95,6 +95,7 @@ int RunFromMegatron(const PlanOptions& o) {
   k.overlap_dispatch_backward_wgrad = mine.overlap_dispatch_backward_wgrad;
   k.moe_capacity_factor = mine.moe_capacity_factor;  // and the job's expert capacity (token dropping)
   k.moe_pad_to_capacity = mine.moe_pad_to_capacity;
+  k.moe_router_cuda_graph = mine.moe_router_cuda_graph;  // and the router's CUDA graphs
   k.tp_comm_overlap = mine.tp_comm_overlap;  // and TP overlap wherever the plan has tp > 1 and SP
   k.overlap_grad_reduce = mine.overlap_grad_reduce;  // and the job's gradient-reduction overlap
   k.overlap_p2p_comm = mine.overlap_p2p_comm;  // and its pipeline-send overlap

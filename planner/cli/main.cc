@@ -84,6 +84,10 @@ void AddDimensions(CLI::App* app, dt::cli::DimensionOptions* d) {
                 "plans with tp > 1 and sequence parallelism overlap their all-gathers and reduce-scatters with the "
                 "GEMMs next to them (Megatron-LM's --tp-comm-overlap, Transformer Engine userbuffers with its default "
                 "methods); not searched; dtrun does not execute it");
+  app->add_flag("--moe-router-cuda-graph", d->moe_router_cuda_graph,
+                "MoE: the router and the dispatcher's preprocessing run as CUDA graphs (Megatron-LM's "
+                "--cuda-graph-impl transformer_engine --cuda-graph-scope moe_router moe_preprocess): their host "
+                "time (the profile's compute.moe_host.router_s) is not priced; not searched; GPU plans only");
   app->add_option("--attention-kernel", d->attention_kernel,
                   "price the attention core at the profile's default rate (default) or at its cuDNN fused-attention "
                   "curve (cudnn: Transformer Engine's kernel on Hopper with a current cuDNN, measured on an H100; "

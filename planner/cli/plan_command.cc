@@ -43,6 +43,7 @@ Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
   k->moe_capacity_factor = d.moe_capacity_factor;
   k->moe_pad_to_capacity = d.moe_pad_to_capacity;
   k->tp_comm_overlap = d.tp_comm_overlap;
+  k->moe_router_cuda_graph = d.moe_router_cuda_graph;
   k->cudnn_attention = d.attention_kernel == "cudnn";
   k->overlap_grad_reduce = !d.no_overlap_grad_reduce;
   k->overlap_p2p_comm = !d.no_overlap_p2p_comm;

@@ -77,6 +77,19 @@ struct Op {
   // ops with the same nonzero window form one window; 0: no window.
   int overlap_window = 0;
   bool side_stream = false;
+  // The eager MoE block's host time (HardwareProfile compute.moe_host):
+  // which of its three parts this op belongs to and its share of that
+  // part's host time (the shares of a part's ops sum to 1 in the block's
+  // full op list), charged to the host's launch clock before the op
+  // (plan_costs.cc, Price). kNone: the op has only the profile's per-op
+  // host_overhead_s.
+  enum class MoeHostPart : uint8_t { kNone, kRouter, kDispatch, kBackward };
+  MoeHostPart moe_host = MoeHostPart::kNone;
+  double moe_host_share = 0;
+  // The host waits for the device to finish this op (and every op before
+  // it) before it launches the next: the dropless MoE dispatcher's copy of
+  // the token counts to the host (a device-to-host synchronisation).
+  bool host_sync = false;
 };
 
 struct LayerOps {

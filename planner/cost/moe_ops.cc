@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string_view>
 
 #include "base/check.h"
 
@@ -193,6 +194,34 @@ void Tag(std::vector<Op>* ops, size_t from, int window, bool side) {
 
 }  // namespace
 
+// Marks the routed path's ops with their part of the eager MoE block's host
+// time (Op::moe_host; the shared experts' ops are a dense MLP's and keep the
+// per-op host time alone, as does the once-per-step FP8 weight cast), each
+// op an equal share of its part, and the dropless dispatcher's host
+// synchronisation after the first permutation (Megatron-LM's
+// MoEAlltoAllTokenDispatcher: the token counts go to the host before the EP
+// all-to-all, or before the second permutation without EP). Padded to
+// capacity every count is known in advance, and there is none.
+static void MarkMoeHost(const PlanSpec& p, bool forward, std::vector<Op>* ops) {
+  using Part = Op::MoeHostPart;
+  int count[4] = {0, 0, 0, 0};
+  bool routed = false;  // forward: past the router's part
+  for (Op& op : *ops) {
+    const std::string_view name = op.name;
+    if (name.substr(0, 7) == "shared_" || name == "fp8_cast_weights") continue;
+    if (!forward) op.moe_host = Part::kBackward;
+    else if (routed) op.moe_host = Part::kDispatch;
+    else op.moe_host = Part::kRouter;
+    if (forward && name == "moe_permute") {
+      routed = true;
+      op.host_sync = !(p.moe_capacity_factor > 0 && p.moe_pad_to_capacity);
+    }
+    ++count[static_cast<int>(op.moe_host)];
+  }
+  for (Op& op : *ops)
+    if (op.moe_host != Part::kNone) op.moe_host_share = 1.0 / count[static_cast<int>(op.moe_host)];
+}
+
 double ExpertRowsPerRank(const ModelSpec& m, const PlanSpec& p) {
   const double T = static_cast<double>(p.micro_batch) * (p.seq_length / p.cp);
   const double T_r = p.tp > 1 ? T / p.tp : T;
@@ -267,6 +296,7 @@ std::vector<Op> MoeMlpForward(const ModelSpec& m, const PlanSpec& p, int bytes_p
   f.push_back(MemoryOp("moe_unpermute_weighted_sum", (d.k + 1) * d.e * d.T_r * d.h));
   if (overlap) f.push_back(SharedAdd(d));
   else SharedForward(d, &f);
+  MarkMoeHost(p, /*forward=*/true, &f);
   return f;
 }
 
@@ -345,6 +375,7 @@ std::vector<Op> MoeMlpBackward(const ModelSpec& m, const PlanSpec& p, int bytes_
   g.push_back(MemoryOp("router_softmax_bwd", 3 * 4.0 * d.T_r * d.E));
   g.push_back(Gemm("router_dgrad", d.T_r, d.h, d.E));
   g.push_back(Gemm("router_wgrad", d.h, d.E, d.T_r));
+  MarkMoeHost(p, /*forward=*/false, &g);
   return g;
 }
 

@@ -141,6 +141,10 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
   }
   if (p.sequence_parallel) add("--sequence-parallel");
   if (p.tp_comm_overlap) add("--tp-comm-overlap");  // TE userbuffers with its default methods, as priced
+  if (p.moe_router_cuda_graph) {  // the router's host time not priced (compute.moe_host)
+    add("--cuda-graph-impl", "transformer_engine");
+    f.push_back({"--cuda-graph-scope", "moe_router moe_preprocess", /*words=*/true});
+  }
   if (p.cross_entropy_fusion) add("--cross-entropy-loss-fusion");  // the fused loss priced (Megatron's default: off)
   add("--micro-batch-size", Str(p.micro_batch));
   add("--global-batch-size", Str(p.global_batch()));

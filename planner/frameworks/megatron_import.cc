@@ -30,7 +30,8 @@ const std::set<std::string> kStringFlags = {
     "--tokenizer-type", "--attention-dropout", "--hidden-dropout", "--rotary-base", "--norm-epsilon",
     "--rotary-seq-len-interpolation-factor", "--moe-token-dispatcher-type", "--moe-layer-freq", "--fp8-format",
     "--fp8-recipe", "--recompute-modules", "--rotary-percent", "--exp-avg-dtype", "--exp-avg-sq-dtype", "--main-params-dtype",
-    "--main-grads-dtype", "--cross-entropy-fusion-impl", "--moe-expert-capacity-factor"};
+    "--main-grads-dtype", "--cross-entropy-fusion-impl", "--moe-expert-capacity-factor", "--cuda-graph-impl",
+    "--cuda-graph-scope"};
 const std::set<std::string> kBoolFlags = {
     "--group-query-attention", "--swiglu", "--disable-bias-linear", "--add-qkv-bias",
     "--untie-embeddings-and-output-weights", "--sequence-parallel", "--use-distributed-optimizer",
@@ -355,6 +356,52 @@ Status ReadMoeLayerFreq(const std::string& v, ModelSpec* m) {
 }
 
 }  // namespace
+
+// --cuda-graph-impl / --cuda-graph-scope (nargs='*'): of Megatron-LM's CUDA
+// graphs dtplan prices Transformer Engine's graphs of the MoE router and
+// preprocessing (PlanSpec::moe_router_cuda_graph); graphs of the attention
+// change nothing it prices (GPU profiles carry no per-op host time for the
+// dense layer); whole-layer or whole-iteration graphs (an empty scope,
+// "full", "mlp", "moe", impl "local") are refused.
+static Status ReadCudaGraphs(const std::map<std::string, std::string>& v, const ModelSpec& m, PlanSpec* p,
+                             std::vector<std::string>* notes) {
+  const std::string impl = v.count("--cuda-graph-impl") ? v.at("--cuda-graph-impl") : "none";
+  if (impl == "none") {
+    if (v.count("--cuda-graph-scope")) notes->push_back("--cuda-graph-scope without --cuda-graph-impl: no graphs; ignored");
+    return Status::Ok();
+  }
+  if (impl != "transformer_engine")
+    return InvalidArgument("--cuda-graph-impl " + impl + ": dtplan prices Transformer Engine's graphs of the MoE "
+                           "router and preprocessing only (--cuda-graph-impl transformer_engine --cuda-graph-scope "
+                           "moe_router moe_preprocess); drop the flag or use that form");
+  std::set<std::string> scope;
+  if (v.count("--cuda-graph-scope")) {
+    const std::string& words = v.at("--cuda-graph-scope");
+    for (size_t start = 0; start < words.size();) {
+      const size_t space = std::min(words.find(' ', start), words.size());
+      if (space > start) scope.insert(words.substr(start, space - start));
+      start = space + 1;
+    }
+  }
+  for (const std::string& s : scope)
+    if (s != "attn" && s != "moe_router" && s != "moe_preprocess")
+      return InvalidArgument("--cuda-graph-scope " + s + ": not modeled (dtplan prices graphs of moe_router and "
+                             "moe_preprocess, and attn changes nothing it prices); drop it");
+  if (scope.empty())
+    return InvalidArgument("--cuda-graph-impl transformer_engine without --cuda-graph-scope graphs whole layers: "
+                           "not modeled; give --cuda-graph-scope moe_router moe_preprocess (or attn)");
+  const bool router = scope.count("moe_router") > 0, pre = scope.count("moe_preprocess") > 0;
+  if (router != pre)
+    return InvalidArgument("--cuda-graph-scope with only one of moe_router and moe_preprocess: dtplan prices the "
+                           "two together; name both or neither");
+  if (router && !m.moe())
+    return InvalidArgument("--cuda-graph-scope moe_router: the model has no experts (--num-experts); drop it");
+  p->moe_router_cuda_graph = router;
+  if (scope.count("attn"))
+    notes->push_back("--cuda-graph-scope attn: the attention's host time is not priced on GPU profiles, so the "
+                     "graph changes nothing dtplan predicts");
+  return Status::Ok();
+}
 
 // --recompute-modules (nargs='*', Megatron-LM's TransformerConfig
 // .recompute_modules) and the deprecated --moe-layer-recompute (= the "moe"
@@ -684,6 +731,7 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
     return InvalidArgument("--recompute-granularity '" + granularity + "': use full or selective");
   }
   DT_RETURN_IF_ERROR(ReadRecomputeModules(v, granularity, m, &p, &job.notes));
+  DT_RETURN_IF_ERROR(ReadCudaGraphs(v, m, &p, &job.notes));
   if (has("--use-torch-fsdp2")) {
     p.zero_stage = 3;
   } else if (has("--use-megatron-fsdp")) {

@@ -47,8 +47,18 @@ constexpr double kAllToAllSmShare = 20.0 / 132.0;
 // another with the SMs the collectives hold meanwhile (kAllToAllSmShare):
 // the best two streams can do when neither waits for the other inside the
 // window. What exceeds the window's kernels counts as communication.
+// An eager MoE block (GPU plans on a profile with compute.moe_host) adds
+// its measured host time to the launch clock, op by op (Op::moe_host_share),
+// and its dispatcher's synchronisation (Op::host_sync) stops the host until
+// the device has run everything launched so far: after it the device waits
+// for each launch until the host is ahead again. `per_layer`: the list is
+// one layer's, run back to back for every layer of a chunk; one with an
+// MoE block is priced in that steady state (a second pass, which starts
+// where the first left host and device: a host that keeps ahead of the
+// device hides its time, one that falls behind or synchronises does not)
+// instead of from a start in step.
 OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpec& c,
-                 const HardwareProfile& hw, bool* outside) {
+                 const HardwareProfile& hw, bool* outside, bool per_layer = false) {
   OpListCost r;
   double attention = 0, cp_comm = 0;
   const double launch = hw.compute.host_overhead_s;
@@ -57,6 +67,21 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
     host += launch;
     device = std::max(host, device) + t;
   };
+  const MoeHostProfile& mh = hw.compute.moe_host;
+  const bool moe_host = mh.available() && hw.device.kind != "cpu";
+  auto moe_host_time = [&](const Op& op) {
+    switch (op.moe_host) {
+      case Op::MoeHostPart::kRouter: return p.moe_router_cuda_graph ? 0.0 : op.moe_host_share * mh.router_s;
+      case Op::MoeHostPart::kDispatch: return op.moe_host_share * mh.dispatch_s;
+      case Op::MoeHostPart::kBackward: return op.moe_host_share * mh.backward_s;
+      case Op::MoeHostPart::kNone: break;
+    }
+    return 0.0;
+  };
+  bool moe_ops = false;  // the list holds an MoE block's ops
+  if (moe_host)
+    for (const Op& op : ops) moe_ops |= op.moe_host != Op::MoeHostPart::kNone;
+  bool sync_pending = false;  // a synchronising op inside the open overlap window
   // Collectives' in-line times, kept op by op only where the TP overlap
   // needs them (no allocation on the search's common path).
   std::vector<double> comm;
@@ -73,10 +98,24 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
     device = std::max(host, device) + t;
     r.comm += t - k;
     w = Window{};
+    if (sync_pending) host = std::max(host, device);
+    sync_pending = false;
   };
+  const int passes = moe_ops && per_layer ? 2 : 1;
+  double pass_start = 0;  // the device clock where the priced pass starts
+  for (int pass = 0; pass < passes; ++pass) {
+  if (pass > 0) {
+    close_window();
+    pass_start = device;
+    r = OpListCost{};
+    attention = cp_comm = 0;
+    if (p.tp_comm_overlap) comm.assign(ops.size(), 0.0);
+  }
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
     if (op.overlap_window != w.id) close_window();
+    if (moe_host) host += moe_host_time(op);
+    const bool sync = moe_host && op.host_sync;
     // A collective's placement and in-line time, once.
     const bool coll = op.kind == OpKind::kCollective;
     const GroupTopology g = coll ? TopologyOf(p, op.group, c.gpus_per_node) : GroupTopology{};
@@ -85,6 +124,7 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
     const double coll_t = coll ? OpCollectiveTime(op, g.per_node, g.spans_nodes, hw) : 0.0;
     if (op.overlap_window != 0) {
       const double t = coll ? coll_t : OpDeviceTime(op, hw);
+      sync_pending |= sync;
       if (t <= 0) continue;
       w.id = op.overlap_window;
       ++w.ops;
@@ -93,13 +133,16 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
     }
     if (op.kind != OpKind::kCollective) {
       const double t = OpDeviceTime(op, hw);
-      if (t <= 0) continue;
-      run(t);
-      if (op.kind == OpKind::kAttention) attention += std::max(t, launch);
+      if (t > 0) run(t);
+      if (sync) host = std::max(host, device);
+      if (t > 0 && op.kind == OpKind::kAttention) attention += std::max(t, launch);
       continue;
     }
     const double t = coll_t;
-    if (t <= 0) continue;
+    if (t <= 0) {
+      if (sync) host = std::max(host, device);
+      continue;
+    }
     if (p.tp_comm_overlap) {
       comm[i] = std::max(t, launch);
     } else if (op.group == GroupKind::kCp) {
@@ -108,9 +151,11 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
       run(t);
       r.comm += t;
     }
+    if (sync) host = std::max(host, device);
+  }
   }
   close_window();
-  r.compute = device - r.comm;
+  r.compute = device - pass_start - r.comm;
   // --tp-comm-overlap: the SP collectives under their GEMMs (tp_overlap.h).
   if (p.tp_comm_overlap) {
     ChargeOverlappedTpComm(ops, p.tp, hw, &comm);
@@ -271,9 +316,9 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   const AttentionKernels kernels =
       executor == Executor::kFramework ? AttentionKernels::kMegatron : AttentionKernels::kRuntime;
   LayerOps layer = TransformerLayerOps(m, p, e, /*windowed=*/false, kernels);
-  OpListCost lf = Price(layer.forward, p, c, hw, outside);
-  OpListCost lb = Price(layer.backward, p, c, hw, outside);
-  OpListCost lr = Price(layer.recompute, p, c, hw, outside);
+  OpListCost lf = Price(layer.forward, p, c, hw, outside, /*per_layer=*/true);
+  OpListCost lb = Price(layer.backward, p, c, hw, outside, /*per_layer=*/true);
+  OpListCost lr = Price(layer.recompute, p, c, hw, outside, /*per_layer=*/true);
   // Sliding-window layers (ModelSpec::WindowedLayer) differ only in the
   // attention core: what one costs more (less) than a full layer.
   const bool windows = m.WindowApplies(p.seq_length);
@@ -285,9 +330,9 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
       a.comm -= b.comm;
       return a;
     };
-    wf = diff(Price(wl.forward, p, c, hw, outside), lf);
-    wb = diff(Price(wl.backward, p, c, hw, outside), lb);
-    wr = diff(Price(wl.recompute, p, c, hw, outside), lr);
+    wf = diff(Price(wl.forward, p, c, hw, outside, /*per_layer=*/true), lf);
+    wb = diff(Price(wl.backward, p, c, hw, outside, /*per_layer=*/true), lb);
+    wr = diff(Price(wl.recompute, p, c, hw, outside, /*per_layer=*/true), lr);
   }
   if (m.moe() && p.ep > 1 && p.moe_a2a_overlap) {
     pc.ep_overlap = EpOverlapOfLayer(layer, p, c, hw, outside);

@@ -102,6 +102,10 @@ Status CheckCompute(const ComputeProfile& c, const std::string& w) {
   if (!(c.kernel_overhead_s >= 0)) return InvalidArgument(w + ".kernel_overhead_s must be >= 0");
   if (!(c.host_overhead_s >= 0)) return InvalidArgument(w + ".host_overhead_s must be >= 0");
   if (!(c.step_overhead_s >= 0)) return InvalidArgument(w + ".step_overhead_s must be >= 0");
+  const MoeHostProfile& mh = c.moe_host;
+  if (!(mh.router_s >= 0 && mh.dispatch_s >= 0 && mh.backward_s >= 0 && mh.router_s < 1 && mh.dispatch_s < 1 &&
+        mh.backward_s < 1))
+    return InvalidArgument(w + ".moe_host: router_s, dispatch_s and backward_s must be seconds in [0, 1)");
   if (!(c.recompute_cost_ratio > 0 && c.recompute_cost_ratio <= 4))
     return InvalidArgument(w + ".recompute_cost_ratio must be in (0, 4] (1: a recompute costs what its forward ops price)");
   if (!(c.optimizer_bytes_per_param >= 0))
@@ -277,6 +281,7 @@ bool operator==(const HardwareProfile& a, const HardwareProfile& b) {
          ca.kernel_overhead_s == cb.kernel_overhead_s &&
          ca.optimizer_bytes_per_param == cb.optimizer_bytes_per_param &&
          ca.host_overhead_s == cb.host_overhead_s && ca.step_overhead_s == cb.step_overhead_s &&
+         ca.moe_host == cb.moe_host &&
          ca.recompute_cost_ratio == cb.recompute_cost_ratio &&
          ca.fp8 == cb.fp8 && ca.bf16 == cb.bf16 && ca.step_checks == cb.step_checks && ca.note == cb.note;
 }

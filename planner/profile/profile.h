@@ -90,6 +90,24 @@ struct StepCheck {
   }
 };
 
+// Host time of an eager Megatron-Core MoE block (router, token dispatcher,
+// permutations, combine; not its expert GEMM launches, which OpTime prices
+// one per expert) per layer and microbatch, measured on a GPU machine's host
+// (scripts/moe-host-overhead.py). Optional, GPU profiles; all 0 = the MoE
+// block's host time is not priced. The dropless dispatcher synchronises the
+// host with the device once per forward, after routing (the token counts it
+// needs as host integers); plan_costs.cc prices that synchronisation.
+struct MoeHostProfile {
+  double router_s = 0;    // forward: router, aux loss, counts, first permutation (before the sync)
+  double dispatch_s = 0;  // forward: dispatch, experts' glue, combine, unpermutation (after it)
+  double backward_s = 0;  // backward of the whole block
+  std::string note;
+  bool available() const { return router_s > 0 || dispatch_s > 0 || backward_s > 0; }
+  bool operator==(const MoeHostProfile& o) const {
+    return router_s == o.router_s && dispatch_s == o.dispatch_s && backward_s == o.backward_s && note == o.note;
+  }
+};
+
 struct ComputeProfile {
   Curve gemm_efficiency;                // x = FLOPs per call, y = fraction of peak (log-log)
   std::string gemm_efficiency_note;
@@ -127,6 +145,7 @@ struct ComputeProfile {
   // Host time per training step outside the kernels (optimizer bookkeeping,
   // loss/grad-norm synchronisation, data loading, logging). Optional.
   double step_overhead_s = 0;
+  MoeHostProfile moe_host;  // optional (GPU profiles)
   // What a full recompute costs in situ over what its op list prices (the
   // forward's ops re-run right before each layer's backward), measured by
   // `dtplan profile` on CPUs as (step with full recompute - plain step) /

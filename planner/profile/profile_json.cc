@@ -151,6 +151,14 @@ Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) 
     DT_RETURN_IF_ERROR(ParseGemmPoints(*bp, bw + ".gemm_points", &c->bf16.gemm_points));
     if (c->bf16.gemm_points.empty()) return InvalidArgument(bw + ".gemm_points: must not be empty");
   }
+  if (j.contains("moe_host") && !j.at("moe_host").is_null()) {
+    FieldReader mr(j.at("moe_host"), what + ".moe_host");
+    c->moe_host.router_s = mr.Num("router_s");
+    c->moe_host.dispatch_s = mr.Num("dispatch_s");
+    c->moe_host.backward_s = mr.Num("backward_s");
+    c->moe_host.note = mr.StrOr("note", "");
+    DT_RETURN_IF_ERROR(mr.status());
+  }
   if (j.contains("step_checks") && !j.at("step_checks").is_null()) {
     const json* sc = Child(j, "step_checks", true, what, &st);
     DT_RETURN_IF_ERROR(st);
@@ -339,6 +347,12 @@ json ToJson(const HardwareProfile& p) {
   if (c.fp8.available()) {
     j["compute"]["fp8"] = {{"peak_flops", c.fp8.peak_flops}, {"gemm_efficiency", CurveToJson(c.fp8.gemm_efficiency)}};
     if (!c.fp8.note.empty()) j["compute"]["fp8"]["note"] = c.fp8.note;
+  }
+  if (c.moe_host.available()) {
+    j["compute"]["moe_host"] = {{"router_s", c.moe_host.router_s},
+                                {"dispatch_s", c.moe_host.dispatch_s},
+                                {"backward_s", c.moe_host.backward_s}};
+    if (!c.moe_host.note.empty()) j["compute"]["moe_host"]["note"] = c.moe_host.note;
   }
   if (!c.note.empty()) j["compute"]["note"] = c.note;
   const NetworkProfile& n = p.network;

@@ -48,6 +48,8 @@ struct SearchConstraints {
   // PlanSpec::tp_comm_overlap: set on every plan with tp > 1 and sequence
   // parallelism (the framework overlaps what it can), not searched.
   bool tp_comm_overlap = false;
+  // PlanSpec::moe_router_cuda_graph: copied into every plan, not searched.
+  bool moe_router_cuda_graph = false;
   // PlanSpec::cudnn_attention (--attention-kernel cudnn): copied into every
   // plan, not searched; needs the fused attention core.
   bool cudnn_attention = false;
@@ -113,6 +115,7 @@ inline void CopyPlanSettings(const SearchConstraints& k, PlanSpec* p) {
   p->moe_shared_expert_overlap = k.moe_shared_expert_overlap;
   p->delay_wgrad_compute = k.delay_wgrad_compute;
   p->overlap_dispatch_backward_wgrad = k.overlap_dispatch_backward_wgrad;
+  p->moe_router_cuda_graph = k.moe_router_cuda_graph;
   p->cudnn_attention = k.cudnn_attention;
   p->overlap_p2p_comm = k.overlap_p2p_comm;
   p->fp8_param_gather = Fp8ParamGatherFor(k, p->zero_stage);

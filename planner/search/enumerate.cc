@@ -69,6 +69,11 @@ StatusOr<Enumeration> EnumeratePlans(const ModelSpec& m, const ClusterSpec& c,
     return InvalidArgument("--tp-comm-overlap overlaps tensor-parallel collectives: it needs tp > 1; drop it or raise --tp");
   if (k.tp_comm_overlap && k.sequence_parallel && !*k.sequence_parallel)
     return InvalidArgument("--tp-comm-overlap needs sequence parallelism (as Megatron-LM does): drop --no-sp or it");
+  if (k.moe_router_cuda_graph && !m.moe())
+    return InvalidArgument("--moe-router-cuda-graph: the model has no experts; drop it");
+  if (k.moe_router_cuda_graph && c.device == "cpu")
+    return InvalidArgument("--moe-router-cuda-graph prices a GPU framework's CUDA graphs; CPU plans run dtrun, "
+                           "which launches no graphs: drop it (or plan for --device gpu)");
   if (k.cudnn_attention && c.device == "cpu")
     return InvalidArgument("--attention-kernel cudnn prices a GPU framework's kernel; CPU plans run dtrun's own "
                            "attention: drop it (or plan for --device gpu)");

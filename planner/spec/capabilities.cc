@@ -76,6 +76,9 @@ const std::vector<Capability>& CapabilityTable() {
        false,
        "replan without --tp-comm-overlap (dtrun runs the sequence-parallel collectives in line), or run the plan in "
        "Megatron-LM (dtplan export --to megatron writes --tp-comm-overlap)"},
+      {Feature::kMoeRouterCudaGraph, "MoE router and dispatcher preprocessing replayed as CUDA graphs", false, false,
+       "replan without --moe-router-cuda-graph (dtrun launches no CUDA graphs), or run the plan in Megatron-LM "
+       "(dtplan export --to megatron writes --cuda-graph-scope moe_router moe_preprocess)"},
       // dtrun's loss is one fused pass over each row of logits
       // (runtime/ops/cross_entropy.cc): priced as PlanSpec::cross_entropy_fusion.
       {Feature::kUnfusedCrossEntropy, "Megatron-LM's unfused cross-entropy (the loss as six PyTorch passes)", false,
@@ -173,6 +176,7 @@ std::vector<Feature> FeaturesUsed(const ModelSpec& m, const PlanSpec& p) {
       case Feature::kLatentAttention: u = m.mla(); break;
       case Feature::kMoeA2aOverlap: u = p.moe_a2a_overlap; break;
       case Feature::kTpCommOverlap: u = p.tp_comm_overlap; break;
+      case Feature::kMoeRouterCudaGraph: u = m.moe() && p.moe_router_cuda_graph; break;
       case Feature::kMoeSharedExpertOverlap: u = m.moe() && p.moe_shared_expert_overlap; break;
       case Feature::kExpertWgradOverlap: u = m.moe() && p.overlap_dispatch_backward_wgrad; break;
       case Feature::kUnfusedCrossEntropy: u = !p.cross_entropy_fusion; break;
@@ -208,6 +212,7 @@ std::string Where(const ModelSpec& m, const PlanSpec& p, Feature f) {
       return "plan has etp=" + std::to_string(p.expert_tp()) + " and tp=" + std::to_string(p.tp);
     case Feature::kFlashAttention: return "plan assumes flash attention";
     case Feature::kTpCommOverlap: return "plan has tp_comm_overlap";
+    case Feature::kMoeRouterCudaGraph: return "plan has moe_router_cuda_graph";
     case Feature::kMoeCapacity: return "plan has moe_capacity_factor";
     case Feature::kMoeCapacitySharded:
       return "plan has moe_capacity_factor with tp=" + std::to_string(p.tp) + " and cp=" + std::to_string(p.cp);

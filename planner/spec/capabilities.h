@@ -53,6 +53,7 @@ enum class Feature {
   kLatentAttention,        // multi-head latent attention (ModelSpec::mla(): DeepSeek-V2/V3, Kimi K2)
   kMoeA2aOverlap,          // PlanSpec::moe_a2a_overlap (combined 1F1B)
   kTpCommOverlap,          // PlanSpec::tp_comm_overlap (Transformer Engine userbuffers)
+  kMoeRouterCudaGraph,     // PlanSpec::moe_router_cuda_graph (router + preprocessing as CUDA graphs)
   kMoeSharedExpertOverlap, // PlanSpec::moe_shared_expert_overlap (shared experts on a side stream)
   kExpertWgradOverlap,     // PlanSpec::overlap_dispatch_backward_wgrad (expert wgrads on a side stream)
   kUnfusedCrossEntropy,    // PlanSpec::cross_entropy_fusion false (Megatron's loss as PyTorch ops)

@@ -335,6 +335,9 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
     return bad("tp_comm_overlap overlaps the sequence-parallel all-gathers and reduce-scatters with the GEMMs: it "
                "needs tp > 1 and \"sequence_parallel\": true (as Megatron-LM's --tp-comm-overlap does); omit it");
   if (Status s = CheckMoeCapacity(p, m); !s.ok()) return bad(s.message());
+  if (p.moe_router_cuda_graph && !m.moe())
+    return bad("moe_router_cuda_graph captures the MoE router and dispatcher preprocessing in CUDA graphs: it "
+               "needs a mixture-of-experts model; omit it");
   if (p.moe_a2a_overlap) {
     if (!m.moe() || p.ep < 2)
       return bad("moe_a2a_overlap hides the expert-parallel all-to-alls: it needs a mixture-of-experts model "
@@ -461,6 +464,7 @@ json ToJson(const PlanSpec& p) {
   if (p.delay_wgrad_compute) j["delay_wgrad_compute"] = true;                       // absent: false
   if (p.overlap_dispatch_backward_wgrad) j["overlap_dispatch_backward_with_experts_wgrad"] = true;  // absent: false
   if (p.tp_comm_overlap) j["tp_comm_overlap"] = true;                               // absent: false
+  if (p.moe_router_cuda_graph) j["moe_router_cuda_graph"] = true;                   // absent: false
   if (!p.cross_entropy_fusion) j["cross_entropy_loss_fusion"] = false;               // absent: true
   if (p.cudnn_attention) j["attention_kernel"] = "cudnn";                           // absent: the profile's default
   if (!p.overlap_grad_reduce) j["overlap_grad_reduce"] = false;                     // absent: true
@@ -533,6 +537,7 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   p.delay_wgrad_compute = r.BoolOr("delay_wgrad_compute", false);
   p.overlap_dispatch_backward_wgrad = r.BoolOr("overlap_dispatch_backward_with_experts_wgrad", false);
   p.tp_comm_overlap = r.BoolOr("tp_comm_overlap", false);
+  p.moe_router_cuda_graph = r.BoolOr("moe_router_cuda_graph", false);
   p.cross_entropy_fusion = r.BoolOr("cross_entropy_loss_fusion", true);
   p.overlap_grad_reduce = r.BoolOr("overlap_grad_reduce", true);
   p.overlap_p2p_comm = r.BoolOr("overlap_p2p_comm", true);
@@ -662,6 +667,7 @@ std::string Describe(const PlanSpec& p) {
   if (p.overlap_dispatch_backward_wgrad) os << " wgrad-beside-dispatch";
   if (p.moe_shared_expert_overlap) os << " shared-overlap";
   if (p.tp_comm_overlap) os << " tp-overlap";
+  if (p.moe_router_cuda_graph) os << " router-graph";
   if (!p.cross_entropy_fusion) os << " unfused-ce";
   if (p.cudnn_attention) os << " cudnn-attn";
   if (!p.overlap_grad_reduce) os << " grad-sync-after-backward";

@@ -226,6 +226,14 @@ struct PlanSpec {
   // backward; planner/lower/tp_overlap.h prices them). Needs tp > 1 and
   // sequence_parallel. Never searched; dtrun does not execute it.
   bool tp_comm_overlap = false;
+  // The MoE router and the dispatcher's preprocessing run as CUDA graphs
+  // (Megatron-LM's --cuda-graph-impl transformer_engine with
+  // --cuda-graph-scope moe_router moe_preprocess): the host replays them
+  // instead of launching their kernels one by one, so the eager MoE block's
+  // host time before its synchronisation (HardwareProfile
+  // compute.moe_host.router_s) is not spent. Needs an MoE model. Never
+  // searched; dtrun does not execute it.
+  bool moe_router_cuda_graph = false;
   // The attention kernel's speed is priced with the profile's cuDNN fused-
   // attention curve (compute.attention_efficiency_by_keys_cudnn) instead of
   // its default attention rate: Transformer Engine runs cuDNN's kernel on

@@ -126,6 +126,8 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   k.moe_capacity_factor = p.NumOr("moe_capacity_factor", 0);
   k.moe_pad_to_capacity = p.BoolOr("moe_pad_to_capacity", false);
   k.tp_comm_overlap = p.BoolOr("tp_comm_overlap", false);
+  // Megatron-LM's --cuda-graph-scope moe_router moe_preprocess.
+  k.moe_router_cuda_graph = p.BoolOr("moe_router_cuda_graph", false);
   if (p.Has("attention_kernel")) {
     auto ak = ParseAttentionKernel(p.Str("attention_kernel"));
     if (!ak.ok()) p.Fail("'attention_kernel': " + ak.status().message());

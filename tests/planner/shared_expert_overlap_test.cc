@@ -49,14 +49,13 @@ PlanSpec Plan(const ModelSpec& m, int tp, int ep, bool overlap) {
   return p;
 }
 
-using testing_models::H100;
 
 double LayerForward(const ModelSpec& m, const PlanSpec& p) {
-  const PlanCosts c = ComputePlanCosts(m, testing_models::Cluster(2, 8), p, H100());
+  const PlanCosts c = ComputePlanCosts(m, testing_models::Cluster(2, 8), p, testing_models::H100WithoutMoeHost());
   return c.chunks[0].fwd_compute + c.chunks[0].fwd_comm;
 }
 double LayerBackward(const ModelSpec& m, const PlanSpec& p) {
-  const PlanCosts c = ComputePlanCosts(m, testing_models::Cluster(2, 8), p, H100());
+  const PlanCosts c = ComputePlanCosts(m, testing_models::Cluster(2, 8), p, testing_models::H100WithoutMoeHost());
   return c.chunks[0].bwd_compute + c.chunks[0].bwd_comm;
 }
 
@@ -69,9 +68,9 @@ double OpsTime(const PlanSpec& p, const std::vector<Op>& ops, const char* part) 
     if (part == nullptr ? !ep : std::string(op.name).find(part) == std::string::npos) continue;
     if (op.kind == OpKind::kCollective) {
       const GroupTopology g = TopologyOf(p, op.group, 8);
-      t += OpCollectiveTime(op, g.per_node, g.spans_nodes, H100());
+      t += OpCollectiveTime(op, g.per_node, g.spans_nodes, testing_models::H100WithoutMoeHost());
     } else {
-      t += OpTime(op, H100());
+      t += OpTime(op, testing_models::H100WithoutMoeHost());
     }
   }
   return t;

@@ -16,6 +16,19 @@ inline const HardwareProfile& H100() {
   return p;
 }
 
+// The bundled H100 profile without its eager MoE block's host time
+// (compute.moe_host): for tests of the kernels' and collectives' schedule,
+// which the host's launch clock and the dispatcher's synchronisation would
+// mix into (tests/planner/moe_host_test.cc tests those).
+inline const HardwareProfile& H100WithoutMoeHost() {
+  static const HardwareProfile p = [] {
+    HardwareProfile h = H100();
+    h.compute.moe_host = MoeHostProfile{};
+    return h;
+  }();
+  return p;
+}
+
 // The bundled CPU profile (measured on an Intel Xeon; no measured curves).
 inline const HardwareProfile& LocalCpu() {
   static const HardwareProfile p = LoadProfile("local-cpu").value();
