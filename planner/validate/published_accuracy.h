@@ -32,9 +32,10 @@ struct PublishedAccuracy {
 constexpr PublishedAccuracy kMoeAccuracy{"examples/validation/published-moe.json", 50, 0.168, 0.441, 1.69, 1.44};
 
 // One paragraph for the plan report of an MoE model: the figures above and
-// the two mechanisms behind the largest errors (eager MoE layers' host
-// launch and token-count synchronisation time, not priced; the attention
-// kernel's speed, which changes between software releases).
+// the two mechanisms behind the largest errors (eager MoE layers, whose
+// measured host time and token-count synchronisation are priced but which
+// still run slower than priced; the attention kernel's speed, which changes
+// between software releases).
 std::string MoeAccuracyNote();
 
 }  // namespace dt

@@ -54,7 +54,7 @@ TEST(PublishedAccuracy, MoeFiguresAreWhatTheBundledFileGives) {
   ExpectQuoted("prediction / fastest run", kMoeAccuracy.fastest_ratio, s.fastest, 0.01, 0.05);
 }
 
-TEST(PublishedAccuracy, MoeNoteQuotesTheFiguresAndNamesWhatIsNotPriced) {
+TEST(PublishedAccuracy, MoeNoteQuotesTheFiguresAndNamesWhatIsUncertain) {
   const std::string n = MoeAccuracyNote();
   EXPECT_NE(n.find(std::to_string(kMoeAccuracy.cases) + " published"), std::string::npos) << n;
   EXPECT_NE(n.find(kMoeAccuracy.file), std::string::npos) << n;
