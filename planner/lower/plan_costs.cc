@@ -91,70 +91,71 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
     double kernels[2] = {0, 0}, colls[2] = {0, 0};  // [compute stream, side stream]
   } w;
   auto close_window = [&] {
-    if (w.id == 0) return;
-    const double k = w.kernels[0] + w.kernels[1], c = w.colls[0] + w.colls[1];
-    const double t = std::max({w.kernels[0] + w.colls[0], w.kernels[1] + w.colls[1], c, k + kAllToAllSmShare * c});
-    host += launch * w.ops;
-    device = std::max(host, device) + t;
-    r.comm += t - k;
-    w = Window{};
+    if (w.id != 0) {
+      const double k = w.kernels[0] + w.kernels[1], c = w.colls[0] + w.colls[1];
+      const double t = std::max({w.kernels[0] + w.colls[0], w.kernels[1] + w.colls[1], c, k + kAllToAllSmShare * c});
+      host += launch * w.ops;
+      device = std::max(host, device) + t;
+      r.comm += t - k;
+      w = Window{};
+    }
     if (sync_pending) host = std::max(host, device);
     sync_pending = false;
   };
-  const int passes = moe_ops && per_layer ? 2 : 1;
-  double pass_start = 0;  // the device clock where the priced pass starts
-  for (int pass = 0; pass < passes; ++pass) {
-  if (pass > 0) {
+  auto run_list = [&] {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const Op& op = ops[i];
+      if (op.overlap_window != w.id) close_window();
+      if (moe_host) host += moe_host_time(op);
+      const bool sync = moe_host && op.host_sync;
+      // A collective's placement and in-line time, once.
+      const bool coll = op.kind == OpKind::kCollective;
+      const GroupTopology g = coll ? TopologyOf(p, op.group, c.gpus_per_node) : GroupTopology{};
+      if (outside != nullptr)  // null: the caller does not report it (lower bounds)
+        *outside |= OpOutsideProfile(op, g.per_node, g.spans_nodes, hw);
+      const double coll_t = coll ? OpCollectiveTime(op, g.per_node, g.spans_nodes, hw) : 0.0;
+      if (op.overlap_window != 0) {
+        const double t = coll ? coll_t : OpDeviceTime(op, hw);
+        sync_pending |= sync;
+        if (t <= 0) continue;
+        w.id = op.overlap_window;
+        ++w.ops;
+        (op.kind == OpKind::kCollective ? w.colls : w.kernels)[op.side_stream ? 1 : 0] += t;
+        continue;
+      }
+      if (op.kind != OpKind::kCollective) {
+        const double t = OpDeviceTime(op, hw);
+        if (t > 0) run(t);
+        if (sync) host = std::max(host, device);
+        if (t > 0 && op.kind == OpKind::kAttention) attention += std::max(t, launch);
+        continue;
+      }
+      const double t = coll_t;
+      if (t <= 0) {
+        if (sync) host = std::max(host, device);
+        continue;
+      }
+      if (p.tp_comm_overlap) {
+        comm[i] = std::max(t, launch);
+      } else if (op.group == GroupKind::kCp) {
+        cp_comm += std::max(t, launch);
+      } else {
+        run(t);
+        r.comm += t;
+      }
+      if (sync) host = std::max(host, device);
+    }
     close_window();
+  };
+  run_list();
+  double pass_start = 0;  // the device clock where the priced pass starts
+  if (moe_ops && per_layer) {  // the steady state: the next layer's pass
     pass_start = device;
     r = OpListCost{};
     attention = cp_comm = 0;
     if (p.tp_comm_overlap) comm.assign(ops.size(), 0.0);
+    run_list();
   }
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const Op& op = ops[i];
-    if (op.overlap_window != w.id) close_window();
-    if (moe_host) host += moe_host_time(op);
-    const bool sync = moe_host && op.host_sync;
-    // A collective's placement and in-line time, once.
-    const bool coll = op.kind == OpKind::kCollective;
-    const GroupTopology g = coll ? TopologyOf(p, op.group, c.gpus_per_node) : GroupTopology{};
-    if (outside != nullptr)  // null: the caller does not report it (lower bounds)
-      *outside |= OpOutsideProfile(op, g.per_node, g.spans_nodes, hw);
-    const double coll_t = coll ? OpCollectiveTime(op, g.per_node, g.spans_nodes, hw) : 0.0;
-    if (op.overlap_window != 0) {
-      const double t = coll ? coll_t : OpDeviceTime(op, hw);
-      sync_pending |= sync;
-      if (t <= 0) continue;
-      w.id = op.overlap_window;
-      ++w.ops;
-      (op.kind == OpKind::kCollective ? w.colls : w.kernels)[op.side_stream ? 1 : 0] += t;
-      continue;
-    }
-    if (op.kind != OpKind::kCollective) {
-      const double t = OpDeviceTime(op, hw);
-      if (t > 0) run(t);
-      if (sync) host = std::max(host, device);
-      if (t > 0 && op.kind == OpKind::kAttention) attention += std::max(t, launch);
-      continue;
-    }
-    const double t = coll_t;
-    if (t <= 0) {
-      if (sync) host = std::max(host, device);
-      continue;
-    }
-    if (p.tp_comm_overlap) {
-      comm[i] = std::max(t, launch);
-    } else if (op.group == GroupKind::kCp) {
-      cp_comm += std::max(t, launch);
-    } else {
-      run(t);
-      r.comm += t;
-    }
-    if (sync) host = std::max(host, device);
-  }
-  }
-  close_window();
   r.compute = device - pass_start - r.comm;
   // --tp-comm-overlap: the SP collectives under their GEMMs (tp_overlap.h).
   if (p.tp_comm_overlap) {
