@@ -24,6 +24,9 @@ busy. Writes JSON to argv[1].
 
   scripts/moe-host-overhead.py OUT.json   (GPU machine with PyTorch; Megatron-Core's source in
                                            $MCORE_PATH, default .mcore/; about a minute)
+  scripts/moe-host-overhead.py OUT.json --stack   (stacks of four layers with a dense stand-in of
+                                           0-8 ms of GEMMs before each: the exposed host time per
+                                           layer as the device gets more to hide it behind)
 Megatron-Core is not installed on the GPU image: carry its source (git archive of
 NVIDIA/Megatron-LM's megatron/core into .mcore/megatron/core). Transformer Engine is absent there.
 """
@@ -195,8 +198,65 @@ def layer_step(layer, tokens, h):
     return step
 
 
+def stack_exposure(h, f, E, k, tokens, layers=4):
+    """A stack of MoE layers (grouped experts) with a dense stand-in of D ms of device work before
+    each (bf16 GEMMs with a residual, as an attention block would sit there): the host time left
+    exposed per layer, forward + backward, as D grows. The pricing's claim (docs/simulator.md):
+    the synchronisation in every layer exposes the host time the device cannot hide behind."""
+    torch.manual_seed(0)
+    blocks = []
+    for _ in range(layers):
+        layer = megatron_layer(h, f, E, k)
+        layer.experts = GroupedExperts(E, h, f)
+        blocks.append(layer)
+    w = torch.nn.Parameter(0.01 * torch.randn(h, h, device=DEV, dtype=torch.bfloat16))
+    x0 = torch.randn(tokens, 1, h, device=DEV, dtype=torch.bfloat16)
+    # one GEMM's forward time, to size the stand-in
+    a = x0.view(tokens, h)
+    for _ in range(3):
+        a @ w
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(50):
+        a @ w
+    torch.cuda.synchronize()
+    gemm_s = (time.perf_counter() - t0) / 50
+    out = {"gemm_fwd_s": gemm_s, "rows": []}
+    for dense_ms in [0, 1, 2, 4, 8]:
+        reps = int(round(dense_ms * 1e-3 / gemm_s))
+        x = x0.clone().requires_grad_(True)
+        g = torch.randn_like(x0)
+
+        def step():
+            y = x
+            for layer in blocks:
+                for _ in range(reps):
+                    y = y + torch.matmul(y, w)
+                o = layer(y)
+                y = y + (o[0] if isinstance(o, tuple) else o)
+            torch.autograd.backward(y, g)
+        r = measure(step, reps=5, inner=3)
+        row = {"dense_forward_ms": dense_ms, "gemms_per_layer": reps, "wall_s": r["wall_s"],
+               "device_busy_s": r["device_busy_s"], "exposed_per_layer_s": r["exposed_host_s"] / layers}
+        print("stack of %d, dense stand-in %d ms (%d GEMMs): wall %.2f ms, busy %.2f ms, exposed %.2f ms per layer"
+              % (layers, dense_ms, reps, 1e3 * r["wall_s"], 1e3 * r["device_busy_s"],
+                 1e3 * row["exposed_per_layer_s"]), flush=True)
+        out["rows"].append(row)
+    return out
+
+
 def main():
     out_path = sys.argv[1] if len(sys.argv) > 1 else "moe-host-overhead.json"
+    if len(sys.argv) > 2 and sys.argv[2] == "--stack":
+        res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "megatron_core": megatron_setup(),
+               "stacks": []}
+        for name, h, f, E, k, tokens in SHAPES[:2]:
+            print(name, flush=True)
+            res["stacks"].append(dict(stack_exposure(h, f, E, k, tokens), shape=name))
+        with open(out_path, "w") as fh:
+            json.dump(res, fh, indent=1)
+        print("wrote", out_path)
+        return
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cases": [],
            "errors": []}
     try:
