@@ -194,10 +194,12 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
   for (const GemmPoint& g : m.gemms) peak = std::max(peak, g.flops() / g.seconds);
   d.peak_flops = peak;
   d.memory_bandwidth_Bps = m.copy_Bps;
-  d.note = "peak_flops: best measured GEMM rate per rank (not a theoretical peak); "
-           "memory_bandwidth_Bps: stream copy (read + write) per rank with all ranks copying; "
-           "memory_bytes: MemTotal / ranks per node; reserved_bytes: RSS of a rank after MPI "
-           "init; fragmentation 0: the runtime allocates each tensor exactly";
+  d.note = std::string("peak_flops: best measured GEMM rate per rank (not a theoretical peak); "
+                        "memory_bandwidth_Bps: stream copy (read + write) per rank with all ranks copying; ") +
+           (m.device_kind == "cpu" ? "memory_bytes: MemTotal / ranks per node; "
+                                   : "memory_bytes: the GPU's total memory (cudaMemGetInfo); ") +
+           "reserved_bytes: RSS of a rank after MPI init; fragmentation 0: the runtime allocates each tensor "
+           "exactly";
 
   ComputeProfile& c = p.compute;
   c.gemm_points = m.gemms;
