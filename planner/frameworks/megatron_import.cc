@@ -357,6 +357,17 @@ Status ReadMoeLayerFreq(const std::string& v, ModelSpec* m) {
 
 }  // namespace
 
+// The values of an nargs flag, which Tokenize keeps joined by spaces.
+static std::vector<std::string> FlagWords(const std::string& joined) {
+  std::vector<std::string> out;
+  for (size_t start = 0; start < joined.size();) {
+    const size_t space = std::min(joined.find(' ', start), joined.size());
+    if (space > start) out.push_back(joined.substr(start, space - start));
+    start = space + 1;
+  }
+  return out;
+}
+
 // --cuda-graph-impl / --cuda-graph-scope (nargs='*'): of Megatron-LM's CUDA
 // graphs dtplan prices Transformer Engine's graphs of the MoE router and
 // preprocessing (PlanSpec::moe_router_cuda_graph); graphs of the attention
@@ -375,14 +386,8 @@ static Status ReadCudaGraphs(const std::map<std::string, std::string>& v, const 
                            "router and preprocessing only (--cuda-graph-impl transformer_engine --cuda-graph-scope "
                            "moe_router moe_preprocess); drop the flag or use that form");
   std::set<std::string> scope;
-  if (v.count("--cuda-graph-scope")) {
-    const std::string& words = v.at("--cuda-graph-scope");
-    for (size_t start = 0; start < words.size();) {
-      const size_t space = std::min(words.find(' ', start), words.size());
-      if (space > start) scope.insert(words.substr(start, space - start));
-      start = space + 1;
-    }
-  }
+  if (v.count("--cuda-graph-scope"))
+    for (const std::string& w : FlagWords(v.at("--cuda-graph-scope"))) scope.insert(w);
   for (const std::string& s : scope)
     if (s != "attn" && s != "moe_router" && s != "moe_preprocess")
       return InvalidArgument("--cuda-graph-scope " + s + ": not modeled (dtplan prices graphs of moe_router and "
@@ -424,12 +429,7 @@ static Status ReadRecomputeModules(const std::map<std::string, std::string>& v, 
   }
   std::vector<std::string> names;
   if (listed) {
-    const std::string& words = v.at("--recompute-modules");
-    for (size_t start = 0; start < words.size();) {
-      const size_t space = std::min(words.find(' ', start), words.size());
-      if (space > start) names.push_back(words.substr(start, space - start));
-      start = space + 1;
-    }
+    names = FlagWords(v.at("--recompute-modules"));
   } else {
     names.push_back("core_attn");  // Megatron's default list, to which --moe-layer-recompute appends
   }

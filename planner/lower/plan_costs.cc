@@ -78,8 +78,8 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
     }
     return 0.0;
   };
-  bool moe_ops = false;  // the list holds an MoE block's ops
-  if (moe_host)
+  bool moe_ops = false;  // a layer's list holds an MoE block's ops (only asked for per_layer)
+  if (moe_host && per_layer)
     for (const Op& op : ops) moe_ops |= op.moe_host != Op::MoeHostPart::kNone;
   bool sync_pending = false;  // a synchronising op inside the open overlap window
   // Collectives' in-line times, kept op by op only where the TP overlap
