@@ -21,7 +21,33 @@ namespace {
 struct OpListCost {
   double compute = 0;  // kernels
   double comm = 0;     // exposed TP/CP collectives
+  // A layer's list in its steady state without a synchronisation: how much
+  // its launches exceed its device work (counted in compute) or fall short
+  // of it. ShareHostLead pools them over a layer's lists.
+  double host_excess = 0, host_slack = 0;
 };
+
+// One host runs a layer's forward, recompute and backward: the lead it
+// builds in a list whose device work exceeds its launches carries into the
+// next, so the layer's unsynchronised lists are host-bound only by what
+// their launches exceed their device work together. What remains is
+// shared among the host-bound lists in proportion to their excess. (An
+// approximation: it takes the host's lead as unbounded, where CUDA's
+// launch queue holds about a thousand kernels, a few layers' worth.)
+void ShareHostLead(std::initializer_list<OpListCost*> lists) {
+  double excess = 0, slack = 0;
+  for (const OpListCost* l : lists) {
+    excess += l->host_excess;
+    slack += l->host_slack;
+  }
+  if (excess <= 0) return;
+  const double kept = std::max(0.0, excess - slack) / excess;
+  for (OpListCost* l : lists) {
+    l->compute -= l->host_excess * (1.0 - kept);
+    l->host_excess *= kept;
+    l->host_slack = 0;
+  }
+}
 
 // The SMs an MoE all-to-all's kernels occupy while they run: 20 of an
 // H800's 132 in DeepSeek-V3's training (DeepSeek-V3 technical report,
@@ -62,13 +88,23 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
   OpListCost r;
   double attention = 0, cp_comm = 0;
   const double launch = hw.compute.host_overhead_s;
-  double host = 0, device = 0;  // the launch clock and the device clock
-  auto run = [&](double t) {
-    host += launch;
-    device = std::max(host, device) + t;
-  };
   const MoeHostProfile& mh = hw.compute.moe_host;
   const bool moe_host = mh.available() && hw.device.kind != "cpu";
+  // The host time of launching one op: compute.host_overhead_s, except for
+  // what a measured host time covers otherwise: an eager MoE block's ops
+  // (compute.moe_host, measured for the block as a whole) and the FP8
+  // scaling kernels Transformer Engine launches inside the GEMM's own module
+  // call (their device time is priced; no framework call of their own).
+  auto launch_of = [&](const Op& op) {
+    if (moe_host && op.moe_host != Op::MoeHostPart::kNone) return 0.0;
+    if (op.kind == OpKind::kMemoryBound && std::strncmp(op.name, "fp8_", 4) == 0) return 0.0;
+    return launch;
+  };
+  double host = 0, device = 0;  // the launch clock and the device clock
+  auto run = [&](double t, double l) {
+    host += l;
+    device = std::max(host, device) + t;
+  };
   auto moe_host_time = [&](const Op& op) {
     switch (op.moe_host) {
       case Op::MoeHostPart::kRouter: return p.moe_router_cuda_graph ? 0.0 : op.moe_host_share * mh.router_s;
@@ -79,7 +115,7 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
     return 0.0;
   };
   bool moe_ops = false;  // a layer's list holds an MoE block's ops (only asked for per_layer)
-  if (moe_host && per_layer)
+  if (moe_host && per_layer && !hw.compute.host_runs_ahead)
     for (const Op& op : ops) moe_ops |= op.moe_host != Op::MoeHostPart::kNone;
   bool sync_pending = false;  // a synchronising op inside the open overlap window
   // Collectives' in-line times, kept op by op only where the TP overlap
@@ -87,14 +123,15 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
   std::vector<double> comm;
   if (p.tp_comm_overlap) comm.assign(ops.size(), 0.0);
   struct Window {
-    int id = 0, ops = 0;
+    int id = 0;
+    double launches = 0;                            // the window's host time
     double kernels[2] = {0, 0}, colls[2] = {0, 0};  // [compute stream, side stream]
   } w;
   auto close_window = [&] {
     if (w.id != 0) {
       const double k = w.kernels[0] + w.kernels[1], c = w.colls[0] + w.colls[1];
       const double t = std::max({w.kernels[0] + w.colls[0], w.kernels[1] + w.colls[1], c, k + kAllToAllSmShare * c});
-      host += launch * w.ops;
+      host += w.launches;
       device = std::max(host, device) + t;
       r.comm += t - k;
       w = Window{};
@@ -119,15 +156,15 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
         sync_pending |= sync;
         if (t <= 0) continue;
         w.id = op.overlap_window;
-        ++w.ops;
+        w.launches += launch_of(op);
         (op.kind == OpKind::kCollective ? w.colls : w.kernels)[op.side_stream ? 1 : 0] += t;
         continue;
       }
       if (op.kind != OpKind::kCollective) {
         const double t = OpDeviceTime(op, hw);
-        if (t > 0) run(t);
+        if (t > 0) run(t, launch_of(op));
         if (sync) host = std::max(host, device);
-        if (t > 0 && op.kind == OpKind::kAttention) attention += std::max(t, launch);
+        if (t > 0 && op.kind == OpKind::kAttention) attention += t;
         continue;
       }
       const double t = coll_t;
@@ -135,21 +172,61 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
         if (sync) host = std::max(host, device);
         continue;
       }
+      // Collectives off the compute stream's clock (under their GEMMs, or
+      // under the attention core for CP) still take their launch.
       if (p.tp_comm_overlap) {
-        comm[i] = std::max(t, launch);
+        host += launch_of(op);
+        comm[i] = t;
       } else if (op.group == GroupKind::kCp) {
-        cp_comm += std::max(t, launch);
+        host += launch_of(op);
+        cp_comm += t;
       } else {
-        run(t);
+        run(t, launch_of(op));
         r.comm += t;
       }
       if (sync) host = std::max(host, device);
     }
     close_window();
   };
+  // Communication off the compute stream's clock that still stalls it: the
+  // TP collectives' excess over the GEMMs they run under (--tp-comm-overlap,
+  // tp_overlap.h) and the CP exchanges' excess over the attention core.
+  auto off_clock_comm = [&] {
+    double x = 0;
+    if (p.tp_comm_overlap) {
+      ChargeOverlappedTpComm(ops, p.tp, hw, &comm);
+      for (size_t i = 0; i < ops.size(); ++i) {
+        if (ops[i].kind != OpKind::kCollective) continue;
+        if (ops[i].group == GroupKind::kCp) cp_comm += comm[i];
+        else x += comm[i];
+      }
+    }
+    return x + std::max(0.0, cp_comm - attention);
+  };
+  const bool steady = per_layer && (moe_ops || hw.compute.host_runs_ahead);
+  bool syncs = false;  // the list synchronises the host with the device
+  if (steady && moe_host)
+    for (const Op& op : ops) syncs |= op.host_sync;
+  if (steady && !syncs) {
+    // Nothing stops the host, so layer after layer its lead grows by what a
+    // layer's device work exceeds its launches: the steady period is the
+    // longer of the two (device-bound or host-bound), priced by one pass
+    // with the host far ahead (the device never waits) that also sums the
+    // launches.
+    constexpr double kFarAhead = 1e3;  // seconds; far beyond any layer's launches
+    host = -kFarAhead;
+    run_list();
+    const double launches = host + kFarAhead;
+    const double busy = device + off_clock_comm();
+    r.comm += busy - device;
+    r.compute = std::max(busy, launches) - r.comm;
+    r.host_excess = std::max(0.0, launches - busy);
+    r.host_slack = std::max(0.0, busy - launches);
+    return r;
+  }
   run_list();
   double pass_start = 0;  // the device clock where the priced pass starts
-  if (moe_ops && per_layer) {  // the steady state: the next layer's pass
+  if (steady) {  // with a synchronisation: the next layer's pass, from where this one left host and device
     pass_start = device;
     r = OpListCost{};
     attention = cp_comm = 0;
@@ -157,16 +234,7 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
     run_list();
   }
   r.compute = device - pass_start - r.comm;
-  // --tp-comm-overlap: the SP collectives under their GEMMs (tp_overlap.h).
-  if (p.tp_comm_overlap) {
-    ChargeOverlappedTpComm(ops, p.tp, hw, &comm);
-    for (size_t i = 0; i < ops.size(); ++i) {
-      if (ops[i].kind != OpKind::kCollective) continue;
-      if (ops[i].group == GroupKind::kCp) cp_comm += comm[i];
-      else r.comm += comm[i];
-    }
-  }
-  r.comm += std::max(0.0, cp_comm - attention);
+  r.comm += off_clock_comm();
   return r;
 }
 
@@ -320,6 +388,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   OpListCost lf = Price(layer.forward, p, c, hw, outside, /*per_layer=*/true);
   OpListCost lb = Price(layer.backward, p, c, hw, outside, /*per_layer=*/true);
   OpListCost lr = Price(layer.recompute, p, c, hw, outside, /*per_layer=*/true);
+  ShareHostLead({&lf, &lb, &lr});
   // Sliding-window layers (ModelSpec::WindowedLayer) differ only in the
   // attention core: what one costs more (less) than a full layer.
   const bool windows = m.WindowApplies(p.seq_length);
@@ -331,9 +400,13 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
       a.comm -= b.comm;
       return a;
     };
-    wf = diff(Price(wl.forward, p, c, hw, outside, /*per_layer=*/true), lf);
-    wb = diff(Price(wl.backward, p, c, hw, outside, /*per_layer=*/true), lb);
-    wr = diff(Price(wl.recompute, p, c, hw, outside, /*per_layer=*/true), lr);
+    OpListCost f = Price(wl.forward, p, c, hw, outside, /*per_layer=*/true);
+    OpListCost b = Price(wl.backward, p, c, hw, outside, /*per_layer=*/true);
+    OpListCost r = Price(wl.recompute, p, c, hw, outside, /*per_layer=*/true);
+    ShareHostLead({&f, &b, &r});
+    wf = diff(f, lf);
+    wb = diff(b, lb);
+    wr = diff(r, lr);
   }
   if (m.moe() && p.ep > 1 && p.moe_a2a_overlap) {
     pc.ep_overlap = EpOverlapOfLayer(layer, p, c, hw, outside);
@@ -352,9 +425,10 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   OpListCost df, db, dr;
   if (m.has_dense_layers()) {
     LayerOps dl = TransformerLayerOps(dense_model, p, e, /*windowed=*/false, kernels);
-    df = Price(dl.forward, p, c, hw, outside);
-    db = Price(dl.backward, p, c, hw, outside);
-    dr = Price(dl.recompute, p, c, hw, outside);
+    df = Price(dl.forward, p, c, hw, outside, /*per_layer=*/true);
+    db = Price(dl.backward, p, c, hw, outside, /*per_layer=*/true);
+    dr = Price(dl.recompute, p, c, hw, outside, /*per_layer=*/true);
+    ShareHostLead({&df, &db, &dr});
   }
   LayerOps emb = EmbeddingOps(m, p, e), head = HeadOps(m, p, e);
   OpListCost ef = Price(emb.forward, p, c, hw, outside),
@@ -383,6 +457,36 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     if (m.has_dense_layers())
       dr.compute = scaled(dr.compute, TransformerLayerOps(dense_model, p, e, /*windowed=*/false, kernels).recompute);
     mr.compute = scaled(mr.compute, mtp.recompute);
+  }
+
+  // A pipeline whose sends block synchronises the host with the device at
+  // every message (Megatron-Core's batched p2p calls torch.cuda.synchronize()
+  // after each exchange: ModelParallelConfig.batch_p2p_sync, on by default,
+  // applies wherever the p2p overlap is off), so each chunk's forward and
+  // backward starts with host and device in step rather than at the layers'
+  // steady state. What that costs once per chunk and microbatch: the list
+  // the chunk starts with, priced from a start in step, less its steady
+  // price. A backward starts with its last layer: with that layer's full
+  // recompute when every layer of the chunk is recomputed, else with its
+  // backward proper (Megatron's block method recomputes the first layers).
+  struct ColdStart {
+    double fwd = 0, recompute_first = 0, backward_first = 0;
+  } cold, dense_cold;
+  if (hw.compute.host_runs_ahead && p.pp > 1 && BlockingSends(p, hw)) {
+    auto total = [](const OpListCost& x) { return x.compute + x.comm; };
+    auto in_step = [&](const std::vector<Op>& ops, const OpListCost& steady) {
+      return std::max(0.0, total(Price(ops, p, c, hw, nullptr)) - total(steady));
+    };
+    auto starts = [&](const LayerOps& l, const OpListCost& f, const OpListCost& b, const OpListCost& r) {
+      ColdStart x;
+      x.fwd = in_step(l.forward, f);
+      x.backward_first = in_step(l.backward, b);
+      x.recompute_first = l.recompute.empty() ? x.backward_first : in_step(l.recompute, r);
+      return x;
+    };
+    cold = starts(layer, lf, lb, lr);
+    if (m.has_dense_layers())
+      dense_cold = starts(TransformerLayerOps(dense_model, p, e, /*windowed=*/false, kernels), df, db, dr);
   }
 
   const GroupTopology grad = GradGroupTopology(p, c.gpus_per_node);
@@ -424,6 +528,12 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     k.bwd_compute = L * (lb.compute + fr * lr.compute) + D * (db.compute + fr * dr.compute);
     k.bwd_comm = L * (lb.comm + fr * lr.comm) + D * (db.comm + fr * dr.comm);
     k.recompute = fr * (L * lr.compute + D * dr.compute);
+    if (k.layers > 0) {  // forward from the chunk's first layer (dense ones come first), backward from its last
+      k.fwd_compute += D > 0 ? dense_cold.fwd : cold.fwd;
+      const ColdStart& last = D == k.layers ? dense_cold : cold;
+      const bool all_recomputed = p.recompute == Recompute::kFull && p.RecomputedLayers(ch) == k.layers;
+      k.bwd_compute += all_recomputed ? last.recompute_first : last.backward_first;
+    }
     if (windows) {
       const double W = m.WindowedLayers(p.ChunkFirstLayer(ch), k.layers);
       k.fwd_compute += W * wf.compute;

@@ -69,7 +69,7 @@ void ChargeOverlappedTpComm(const std::vector<Op>& ops, int tp, const HardwarePr
     const std::vector<const Op*> gemms = PairedGemms(ops, i, pair->gemms);
     if (gemms.empty()) continue;
     double g = 0;
-    for (const Op* x : gemms) g += OpTime(*x, hw);
+    for (const Op* x : gemms) g += OpDeviceTime(*x, hw);  // the device time they hide the collective under
     const double c = (*charged)[i];
     double together = 0;
     switch (pair->method) {

@@ -280,7 +280,8 @@ bool operator==(const HardwareProfile& a, const HardwareProfile& b) {
          ca.memory_bound_efficiency == cb.memory_bound_efficiency &&
          ca.kernel_overhead_s == cb.kernel_overhead_s &&
          ca.optimizer_bytes_per_param == cb.optimizer_bytes_per_param &&
-         ca.host_overhead_s == cb.host_overhead_s && ca.step_overhead_s == cb.step_overhead_s &&
+         ca.host_overhead_s == cb.host_overhead_s && ca.host_runs_ahead == cb.host_runs_ahead &&
+         ca.step_overhead_s == cb.step_overhead_s &&
          ca.moe_host == cb.moe_host &&
          ca.recompute_cost_ratio == cb.recompute_cost_ratio &&
          ca.fp8 == cb.fp8 && ca.bf16 == cb.bf16 && ca.step_checks == cb.step_checks && ca.note == cb.note;

@@ -142,6 +142,13 @@ struct ComputeProfile {
   // asynchronous, so an op takes max(device time, host time): small ops are
   // host-bound, large ones device-bound. Optional (0 = never host-bound).
   double host_overhead_s = 0;
+  // The framework's host runs ahead of the device across layers (no host
+  // synchronisation between a chunk's layers: Megatron-Core's eager layers),
+  // so a layer's op list is priced in its steady state, where a host that
+  // keeps ahead hides its launches, rather than from a start in step with
+  // the device (the default: the A100 sources' Megatron-DeepSpeed and 2021
+  // Megatron-LM fit that start better). Optional, GPU profiles.
+  bool host_runs_ahead = false;
   // Host time per training step outside the kernels (optimizer bookkeeping,
   // loss/grad-norm synchronisation, data loading, logging). Optional.
   double step_overhead_s = 0;

@@ -93,6 +93,7 @@ Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) 
   c->optimizer_bytes_per_param = r.Num("optimizer_bytes_per_param");
   c->host_overhead_s = r.NumOr("host_overhead_s", 0.0);
   c->step_overhead_s = r.NumOr("step_overhead_s", 0.0);
+  c->host_runs_ahead = r.BoolOr("host_runs_ahead", false);
   c->recompute_cost_ratio = r.NumOr("recompute_cost_ratio", 1.0);
   c->note = r.StrOr("note", "");
   DT_RETURN_IF_ERROR(r.status());
@@ -319,6 +320,7 @@ json ToJson(const HardwareProfile& p) {
                   {"host_overhead_s", c.host_overhead_s},
                   {"step_overhead_s", c.step_overhead_s}};
   if (c.recompute_cost_ratio != 1.0) j["compute"]["recompute_cost_ratio"] = c.recompute_cost_ratio;
+  if (c.host_runs_ahead) j["compute"]["host_runs_ahead"] = true;
   if (!c.gemm_points.empty()) j["compute"]["gemm_points"] = GemmPointsToJson(c.gemm_points);
   if (c.bf16.available()) {
     j["compute"]["bf16"] = {{"peak_flops", c.bf16.peak_flops},

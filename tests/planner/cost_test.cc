@@ -84,11 +84,11 @@ TEST(ComputeCostTest, LargeGemmMatchesCurvePlateau) {
 // A batched GEMM (an MoE rank's local experts) is `batch` calls the host
 // launches one by one: each pays the launch overhead, so E small experts
 // never cost less than E launches, and the batched op costs what its calls
-// would cost as separate ops (on a profile without a per-op host floor: the
-// A100 profile's host_overhead_s is per framework op, one grouped linear).
+// would cost as separate ops (without a per-op host floor: a profile's
+// host_overhead_s is per framework op, one grouped linear).
 TEST(ComputeCostTest, BatchedGemmPaysOneLaunchPerCall) {
-  const HardwareProfile p = LoadProfile("h100").value();
-  ASSERT_EQ(p.compute.host_overhead_s, 0);
+  HardwareProfile p = LoadProfile("h100").value();
+  p.compute.host_overhead_s = 0;
   const double o = p.compute.kernel_overhead_s;
   ASSERT_GT(o, 0);
   for (int64_t e : {1, 4, 16, 64}) {

@@ -38,7 +38,7 @@ PlanSpec Plan(const ModelSpec& m, int ep, double capacity, bool pad) {
 
 // The rows' price without the eager MoE block's host time, whose
 // synchronisation a padded capacity removes (moe_host_test.cc).
-const HardwareProfile& H100() { return testing_models::H100WithoutMoeHost(); }
+const HardwareProfile& H100() { return testing_models::H100WithoutHostTime(); }
 
 double StepSeconds(const ModelSpec& m, const PlanSpec& p) {
   ClusterSpec c;

@@ -51,11 +51,11 @@ PlanSpec Plan(const ModelSpec& m, int tp, int ep, bool overlap) {
 
 
 double LayerForward(const ModelSpec& m, const PlanSpec& p) {
-  const PlanCosts c = ComputePlanCosts(m, testing_models::Cluster(2, 8), p, testing_models::H100WithoutMoeHost());
+  const PlanCosts c = ComputePlanCosts(m, testing_models::Cluster(2, 8), p, testing_models::H100WithoutHostTime());
   return c.chunks[0].fwd_compute + c.chunks[0].fwd_comm;
 }
 double LayerBackward(const ModelSpec& m, const PlanSpec& p) {
-  const PlanCosts c = ComputePlanCosts(m, testing_models::Cluster(2, 8), p, testing_models::H100WithoutMoeHost());
+  const PlanCosts c = ComputePlanCosts(m, testing_models::Cluster(2, 8), p, testing_models::H100WithoutHostTime());
   return c.chunks[0].bwd_compute + c.chunks[0].bwd_comm;
 }
 
@@ -68,9 +68,9 @@ double OpsTime(const PlanSpec& p, const std::vector<Op>& ops, const char* part) 
     if (part == nullptr ? !ep : std::string(op.name).find(part) == std::string::npos) continue;
     if (op.kind == OpKind::kCollective) {
       const GroupTopology g = TopologyOf(p, op.group, 8);
-      t += OpCollectiveTime(op, g.per_node, g.spans_nodes, testing_models::H100WithoutMoeHost());
+      t += OpCollectiveTime(op, g.per_node, g.spans_nodes, testing_models::H100WithoutHostTime());
     } else {
-      t += OpTime(op, testing_models::H100WithoutMoeHost());
+      t += OpTime(op, testing_models::H100WithoutHostTime());
     }
   }
   return t;

@@ -17,12 +17,25 @@ inline const HardwareProfile& H100() {
 }
 
 // The bundled H100 profile without its eager MoE block's host time
-// (compute.moe_host): for tests of the kernels' and collectives' schedule,
-// which the host's launch clock and the dispatcher's synchronisation would
-// mix into (tests/planner/moe_host_test.cc tests those).
+// (compute.moe_host) only: what that part adds (tests/planner/moe_host_test.cc).
 inline const HardwareProfile& H100WithoutMoeHost() {
   static const HardwareProfile p = [] {
     HardwareProfile h = H100();
+    h.compute.moe_host = MoeHostProfile{};
+    return h;
+  }();
+  return p;
+}
+
+// The bundled H100 profile without host time (no compute.host_overhead_s,
+// no eager MoE block's compute.moe_host): for tests of the kernels' and
+// collectives' schedule, which the host's launch clock and the dispatcher's
+// synchronisation would mix into (tests/planner/moe_host_test.cc and
+// host_ahead_test.cc test those).
+inline const HardwareProfile& H100WithoutHostTime() {
+  static const HardwareProfile p = [] {
+    HardwareProfile h = H100();
+    h.compute.host_overhead_s = 0;
     h.compute.moe_host = MoeHostProfile{};
     return h;
   }();

@@ -97,8 +97,8 @@ TEST(TpCommOverlap, HidesMostOfTheTpTimeOfAPlan) {
   m.num_layers = 8;
   ClusterSpec c;
   c.gpus_per_node = 8;
-  auto off = SimulatePlan(m, c, TpPlan(m, false), H100());
-  auto on = SimulatePlan(m, c, TpPlan(m, true), H100());
+  auto off = SimulatePlan(m, c, TpPlan(m, false), testing_models::H100WithoutHostTime());
+  auto on = SimulatePlan(m, c, TpPlan(m, true), testing_models::H100WithoutHostTime());
   ASSERT_TRUE(off.ok() && on.ok());
   EXPECT_GT(off->time.tp_exposed, 0);
   EXPECT_LT(on->time.tp_exposed, 0.5 * off->time.tp_exposed);

@@ -221,6 +221,9 @@ std::string Case(const std::string& id, const std::string& plan, const std::stri
 // MoE cases: expert parallelism, the run's sequence length (a HuggingFace
 // config's is its context limit), and force-balanced routing, which prices
 // expert work at the balanced share (a lower time than the allowance gives).
+// Microbatch 8: enough device work per layer for the host's launches to hide
+// (at microbatch 2 this tiny model is host-bound on the H100 profile, and
+// every variant below costs its launches alike).
 TEST(JsonCases, MoeCasesCarryEpSequenceAndRouting) {
   auto text = [](const std::string& routing) {
     return std::string(R"({"cases": [{
@@ -230,7 +233,7 @@ TEST(JsonCases, MoeCasesCarryEpSequenceAndRouting) {
                 "num_kv_heads": 4, "ffn_hidden_size": 2816, "vocab_size": 32000, "seq_length": 32768,
                 "num_experts": 8, "moe_top_k": 2, "moe_ffn_hidden_size": 1408},
       "plan": {"tp": 1, "pp": 1, "dp": 8, "ep": 4, "seq_length": 2048, "global_batch_size": 64,
-               "microbatch_size": 2, "recompute": "none", "zero_stage": 1, "schedule": "1f1b",
+               "microbatch_size": 8, "recompute": "none", "zero_stage": 1, "schedule": "1f1b",
                "sequence_parallel": false},
       )") + routing + R"("measured": {"iteration_time_s": 1.0}}]})";
   };
