@@ -78,11 +78,13 @@ constexpr double kAllToAllSmShare = 20.0 / 132.0;
 // and its dispatcher's synchronisation (Op::host_sync) stops the host until
 // the device has run everything launched so far: after it the device waits
 // for each launch until the host is ahead again. `per_layer`: the list is
-// one layer's, run back to back for every layer of a chunk; one with an
-// MoE block is priced in that steady state (a second pass, which starts
-// where the first left host and device: a host that keeps ahead of the
-// device hides its time, one that falls behind or synchronises does not)
-// instead of from a start in step.
+// one layer's, run back to back for every layer of a chunk; on a profile
+// whose host runs ahead (compute.host_runs_ahead), and for one with an MoE
+// block, it is priced in that steady state instead of from a start in
+// step: without a synchronisation its period is the longer of its device
+// work and its launches (OpListCost::host_excess / host_slack then let
+// ShareHostLead pool a layer's lists), with one it is a second pass, which
+// starts where the first left host and device.
 OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpec& c,
                  const HardwareProfile& hw, bool* outside, bool per_layer = false) {
   OpListCost r;
