@@ -13,6 +13,10 @@
 namespace dt::cli {
 namespace {
 
+// From this share of a stage's kernel time spent waiting for launches the
+// report calls the plan launch-bound (Prediction::host_wait_share).
+constexpr double kLaunchBoundShare = 0.05;
+
 std::string Fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
@@ -140,6 +144,12 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
   if (b.approximated_points)
     os << "  note: some GEMM, message or group sizes lie outside the profile's tabulated range; "
           "the nearest point's efficiency / bandwidth was used\n";
+  if (b.host_wait_share >= kLaunchBoundShare)
+    os << "  note: launch-bound: " << Fmt("%.0f", 100 * b.host_wait_share)
+       << "% of the kernel time on its busiest stage is the device waiting for the host to launch eager kernels ("
+       << Fmt("%.0f", hw.compute.host_overhead_s * 1e6)
+       << " us per op on this profile): a larger microbatch, a smaller TP or CUDA graphs (not priced) would shrink "
+          "it\n";
   if (m.moe()) os << "  note: " << MoeAccuracyNote() << "\n";
   const PlanSpec& bp = r.top[0].plan;
   if (hw.device.kind == "gpu" &&

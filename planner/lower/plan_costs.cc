@@ -25,6 +25,7 @@ struct OpListCost {
   // its launches exceed its device work (counted in compute) or fall short
   // of it. ShareHostLead pools them over a layer's lists.
   double host_excess = 0, host_slack = 0;
+  double host_wait = 0;  // of compute: the device waiting for launches
 };
 
 // One host runs a layer's forward, recompute and backward: the lead it
@@ -43,8 +44,11 @@ void ShareHostLead(std::initializer_list<OpListCost*> lists) {
   if (excess <= 0) return;
   const double kept = std::max(0.0, excess - slack) / excess;
   for (OpListCost* l : lists) {
-    l->compute -= l->host_excess * (1.0 - kept);
-    l->host_excess *= kept;
+    if (l->host_excess > 0) {
+      l->compute -= l->host_excess * (1.0 - kept);
+      l->host_excess *= kept;
+      l->host_wait = l->host_excess;
+    }
     l->host_slack = 0;
   }
 }
@@ -103,8 +107,10 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
     return launch;
   };
   double host = 0, device = 0;  // the launch clock and the device clock
+  double waited = 0;            // the device idle for launches
   auto run = [&](double t, double l) {
     host += l;
+    waited += std::max(0.0, host - device);
     device = std::max(host, device) + t;
   };
   auto moe_host_time = [&](const Op& op) {
@@ -134,6 +140,7 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
       const double k = w.kernels[0] + w.kernels[1], c = w.colls[0] + w.colls[1];
       const double t = std::max({w.kernels[0] + w.colls[0], w.kernels[1] + w.colls[1], c, k + kAllToAllSmShare * c});
       host += w.launches;
+      waited += std::max(0.0, host - device);
       device = std::max(host, device) + t;
       r.comm += t - k;
       w = Window{};
@@ -224,6 +231,7 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
     r.compute = std::max(busy, launches) - r.comm;
     r.host_excess = std::max(0.0, launches - busy);
     r.host_slack = std::max(0.0, busy - launches);
+    r.host_wait = r.host_excess;
     return r;
   }
   run_list();
@@ -232,10 +240,12 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
     pass_start = device;
     r = OpListCost{};
     attention = cp_comm = 0;
+    waited = 0;
     if (p.tp_comm_overlap) comm.assign(ops.size(), 0.0);
     run_list();
   }
   r.compute = device - pass_start - r.comm;
+  r.host_wait = waited;
   r.comm += off_clock_comm();
   return r;
 }
@@ -400,6 +410,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     auto diff = [](OpListCost a, const OpListCost& b) {
       a.compute -= b.compute;
       a.comm -= b.comm;
+      a.host_wait -= b.host_wait;
       return a;
     };
     OpListCost f = Price(wl.forward, p, c, hw, outside, /*per_layer=*/true);
@@ -530,15 +541,20 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     k.bwd_compute = L * (lb.compute + fr * lr.compute) + D * (db.compute + fr * dr.compute);
     k.bwd_comm = L * (lb.comm + fr * lr.comm) + D * (db.comm + fr * dr.comm);
     k.recompute = fr * (L * lr.compute + D * dr.compute);
+    k.host_wait = L * (lf.host_wait + lb.host_wait + fr * lr.host_wait) + D * (df.host_wait + db.host_wait + fr * dr.host_wait);
     if (k.layers > 0) {  // forward from the chunk's first layer (dense ones come first), backward from its last
-      k.fwd_compute += D > 0 ? dense_cold.fwd : cold.fwd;
+      const double f = D > 0 ? dense_cold.fwd : cold.fwd;
       const ColdStart& last = D == k.layers ? dense_cold : cold;
       const bool all_recomputed = p.recompute == Recompute::kFull && p.RecomputedLayers(ch) == k.layers;
-      k.bwd_compute += all_recomputed ? last.recompute_first : last.backward_first;
+      const double b = all_recomputed ? last.recompute_first : last.backward_first;
+      k.fwd_compute += f;
+      k.bwd_compute += b;
+      k.host_wait += f + b;  // a start in step: what the device waits for the host
     }
     if (windows) {
       const double W = m.WindowedLayers(p.ChunkFirstLayer(ch), k.layers);
       k.fwd_compute += W * wf.compute;
+      k.host_wait += W * (wf.host_wait + wb.host_wait + fr * wr.host_wait);
       k.fwd_comm += W * wf.comm;
       k.bwd_compute += W * (wb.compute + fr * wr.compute);
       k.bwd_comm += W * (wb.comm + fr * wr.comm);
@@ -556,11 +572,13 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     double params = L * layer_params + D * dense_layer_params;
     if (ch == 0) {
       k.fwd_compute += ef.compute; k.fwd_comm += ef.comm;
+      k.host_wait += ef.host_wait + eb.host_wait;
       k.bwd_compute += eb.compute; k.bwd_comm += eb.comm;
       params += first_extra;
     }
     if (ch == nchunks - 1) {
       k.fwd_compute += hf.compute; k.fwd_comm += hf.comm;
+      k.host_wait += hf.host_wait + hb.host_wait + mf.host_wait + mb.host_wait + mr.host_wait;
       k.bwd_compute += hb.compute; k.bwd_comm += hb.comm;
       k.fwd_compute += mf.compute; k.fwd_comm += mf.comm;
       k.bwd_compute += mb.compute + mr.compute; k.bwd_comm += mb.comm + mr.comm;

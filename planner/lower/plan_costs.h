@@ -20,6 +20,7 @@ struct ChunkCost {
   double fwd_compute = 0, fwd_comm = 0;  // one microbatch
   double bwd_compute = 0, bwd_comm = 0;  // one microbatch, recompute included
   double recompute = 0;                  // the recompute kernels inside bwd_compute (its collectives are in bwd_comm)
+  double host_wait = 0;                  // of fwd_compute + bwd_compute: the device waiting for the host's launches
   double grad_bytes = 0;                 // gradient bytes this rank reduces for the chunk
   double grad_sync = 0;                  // all-reduce (ZeRO 0) or reduce-scatter (ZeRO >= 1), whole chunk
   double grad_sync_per_microbatch = 0;   // ZeRO-2/3: the per-unit reduce-scatters of one backward (blocking)

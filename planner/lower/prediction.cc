@@ -32,7 +32,8 @@ json ToJson(const Prediction& p) {
               {"capacity_bytes", p.capacity_bytes},
               {"fits", p.fits},
               {"memory_per_stage", stages},
-              {"outside_measured_profile", p.approximated_points}};
+              {"outside_measured_profile", p.approximated_points},
+              {"host_wait_share", p.host_wait_share}};
 }
 
 }  // namespace dt

@@ -40,6 +40,10 @@ struct Prediction {
   double mfu = 0;                   // model FLOPs / (step time * world * peak)
   double hardware_flops_per_step = 0;  // including recompute
   bool approximated_points = false;    // some cost came from outside measured profile points
+  // The largest share, over pipeline stages, of a stage's kernel time that
+  // is its device waiting for the host to launch them (ChunkCost::host_wait):
+  // a launch-bound plan (eager kernels too small for their launches).
+  double host_wait_share = 0;
 };
 
 json ToJson(const Prediction& p);

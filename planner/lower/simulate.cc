@@ -135,6 +135,14 @@ StatusOr<Prediction> SimulatePriced(const ModelSpec& m, const ClusterSpec& c, co
   const double peak = hw.device.peak_flops * c.world();
   out.mfu = out.step_time_s > 0 && peak > 0 ? out.model_flops_per_step / (out.step_time_s * peak) : 0;
   out.approximated_points = costs.outside_profile;
+  for (int s = 0; s < p.pp; ++s) {
+    double wait = 0, kernels = 0;
+    for (int ch = s; ch < p.num_chunks(); ch += p.pp) {
+      wait += costs.chunks[ch].host_wait;
+      kernels += costs.chunks[ch].fwd_compute + costs.chunks[ch].bwd_compute;
+    }
+    if (kernels > 0) out.host_wait_share = std::max(out.host_wait_share, wait / kernels);
+  }
   if (trace) {
     DT_RETURN_IF_ERROR(sim::WriteChromeTrace(engine, opt.trace_path, CategoryNames()));
   }

@@ -78,6 +78,15 @@ if "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --top 1 --out "$T/de
 else
   echo "ok: a dense plan carries no MoE accuracy note"
 fi
+# A plan whose device mostly waits for the host's launches says so (Prediction::host_wait_share):
+# GPT-2 124M on 8 H100s is launch-bound; Llama 3 8B is not.
+expect 0 "note: launch-bound: [0-9]+% of the kernel time on its busiest stage is the device waiting for the host" -- "$DTPLAN" --model "$M/gpt2-124m.json" --nodes 1 --gpus 8 --profile h100 --top 1 --out "$T/launch.json"
+python3 -c "import json; p=json.load(open('$T/launch.json')); assert p['prediction']['host_wait_share'] >= 0.05, p['prediction']" || { echo "FAIL: launch.json host_wait_share"; fails=$((fails+1)); }
+if "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --profile h100 --top 1 --out "$T/device-bound.json" 2>&1 | grep -q "launch-bound"; then
+  echo "FAIL: a device-bound plan is called launch-bound"; fails=$((fails + 1))
+else
+  echo "ok: a device-bound plan is not called launch-bound"
+fi
 expect 2 "CPU runtime does not execute a layout beyond GPT-2" -- "$DTPLAN" --model "$H/opt-125m.json" --nodes 1 --gpus 2 --device cpu --out "$T/x.json"
 expect 2 "missing field 'hidden_size'" -- "$DTPLAN" --model <(echo '{"family":"gpt","num_layers":2,"num_attention_heads":2,"vocab_size":10,"seq_length":8}') --out "$T/x.json"
 expect 2 "'num_layers' must be an integer" -- "$DTPLAN" --model <(echo '{"family":"gpt","num_layers":"two","hidden_size":8,"num_attention_heads":2,"vocab_size":10,"seq_length":8}') --out "$T/x.json"

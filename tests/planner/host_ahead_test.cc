@@ -13,6 +13,7 @@
 #include "planner/cost/compute_cost.h"
 #include "planner/cost/layer_ops.h"
 #include "planner/lower/plan_costs.h"
+#include "planner/lower/simulate.h"
 #include "planner/profile/profile.h"
 #include "tests/planner/test_models.h"
 
@@ -167,6 +168,42 @@ TEST(HostAhead, ABlockingPipelineStartsEveryChunkInStep) {
   PlanSpec same = one;
   same.overlap_p2p_comm = true;
   EXPECT_DOUBLE_EQ(ChunkTime(m, one, H100(), 0), ChunkTime(m, same, H100(), 0));
+}
+
+// What the device waits for launches is told apart (ChunkCost::host_wait,
+// Prediction::host_wait_share): all of a host-bound chunk's extra time,
+// nothing of a device-bound one's; the report calls a plan launch-bound from
+// it (tests/cli/dtplan_cli_test.sh).
+TEST(HostAhead, TheWaitForLaunchesIsToldApart) {
+  ModelSpec small = testing_models::Gpt(256, 4, 8);
+  small.seq_length = 256;
+  small.max_position = 256;
+  ModelSpec big = testing_models::Llama8B();
+  big.seq_length = 8192;
+  const ClusterSpec c = testing_models::Cluster(1, 8);
+  for (bool blocking : {false, true}) {
+    const PlanSpec ps = Plan(small, 1, 1, 2, 2, /*overlap_p2p=*/!blocking);
+    const PlanCosts with = ComputePlanCosts(small, c, ps, H100()), without = ComputePlanCosts(small, c, ps, H100WithoutHostTime());
+    for (int ch : {1, 2}) {
+      const ChunkCost &w = with.chunks[ch], &o = without.chunks[ch];
+      const double extra = (w.fwd_compute + w.bwd_compute) - (o.fwd_compute + o.bwd_compute);
+      ASSERT_GT(extra, 0);
+      EXPECT_NEAR(w.host_wait, extra, 1e-9 * extra) << "chunk " << ch << " blocking " << blocking;
+      EXPECT_EQ(o.host_wait, 0);
+    }
+    const PlanSpec pb = Plan(big, 1, 1, 2, 2, /*overlap_p2p=*/!blocking);
+    const PlanCosts b = ComputePlanCosts(big, c, pb, H100());
+    EXPECT_LT(b.chunks[1].host_wait, 1e-3 * (b.chunks[1].fwd_compute + b.chunks[1].bwd_compute));
+  }
+  PlanSpec ps = Plan(small, 1, 1, 2, 2, /*overlap_p2p=*/true), pb = Plan(big, 1, 1, 2, 2, /*overlap_p2p=*/true);
+  ps.dp = pb.dp = 4;  // the cluster's 8 devices
+  auto s = SimulatePlan(small, c, ps, H100()), b = SimulatePlan(big, c, pb, H100());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_GT(s->host_wait_share, 0.3);
+  EXPECT_LE(s->host_wait_share, 1.0);
+  EXPECT_LT(b->host_wait_share, 0.01);
+  EXPECT_EQ(ToJson(*s)["host_wait_share"].get<double>(), s->host_wait_share);
 }
 
 // Never faster with the host than without it, on plans from device- to
