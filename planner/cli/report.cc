@@ -144,12 +144,7 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
   if (b.approximated_points)
     os << "  note: some GEMM, message or group sizes lie outside the profile's tabulated range; "
           "the nearest point's efficiency / bandwidth was used\n";
-  if (b.host_wait_share >= kLaunchBoundShare)
-    os << "  note: launch-bound: " << Fmt("%.0f", 100 * b.host_wait_share)
-       << "% of the kernel time on its busiest stage is the device waiting for the host to launch eager kernels ("
-       << Fmt("%.0f", hw.compute.host_overhead_s * 1e6)
-       << " us per op on this profile): a larger microbatch, a smaller TP or CUDA graphs (not priced) would shrink "
-          "it\n";
+  if (const std::string n = LaunchBoundNote(b, hw); !n.empty()) os << "  note: " << n << "\n";
   if (m.moe()) os << "  note: " << MoeAccuracyNote() << "\n";
   const PlanSpec& bp = r.top[0].plan;
   if (hw.device.kind == "gpu" &&
@@ -183,7 +178,17 @@ json SearchToJson(const ModelSpec& m, const ClusterSpec& c, const HardwareProfil
   if (r.closest)
     j["closest"] = {{"plan", ToJson(r.closest->plan)}, {"prediction", ToJson(r.closest->prediction)}};
   if (m.moe()) j["accuracy_note"] = MoeAccuracyNote();
+  if (!r.top.empty())
+    if (const std::string n = LaunchBoundNote(r.top[0].prediction, hw); !n.empty()) j["launch_note"] = n;
   return j;
+}
+
+std::string LaunchBoundNote(const Prediction& p, const HardwareProfile& hw) {
+  if (p.host_wait_share < kLaunchBoundShare) return "";
+  return "launch-bound: " + Fmt("%.0f", 100 * p.host_wait_share) +
+         "% of the kernel time on its busiest stage is the device waiting for the host to launch eager kernels (" +
+         Fmt("%.0f", hw.compute.host_overhead_s * 1e6) +
+         " us per op on this profile): a larger microbatch, a smaller TP or CUDA graphs (not priced) would shrink it";
 }
 
 json PlanFileJson(const ModelSpec& m, const ClusterSpec& c, const HardwareProfile& hw,

@@ -15,6 +15,10 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
                          const SearchConstraints& k, const SearchResult& r);
 json SearchToJson(const ModelSpec& m, const ClusterSpec& c, const HardwareProfile& hw,
                   const SearchConstraints& k, const SearchResult& r);
+// A plan whose device waits for the host's launches for at least 5% of a
+// stage's kernel time (Prediction::host_wait_share): one sentence saying so
+// and what would shrink it; empty below that.
+std::string LaunchBoundNote(const Prediction& p, const HardwareProfile& hw);
 // The plan file dtplan --out writes: model, cluster, profile, plan, prediction.
 json PlanFileJson(const ModelSpec& m, const ClusterSpec& c, const HardwareProfile& hw,
                   const PlanSpec& p, const Prediction& pred);

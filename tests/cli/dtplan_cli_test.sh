@@ -82,6 +82,9 @@ fi
 # GPT-2 124M on 8 H100s is launch-bound; Llama 3 8B is not.
 expect 0 "note: launch-bound: [0-9]+% of the kernel time on its busiest stage is the device waiting for the host" -- "$DTPLAN" --model "$M/gpt2-124m.json" --nodes 1 --gpus 8 --profile h100 --top 1 --out "$T/launch.json"
 python3 -c "import json; p=json.load(open('$T/launch.json')); assert p['prediction']['host_wait_share'] >= 0.05, p['prediction']" || { echo "FAIL: launch.json host_wait_share"; fails=$((fails+1)); }
+expect 0 '"launch_note": "launch-bound: ' -- "$DTPLAN" --model "$M/gpt2-124m.json" --nodes 1 --gpus 8 --profile h100 --top 1 --json --out "$T/launch.json"
+expect 0 "Wrote|wrote" -- "$DTPLAN" --model "$M/gpt2-124m.json" --nodes 1 --gpus 8 --profile h100 --top 1 --report "$T/launch.html" --out "$T/launch.json"
+grep -q "launch-bound: " "$T/launch.html" || { echo "FAIL: the HTML report lacks the launch-bound note"; fails=$((fails+1)); }
 if "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --profile h100 --top 1 --out "$T/device-bound.json" 2>&1 | grep -q "launch-bound"; then
   echo "FAIL: a device-bound plan is called launch-bound"; fails=$((fails + 1))
 else
