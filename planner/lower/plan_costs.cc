@@ -250,6 +250,20 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
   return r;
 }
 
+// One layer's forward, backward and recompute, each at its steady state
+// (per_layer), sharing one host lead (ShareHostLead).
+struct LayerCost {
+  OpListCost f, b, r;
+};
+LayerCost PriceLayer(const LayerOps& l, const PlanSpec& p, const ClusterSpec& c, const HardwareProfile& hw,
+                     bool* outside) {
+  LayerCost x{Price(l.forward, p, c, hw, outside, /*per_layer=*/true),
+              Price(l.backward, p, c, hw, outside, /*per_layer=*/true),
+              Price(l.recompute, p, c, hw, outside, /*per_layer=*/true)};
+  ShareHostLead({&x.f, &x.b, &x.r});
+  return x;
+}
+
 // Combined 1F1B costs of one MoE layer (see EpOverlapCost): its forward
 // and backward op lists split at their two EP all-to-alls, each part priced
 // as the compute stream runs it.
@@ -397,10 +411,8 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   const AttentionKernels kernels =
       executor == Executor::kFramework ? AttentionKernels::kMegatron : AttentionKernels::kRuntime;
   LayerOps layer = TransformerLayerOps(m, p, e, /*windowed=*/false, kernels);
-  OpListCost lf = Price(layer.forward, p, c, hw, outside, /*per_layer=*/true);
-  OpListCost lb = Price(layer.backward, p, c, hw, outside, /*per_layer=*/true);
-  OpListCost lr = Price(layer.recompute, p, c, hw, outside, /*per_layer=*/true);
-  ShareHostLead({&lf, &lb, &lr});
+  LayerCost full = PriceLayer(layer, p, c, hw, outside);
+  OpListCost &lf = full.f, &lb = full.b, &lr = full.r;
   // Sliding-window layers (ModelSpec::WindowedLayer) differ only in the
   // attention core: what one costs more (less) than a full layer.
   const bool windows = m.WindowApplies(p.seq_length);
@@ -413,13 +425,10 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
       a.host_wait -= b.host_wait;
       return a;
     };
-    OpListCost f = Price(wl.forward, p, c, hw, outside, /*per_layer=*/true);
-    OpListCost b = Price(wl.backward, p, c, hw, outside, /*per_layer=*/true);
-    OpListCost r = Price(wl.recompute, p, c, hw, outside, /*per_layer=*/true);
-    ShareHostLead({&f, &b, &r});
-    wf = diff(f, lf);
-    wb = diff(b, lb);
-    wr = diff(r, lr);
+    const LayerCost w = PriceLayer(wl, p, c, hw, outside);
+    wf = diff(w.f, lf);
+    wb = diff(w.b, lb);
+    wr = diff(w.r, lr);
   }
   if (m.moe() && p.ep > 1 && p.moe_a2a_overlap) {
     pc.ep_overlap = EpOverlapOfLayer(layer, p, c, hw, outside);
@@ -435,14 +444,10 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
   // MoE models with dense leading layers (DeepSeek's first_k_dense_replace):
   // those layers priced as the dense model of the same attention.
   const ModelSpec dense_model = DenseLayerModel(m);
-  OpListCost df, db, dr;
-  if (m.has_dense_layers()) {
-    LayerOps dl = TransformerLayerOps(dense_model, p, e, /*windowed=*/false, kernels);
-    df = Price(dl.forward, p, c, hw, outside, /*per_layer=*/true);
-    db = Price(dl.backward, p, c, hw, outside, /*per_layer=*/true);
-    dr = Price(dl.recompute, p, c, hw, outside, /*per_layer=*/true);
-    ShareHostLead({&df, &db, &dr});
-  }
+  const LayerOps dl = m.has_dense_layers() ? TransformerLayerOps(dense_model, p, e, /*windowed=*/false, kernels)
+                                            : LayerOps{};
+  LayerCost dense = m.has_dense_layers() ? PriceLayer(dl, p, c, hw, outside) : LayerCost{};
+  OpListCost &df = dense.f, &db = dense.b, &dr = dense.r;
   LayerOps emb = EmbeddingOps(m, p, e), head = HeadOps(m, p, e);
   OpListCost ef = Price(emb.forward, p, c, hw, outside),
              eb = Price(emb.backward, p, c, hw, outside);
@@ -468,7 +473,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     lr.compute = scaled(lr.compute, layer.recompute);
     if (windows) wr.compute = windowed - lr.compute;
     if (m.has_dense_layers())
-      dr.compute = scaled(dr.compute, TransformerLayerOps(dense_model, p, e, /*windowed=*/false, kernels).recompute);
+      dr.compute = scaled(dr.compute, dl.recompute);
     mr.compute = scaled(mr.compute, mtp.recompute);
   }
 
@@ -499,7 +504,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
     };
     cold = starts(layer, lf, lb, lr);
     if (m.has_dense_layers())
-      dense_cold = starts(TransformerLayerOps(dense_model, p, e, /*windowed=*/false, kernels), df, db, dr);
+      dense_cold = starts(dl, df, db, dr);
   }
 
   const GroupTopology grad = GradGroupTopology(p, c.gpus_per_node);
