@@ -128,6 +128,13 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   k.tp_comm_overlap = p.BoolOr("tp_comm_overlap", false);
   // Megatron-LM's --cuda-graph-scope moe_router moe_preprocess.
   k.moe_router_cuda_graph = p.BoolOr("moe_router_cuda_graph", false);
+  // The attention kernel: the profile's default unless the case names one,
+  // or its recipe selects one by environment: dgxc-benchmarking v25.02's
+  // Llama 3.1 recipe exports NVTE_FLASH_ATTN=0 and NVTE_FUSED_ATTN=1
+  // (llama3.1/configure.sh at NVIDIA/dgxc-benchmarking 8f5cbb3), which
+  // leaves Transformer Engine only cuDNN's fused attention.
+  const std::string source = top.StrOr("source", "");
+  k.cudnn_attention = source.rfind("NVIDIA dgxc-benchmarking v25.02", 0) == 0;
   if (p.Has("attention_kernel")) {
     auto ak = ParseAttentionKernel(p.Str("attention_kernel"));
     if (!ak.ok()) p.Fail("'attention_kernel': " + ak.status().message());
@@ -154,7 +161,6 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   }
   // Fused attention unless the case says otherwise; the SC21 measurements
   // predate FlashAttention (2022), so their Megatron ran the unfused core.
-  const std::string source = top.StrOr("source", "");
   v.source = source.substr(0, source.find(','));  // "Narayanan et al. SC21, Table 1" -> its paper
   k.flash_attention = p.BoolOr("flash_attention", source.find("SC21") == std::string::npos);
   // The loss kernel: fused unless the case says otherwise, or its software
