@@ -368,6 +368,38 @@ TEST(JsonCases, AttentionKernelCudnn) {
   EXPECT_NE(r2->cases[1].skipped.find("cuDNN attention curve"), std::string::npos) << r2->cases[1].skipped;
 }
 
+// A recipe that selects the attention kernel by environment is priced with
+// it: dgxc-benchmarking v25.02's Llama 3.1 launch script disables
+// FlashAttention (NVTE_FLASH_ATTN=0), leaving cuDNN's fused attention. A
+// case's own plan.attention_kernel still decides; other sources keep the
+// profile's default.
+TEST(JsonCases, RecipeSelectedAttentionKernel) {
+  const std::string plan = R"({"tp": 1, "pp": 1, "dp": 8, "global_batch_size": 64, "microbatch_size": 1,
+      "recompute": "none", "zero_stage": 1, "schedule": "1f1b", "sequence_parallel": false)";
+  auto from = [](std::string c, const std::string& source) {
+    const std::string key = R"("source": "test")";
+    c.replace(c.find(key), key.size(), R"("source": ")" + source + "\"");
+    return c;
+  };
+  const std::string dgxc = "NVIDIA dgxc-benchmarking v25.02";
+  const std::string j =
+      "{\"cases\": [" + from(Case("recipe", plan + "}", R"({"iteration_time_s": 3})"), dgxc) + "," +
+      from(Case("told", plan + R"(, "attention_kernel": "default"})", R"({"iteration_time_s": 3})"), dgxc) + "," +
+      from(Case("later", plan + "}", R"({"iteration_time_s": 3})"), "NVIDIA/dgxc-benchmarking grok1/README_314b.md") +
+      "," + Case("other", plan + "}", R"({"iteration_time_s": 3})") + "]}";
+  auto cases = ReadJsonCases(WriteTemp("recipe_ak.json", j));
+  ASSERT_TRUE(cases.ok()) << cases.status().message();
+  ASSERT_EQ(cases->size(), 4u);
+  EXPECT_TRUE((*cases)[0].constraints.cudnn_attention);
+  EXPECT_FALSE((*cases)[1].constraints.cudnn_attention);
+  EXPECT_FALSE((*cases)[2].constraints.cudnn_attention);
+  EXPECT_FALSE((*cases)[3].constraints.cudnn_attention);
+  auto report = RunValidation(*cases, {});
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_TRUE(report->cases[0].plan.cudnn_attention);
+  EXPECT_LT(report->cases[0].predicted_s, report->cases[3].predicted_s);
+}
+
 // FP8 cases are priced with the profile's FP8 GEMMs (faster than their
 // bf16 twin), never as bf16; a plan predicted not to fit is scored anyway
 // (fixed plan: its own time; searched: the plan closest to fitting).
