@@ -1,6 +1,7 @@
 #include "planner/cost/compute_cost.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace dt {
 namespace {
@@ -24,12 +25,28 @@ double MemoryTime(double bytes, const HardwareProfile& p) {
 
 // The attention core's efficiency: the measured curve over the keys each
 // query row meets where the profile has one (clamped at its ends), else the
-// profile's single value.
+// profile's single value. A context-parallel ring (Op::cp_ring = cp > 1)
+// on a profile with the kernel's non-causal curve runs, per rank, one causal
+// block of its s = m local queries and keys (full-square work s^2, at the
+// causal curve's efficiency at s keys) and cp - 1 non-causal blocks of
+// s x s/2 (Transformer Engine's load-balanced halves: all of it computed,
+// at the non-causal curve's efficiency at the blocks' geometric-mean side
+// s / sqrt 2). The op counts cp s^2 (the full square), so the efficiency
+// that prices the ring's time is cp / (1 / e_causal + (cp - 1) / (2 e_nc)).
 double AttentionEfficiency(const Op& op, const HardwareProfile& p) {
-  const bool cudnn = op.cudnn_attention && !p.compute.attention_efficiency_by_keys_cudnn.empty();
-  const Curve& c = cudnn ? p.compute.attention_efficiency_by_keys_cudnn : p.compute.attention_efficiency_by_keys;
-  if (c.empty()) return p.compute.attention_efficiency;
-  return Interpolate(c, static_cast<double>(std::max<int64_t>(op.n, 1)), Scale::kLog, Scale::kLinear).value;
+  const ComputeProfile& pc = p.compute;
+  const bool cudnn = op.cudnn_attention && !pc.attention_efficiency_by_keys_cudnn.empty();
+  const Curve& c = cudnn ? pc.attention_efficiency_by_keys_cudnn : pc.attention_efficiency_by_keys;
+  if (c.empty()) return pc.attention_efficiency;
+  auto at = [](const Curve& curve, double keys) {
+    return Interpolate(curve, std::max(keys, 1.0), Scale::kLog, Scale::kLinear).value;
+  };
+  const Curve& nc = cudnn ? pc.attention_noncausal_by_keys_cudnn : pc.attention_noncausal_by_keys;
+  if (op.cp_ring <= 1 || nc.empty()) return at(c, static_cast<double>(op.n));
+  const double s = static_cast<double>(std::max<int64_t>(op.m, 1));
+  const double e_causal = at(c, s), e_nc = at(nc, s / std::sqrt(2.0));
+  const int cp = op.cp_ring;
+  return cp / (1.0 / e_causal + (cp - 1) / (2.0 * e_nc));
 }
 
 double GemmCalls(const Op& op) { return static_cast<double>(std::max<int64_t>(op.batch, 1)); }

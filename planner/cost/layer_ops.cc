@@ -242,6 +242,7 @@ Op AttentionCore(const Dims& d, const char* name, double scale) {
   if (d.torch_softmax) score_bytes -= score * 2 * d.e;
   op.bytes = scale * (io + score_bytes);
   op.cudnn_attention = d.plan->cudnn_attention;
+  if (d.flash) op.cp_ring = d.cp;
   return op;
 }
 

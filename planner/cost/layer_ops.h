@@ -62,6 +62,12 @@ struct Op {
   // kAttention: priced with the profile's cuDNN attention curve
   // (PlanSpec::cudnn_attention).
   bool cudnn_attention = false;
+  // kAttention: a fused causal core under context parallelism runs as a
+  // ring over this many ranks: one causal block of its m local queries and
+  // keys, and cp_ring - 1 non-causal blocks of half that area (Transformer
+  // Engine's load-balanced split); compute_cost.cc prices the blocks with the
+  // profile's causal and non-causal curves. 1: one kernel over all n keys.
+  int cp_ring = 1;
   // kAllToAll of an MoE dispatch or combine under a deduplicating dispatcher
   // (PlanSpec::moe_dispatcher): `bytes` hold the dedup_top_k routed copies of
   // each token, over dedup_experts experts spread evenly on the group; the

@@ -96,8 +96,13 @@ Status CheckCompute(const ComputeProfile& c, const std::string& w) {
   DT_RETURN_IF_ERROR(CheckFraction(c.attention_efficiency, w + ".attention_efficiency"));
   // x = keys per query row; the time (x / efficiency, for a fixed number of
   // queries) must not fall as x grows.
-  if (!c.attention_efficiency_by_keys.empty())
-    DT_RETURN_IF_ERROR(CheckEfficiencyCurve(c.attention_efficiency_by_keys, w + ".attention_efficiency_by_keys.points"));
+  const std::pair<const Curve*, const char*> attention_curves[] = {
+      {&c.attention_efficiency_by_keys, "attention_efficiency_by_keys"},
+      {&c.attention_efficiency_by_keys_cudnn, "attention_efficiency_by_keys_cudnn"},
+      {&c.attention_noncausal_by_keys, "attention_noncausal_by_keys"},
+      {&c.attention_noncausal_by_keys_cudnn, "attention_noncausal_by_keys_cudnn"}};
+  for (const auto& [curve, key] : attention_curves)
+    if (!curve->empty()) DT_RETURN_IF_ERROR(CheckEfficiencyCurve(*curve, w + "." + key + ".points"));
   DT_RETURN_IF_ERROR(CheckFraction(c.memory_bound_efficiency, w + ".memory_bound_efficiency"));
   if (!(c.kernel_overhead_s >= 0)) return InvalidArgument(w + ".kernel_overhead_s must be >= 0");
   if (!(c.host_overhead_s >= 0)) return InvalidArgument(w + ".host_overhead_s must be >= 0");
@@ -275,6 +280,10 @@ bool operator==(const HardwareProfile& a, const HardwareProfile& b) {
          ca.attention_efficiency_by_keys_note == cb.attention_efficiency_by_keys_note &&
          ca.attention_efficiency_by_keys_cudnn == cb.attention_efficiency_by_keys_cudnn &&
          ca.attention_efficiency_by_keys_cudnn_note == cb.attention_efficiency_by_keys_cudnn_note &&
+         ca.attention_noncausal_by_keys == cb.attention_noncausal_by_keys &&
+         ca.attention_noncausal_by_keys_note == cb.attention_noncausal_by_keys_note &&
+         ca.attention_noncausal_by_keys_cudnn == cb.attention_noncausal_by_keys_cudnn &&
+         ca.attention_noncausal_by_keys_cudnn_note == cb.attention_noncausal_by_keys_cudnn_note &&
          ca.optimizer_time_by_params == cb.optimizer_time_by_params &&
          ca.optimizer_time_by_params_note == cb.optimizer_time_by_params_note &&
          ca.memory_bound_efficiency == cb.memory_bound_efficiency &&

@@ -125,6 +125,14 @@ struct ComputeProfile {
   // priced with the default curve and flagged outside the profile.
   Curve attention_efficiency_by_keys_cudnn;
   std::string attention_efficiency_by_keys_cudnn_note;
+  // Optional, measured: the same two kernels without a causal mask, by the
+  // keys of the block (the full block counted: it is all computed). Used for
+  // the non-causal blocks of a context-parallel ring (Op::cp_ring); without
+  // them a ring is priced as one causal kernel over the whole sequence.
+  Curve attention_noncausal_by_keys;
+  std::string attention_noncausal_by_keys_note;
+  Curve attention_noncausal_by_keys_cudnn;
+  std::string attention_noncausal_by_keys_cudnn_note;
   double memory_bound_efficiency = 0;   // fraction of memory bandwidth for streaming kernels
   double kernel_overhead_s = 0;         // launch + tail per kernel
   double optimizer_bytes_per_param = 0; // bytes moved per parameter by one optimizer step

@@ -124,6 +124,10 @@ Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) 
                                      &c->attention_efficiency_by_keys_note));
   DT_RETURN_IF_ERROR(noted_curve("attention_efficiency_by_keys_cudnn", &c->attention_efficiency_by_keys_cudnn,
                                      &c->attention_efficiency_by_keys_cudnn_note));
+  DT_RETURN_IF_ERROR(noted_curve("attention_noncausal_by_keys", &c->attention_noncausal_by_keys,
+                                     &c->attention_noncausal_by_keys_note));
+  DT_RETURN_IF_ERROR(noted_curve("attention_noncausal_by_keys_cudnn", &c->attention_noncausal_by_keys_cudnn,
+                                     &c->attention_noncausal_by_keys_cudnn_note));
   DT_RETURN_IF_ERROR(noted_curve("optimizer_time_by_params", &c->optimizer_time_by_params,
                                      &c->optimizer_time_by_params_note));
   if (j.contains("fp8") && !j.at("fp8").is_null()) {
@@ -345,6 +349,10 @@ json ToJson(const HardwareProfile& p) {
                         c.attention_efficiency_by_keys_note);
   write_noted_curve("attention_efficiency_by_keys_cudnn", c.attention_efficiency_by_keys_cudnn,
                         c.attention_efficiency_by_keys_cudnn_note);
+  write_noted_curve("attention_noncausal_by_keys", c.attention_noncausal_by_keys,
+                        c.attention_noncausal_by_keys_note);
+  write_noted_curve("attention_noncausal_by_keys_cudnn", c.attention_noncausal_by_keys_cudnn,
+                        c.attention_noncausal_by_keys_cudnn_note);
   write_noted_curve("optimizer_time_by_params", c.optimizer_time_by_params, c.optimizer_time_by_params_note);
   if (c.fp8.available()) {
     j["compute"]["fp8"] = {{"peak_flops", c.fp8.peak_flops}, {"gemm_efficiency", CurveToJson(c.fp8.gemm_efficiency)}};

@@ -107,12 +107,13 @@ std::vector<CvKnob> CalibratedKnobs() {
                [](HardwareProfile* p, double v) { SetLargeGemmPoints(p, {0.64 * v, 0.67 * v, 0.67 * v}); }});
   // H100's attention: the measured curve over the keys per query row, scaled.
   k.push_back({kH100, "attention_scale", {0.8, 0.9, 1.0, 1.1, 1.2}, 1.0,
-               "FlashAttention-2 forward+backward measured on one H100 by sequence length "
-               "(sources.h100_measured_2026_11_27)",
+               "FlashAttention-2 forward+backward measured on one H100 by sequence length, causal and "
+               "non-causal (sources.h100_measured_2026_11_27)",
                [](HardwareProfile* p, double v) {
-                 Curve& c = p->compute.attention_efficiency_by_keys;
                  p->compute.attention_efficiency = std::min(1.0, p->compute.attention_efficiency * v);
-                 for (double& y : c.y) y = std::min(1.0, y * v);
+                 // The kernel's causal and non-causal curves (CP rings) together.
+                 for (Curve* c : {&p->compute.attention_efficiency_by_keys, &p->compute.attention_noncausal_by_keys})
+                   for (double& y : c->y) y = std::min(1.0, y * v);
                }});
   return k;
 }

@@ -66,10 +66,10 @@ check "$V/vtrain/ground_truth_single.csv" 7.6 \
   gpt-h2048-l20-s1024 0.965 \
   gpt-h2048-l24-s1024 0.965
 check "$V/vtrain/ground_truth_multi.csv" 7.0 gpt-h3072-l30-s2048 0.94 gpt-h6144-l40-s2048 0.78
-check "$V/published-calibration.json" 2.9
-check "$V/published-fp8.json" 4.35 llama-h4096-l32 0.95
-check "$SRC/examples/validation/published-moe.json" 15.4 llama-h4096-l94 0.96 llama-h6144-l64 0.8
-check "$SRC/examples/validation/published-dense.json" 7.0
+check "$V/published-calibration.json" 2.8
+check "$V/published-fp8.json" 3.9 llama-h4096-l32 0.95
+check "$SRC/examples/validation/published-moe.json" 15.8 llama-h4096-l94 0.96 llama-h6144-l64 0.8
+check "$SRC/examples/validation/published-dense.json" 6.5
 
 # Leave-one-source-out cross-validation over the three A100/H100 sources of
 # shared/ (docs/validation.md "Cross-validation"): the left-out mean, 9.4%
@@ -89,8 +89,8 @@ m = re.search(r"^mean over sources\s+(\S+)%\s+(\S+)%\s+(\S+)%", sys.stdin.read()
 if not m:
     print("FAIL: no mean line in the cross-validation output"); sys.exit(1)
 left = float(m.group(3))
-print("cross-validation, three sources: left-out mean %.1f%% (limit 8.7%%)" % left)
-if not left <= 8.7:
+print("cross-validation, three sources: left-out mean %.1f%% (limit 8.6%%)" % left)
+if not left <= 8.6:
     print("FAIL: cross-validated error above the guard; if the change is right, update docs/validation.md and this guard")
     sys.exit(1)
 ' <<<"$cv"; then failed=1; fi
