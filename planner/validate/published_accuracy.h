@@ -29,8 +29,7 @@ struct PublishedAccuracy {
 };
 
 // MoE step times (2026-11-29, the measured sustained H100 GEMM rate and the CP
-// ring priced block by block): what is
-// not priced is named in the message.
+// ring priced block by block): what is not priced is named in the message.
 constexpr PublishedAccuracy kMoeAccuracy{"examples/validation/published-moe.json", 50, 0.155, 0.486, 1.59, 1.49};
 
 // One paragraph for the plan report of an MoE model: the figures above and
