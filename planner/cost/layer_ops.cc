@@ -74,15 +74,21 @@ double Fp8WeightCastBytes(const PlanSpec& p, int bytes_per_element) {
   return (p.fp8_recipe == Fp8Recipe::kTensorwise ? 2.0 * e : e) + 2.0;
 }
 
+Op Fp8ScalingOp(const char* name, double bytes, double imbalance) {
+  Op op = MemoryOp(name, bytes, imbalance);
+  op.fp8_scaling = true;
+  return op;
+}
+
 void AppendFp8Quantize(const PlanSpec& p, bool fp8, double e, const char* name, double elements, double imbalance,
                        int tp_gather, std::vector<Op>* ops) {
   if (!fp8) return;
   if (p.fp8_recipe == Fp8Recipe::kTensorwise) {
-    ops->push_back(MemoryOp("fp8_amax", e * elements, imbalance));
+    ops->push_back(Fp8ScalingOp("fp8_amax", e * elements, imbalance));
     if (tp_gather > 1)
       ops->push_back(CollectiveOp("fp8_amax_allreduce", CollKind::kAllReduce, GroupKind::kTp, tp_gather, 4.0));
   }
-  ops->push_back(MemoryOp(name, (e + 2.0) * elements, imbalance));
+  ops->push_back(Fp8ScalingOp(name, (e + 2.0) * elements, imbalance));
 }
 
 double SumFlops(const std::vector<Op>& ops) {
@@ -407,7 +413,7 @@ std::vector<Op> LayerForward(const Dims& d) {
                     static_cast<double>(d.a_local) * d.dv * d.h
               : static_cast<double>(d.h) * n_qkv + static_cast<double>(d.a_local) * d.d * d.h;
     const double weights = attention + (d.moe ? 0.0 : (d.gated ? 3.0 : 2.0) * d.h * d.f_local);
-    f.push_back(MemoryOp("fp8_cast_weights", d.fp8_weight_cast_bytes * weights / d.num_microbatches));
+    f.push_back(Fp8ScalingOp("fp8_cast_weights", d.fp8_weight_cast_bytes * weights / d.num_microbatches));
   }
   f.push_back(MemoryOp(d.ln ? "ln1" : "rmsnorm1", 2 * e * d.T_r * d.h));
   TpEnterForward(d, "sp_allgather_attn", &f);

@@ -68,6 +68,10 @@ struct Op {
   // Engine's load-balanced split); compute_cost.cc prices the blocks with the
   // profile's causal and non-causal curves. 1: one kernel over all n keys.
   int cp_ring = 1;
+  // kMemoryBound: a Transformer Engine FP8 scaling kernel (amax, cast,
+  // weight cast), launched inside the GEMM module's own call: its device time
+  // is priced, no framework host time of its own (planner/lower/plan_costs.cc).
+  bool fp8_scaling = false;
   // kAllToAll of an MoE dispatch or combine under a deduplicating dispatcher
   // (PlanSpec::moe_dispatcher): `bytes` hold the dedup_top_k routed copies of
   // each token, over dedup_experts experts spread evenly on the group; the
@@ -114,6 +118,8 @@ Op GradZeroingOp(double gradient_bytes);
 // parallel shards, or Megatron's scatter/gather optimisation).
 double ActivationMessageBytes(const ModelSpec& m, const PlanSpec& p, int bytes_per_element);
 Op CollectiveOp(const char* name, CollKind c, GroupKind g, int size, double bytes);
+// A memory-bound FP8 scaling kernel of Transformer Engine (Op::fp8_scaling).
+Op Fp8ScalingOp(const char* name, double bytes, double imbalance = 1.0);
 // FP8 plans (docs/fp8.md): bytes the once-per-step cast of one linear
 // weight moves: read it (e bytes), write its FP8 copy and transpose (2);
 // with --fp8-param-gather only the transpose (the weight is FP8 already,

@@ -270,7 +270,7 @@ std::vector<Op> MoeMlpForward(const ModelSpec& m, const PlanSpec& p, int bytes_p
     // their transposes, cast once per step (cached across microbatches).
     const double mats = d.gated ? 3.0 : 2.0;
     const double weights = mats * d.h * (static_cast<double>(d.local_experts) * d.f_local + d.fs_local);
-    f.push_back(MemoryOp("fp8_cast_weights", d.fp8_weight_cast_bytes * weights / d.nmb));
+    f.push_back(Fp8ScalingOp("fp8_cast_weights", d.fp8_weight_cast_bytes * weights / d.nmb));
   }
   Fp8Cast(d, "fp8_cast_expert_fc1_input", d.rows * d.h, d.cf, &f);
   if (d.gated) {

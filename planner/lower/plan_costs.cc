@@ -103,7 +103,7 @@ OpListCost Price(const std::vector<Op>& ops, const PlanSpec& p, const ClusterSpe
   // call (their device time is priced; no framework call of their own).
   auto launch_of = [&](const Op& op) {
     if (moe_host && op.moe_host != Op::MoeHostPart::kNone) return 0.0;
-    if (op.kind == OpKind::kMemoryBound && std::strncmp(op.name, "fp8_", 4) == 0) return 0.0;
+    if (op.fp8_scaling) return 0.0;
     return launch;
   };
   double host = 0, device = 0;  // the launch clock and the device clock

@@ -197,6 +197,33 @@ TEST(Fp8, MoeExpertGemmsAreFp8RouterStaysBf16) {
   EXPECT_LT(EstimateStageMemory(m, f, mp, 0, 1).activations, EstimateStageMemory(m, b, mp, 0, 1).activations);
 }
 
+// Transformer Engine's scaling kernels (amax, casts, weight casts) carry
+// Op::fp8_scaling, which keeps the per-op host time off them
+// (plan_costs.cc): every one of them in a dense and an MoE layer, delayed
+// and tensorwise, and nothing else; bf16 lists have none.
+TEST(Fp8, ScalingKernelsAreMarked) {
+  ModelSpec dense = testing_models::Llama8B();
+  ModelSpec moe = dense;
+  moe.num_experts = 8, moe.moe_top_k = 2, moe.moe_ffn_hidden = moe.ffn_hidden / 4;
+  moe.shared_ffn_hidden = moe.ffn_hidden / 4;
+  int marked = 0;
+  for (const ModelSpec* m : {&dense, &moe})
+    for (Fp8Recipe r : {Fp8Recipe::kDelayed, Fp8Recipe::kTensorwise})
+      for (Precision pr : {Precision::kFp8, Precision::kBf16}) {
+        PlanSpec p = Plan(*m, pr, 2);
+        if (pr == Precision::kFp8) p.fp8_recipe = r;
+        const LayerOps l = TransformerLayerOps(*m, p, 2);
+        for (const auto* list : {&l.forward, &l.backward, &l.recompute})
+          for (const Op& op : *list) {
+            const bool scaling = op.kind == OpKind::kMemoryBound && std::string(op.name).rfind("fp8_", 0) == 0;
+            EXPECT_EQ(op.fp8_scaling, scaling) << op.name;
+            EXPECT_FALSE(op.fp8_scaling && pr == Precision::kBf16) << op.name;
+            marked += op.fp8_scaling;
+          }
+      }
+  EXPECT_GT(marked, 0);
+}
+
 TEST(Fp8, DtrunRefusesFp8PlansByName) {
   const ModelSpec m = testing_models::Gpt(64, 4, 2);
   PlanSpec p = Plan(m, Precision::kFp8);

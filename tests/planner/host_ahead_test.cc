@@ -56,7 +56,7 @@ double LayerLaunches(const ModelSpec& m, const PlanSpec& p, const HardwareProfil
   double n = 0;
   for (const auto* list : {&l.forward, &l.backward, &l.recompute})
     for (const Op& op : *list) {
-      if (op.kind == OpKind::kMemoryBound && std::strncmp(op.name, "fp8_", 4) == 0) continue;
+      if (op.fp8_scaling) continue;
       if (op.kind == OpKind::kCollective || OpDeviceTime(op, hw) > 0) n += 1;
     }
   return n * hw.compute.host_overhead_s;
