@@ -1,6 +1,7 @@
 // Physical bounds (issue "Predictions that hold on data they were not tuned
 // on"): over random plans of the search space, every prediction respects
-//   step time >= hardware FLOPs per device / peak FLOP/s
+//   step time >= hardware FLOPs per device / peak FLOP/s (a causal attention
+//                core counted at the half of its square a kernel computes)
 //   step time >= weight bytes each device must stream from memory / memory bandwidth
 //   step time >= bytes each node must push through its NICs for the
 //                gradient (and ZeRO-3 parameter) traffic / the node's best
@@ -38,14 +39,15 @@ struct Bounds {
   std::vector<double> model_states;  // per pipeline stage
 };
 
-Bounds BoundsOf(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p, const HardwareProfile& hw) {
+Bounds BoundsOf(const ModelSpec& m, const ClusterSpec& c, const PlanSpec& p, const HardwareProfile& hw,
+                bool causal_count) {
   Bounds b;
   const MemoryParams mp = MemoryParamsFor(hw, p);  // the plan's precision and Adam moments
   // Compute: the average device's FLOPs (the busiest does at least that), at
   // the peak of the plan's math (a CPU profile's bf16-input GEMMs for bf16).
   HardwareProfile storage;
   const double peak = ProfileForPrecision(hw, p.precision, &storage).device.peak_flops;
-  b.compute = StepFlops(m, p, /*with_recompute=*/true) / p.world() / peak;
+  b.compute = StepFlops(m, p, /*with_recompute=*/true, causal_count) / p.world() / peak;
   const GroupTopology grad = GradGroupTopology(p, c.gpus_per_node);
   const int shard = p.dp * p.cp;
   int64_t max_params = 0, max_dense = 0;
@@ -100,6 +102,8 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
     int adam_moment_bytes = 0;     // 2: bf16 Adam moments
     bool tp_comm_overlap = false;  // SP collectives under their GEMMs (userbuffers)
     bool folded_over_cp = false;   // the default search must reach EP folded over tp*cp*dp with cp > 1
+    bool cudnn_attention = false;  // cuDNN's curves: the CP ring's blocks above 1.0 of peak in the
+                                   // full-square count, so the bound counts the causal half computed
   };
   ModelSpec small = testing_models::Gpt(2048, 16, 24);
   ModelSpec mid = testing_models::Gpt(5120, 40, 40);
@@ -120,6 +124,9 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
   moe.moe_ffn_hidden = 5632;
   ModelSpec moe_long = moe;  // 16k tokens: the search tries cp > 1, and EP folded over it
   moe_long.seq_length = 16384;
+  ModelSpec llama_long = llama;  // 128k tokens: CP rings of up to 16 ranks, attention-bound
+  llama_long.num_layers = 8;
+  llama_long.seq_length = 131072;
   ModelSpec llama_mtp = llama;  // with a multi-token-prediction module on the last stage
   llama_mtp.mtp_layers = 1;
   // GPT-OSS-shaped: alternating 128-key windows (attention priced by the
@@ -147,6 +154,7 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
       {windowed, {4, 8, "gpu"}, "H100-SXM5-80GB", 256, false, 2},
       {big, {16, 8, "gpu"}, "H100-SXM5-80GB", 768, false, 0, true},
       {moe_long, {4, 8, "gpu"}, "H100-SXM5-80GB", 64, false, 0, false, true},
+      {llama_long, {8, 8, "gpu"}, "H100-SXM5-80GB", 16, false, 0, false, false, true},
   };
   std::mt19937_64 rng(20261123);
   int checked = 0, nic_bound_active = 0;
@@ -160,18 +168,20 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
     k.moe_a2a_overlap = cs.moe_a2a_overlap;
     k.adam_moment_bytes = cs.adam_moment_bytes;
     k.tp_comm_overlap = cs.tp_comm_overlap;
+    k.cudnn_attention = cs.cudnn_attention;
     auto e = EnumeratePlans(cs.m, cs.c, k);
     ASSERT_TRUE(e.ok()) << e.status().message();
     std::vector<PlanSpec> plans(e->plans.begin(), e->plans.end());
     std::shuffle(plans.begin(), plans.end(), rng);
     const size_t n = std::min<size_t>(plans.size(), 1800);
-    int folded_over_cp = 0;
+    int folded_over_cp = 0, long_rings = 0;
     for (size_t i = 0; i < n; ++i) {
       const PlanSpec& p = plans[i];
       folded_over_cp += p.expert_folded() && p.cp > 1;
+      long_rings += cs.cudnn_attention && p.cp >= 8;
       auto pred = SimulatePlan(cs.m, cs.c, p, *hw);
       ASSERT_TRUE(pred.ok()) << Describe(p) << ": " << pred.status().message();
-      const Bounds b = BoundsOf(cs.m, cs.c, p, *hw);
+      const Bounds b = BoundsOf(cs.m, cs.c, p, *hw, cs.cudnn_attention);
       const double t = pred->step_time_s;
       const double tol = 1 + 1e-9;
       ASSERT_GE(t * tol, b.compute) << Describe(p) << " on " << cs.profile << ": faster than its FLOPs allow";
@@ -188,6 +198,9 @@ TEST(PhysicalBounds, RandomPlansRespectComputeMemoryNicAndStateBounds) {
         ASSERT_GE(pred->stages[s].memory.total * tol, b.model_states[s])
             << Describe(p) << " stage " << s << ": less memory than its model states";
       ++checked;
+    }
+    if (cs.cudnn_attention) {
+      EXPECT_GT(long_rings, 0) << "the 128k-token search must reach CP rings of 8 ranks or more";
     }
     if (cs.folded_over_cp) {
       EXPECT_GT(folded_over_cp, 0) << "the 16k-token MoE search must reach EP folded over CP ranks";
