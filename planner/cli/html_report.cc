@@ -206,6 +206,8 @@ std::string HtmlReport(const ModelSpec& m, const ClusterSpec& c, const HardwareP
        " (exposed times on the critical stage). One row per simulated stage and stream.</p>\n";
   if (m.moe()) h += "<p class=\"note\">" + Esc(MoeAccuracyNote()) + "</p>\n";
   if (const std::string n = LaunchBoundNote(best_pred, hw); !n.empty()) h += "<p class=\"note\">" + Esc(n) + "</p>\n";
+  if (const std::string n = AttentionKernelNote(m, c, hw, best, best_pred); !n.empty())
+    h += "<p class=\"note\">" + Esc(n) + "</p>\n";
   h += Timeline(trace, best_pred.step_time_s);
   h += "<h2>Memory per stage (best plan)</h2>\n" + MemoryBars(best_pred);
   h += "</body></html>\n";

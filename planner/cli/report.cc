@@ -6,6 +6,7 @@
 #include "planner/cost/compute_cost.h"
 #include "planner/cost/layer_ops.h"
 #include "planner/cost/moe_ops.h"
+#include "planner/lower/simulate.h"
 #include "planner/profile/machine_speed.h"
 #include "planner/spec/capabilities.h"
 #include "planner/validate/published_accuracy.h"
@@ -16,6 +17,8 @@ namespace {
 // From this share of a stage's kernel time spent waiting for launches the
 // report calls the plan launch-bound (Prediction::host_wait_share).
 constexpr double kLaunchBoundShare = 0.05;
+// From this step-time difference the report names the attention kernel.
+constexpr double kAttentionKernelShare = 0.05;
 
 std::string Fmt(const char* f, double v) {
   char buf[64];
@@ -145,8 +148,9 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
     os << "  note: some GEMM, message or group sizes lie outside the profile's tabulated range; "
           "the nearest point's efficiency / bandwidth was used\n";
   if (const std::string n = LaunchBoundNote(b, hw); !n.empty()) os << "  note: " << n << "\n";
-  if (m.moe()) os << "  note: " << MoeAccuracyNote() << "\n";
   const PlanSpec& bp = r.top[0].plan;
+  if (const std::string n = AttentionKernelNote(m, c, hw, bp, b); !n.empty()) os << "  note: " << n << "\n";
+  if (m.moe()) os << "  note: " << MoeAccuracyNote() << "\n";
   if (hw.device.kind == "gpu" &&
       UsesMegatronTorchSoftmax(m, bp, hw.device.bytes_per_element(), AttentionKernels::kMegatron))
     os << "  note: unfused attention with micro_batch x heads per TP rank = " << bp.micro_batch * (m.heads / bp.tp)
@@ -178,8 +182,11 @@ json SearchToJson(const ModelSpec& m, const ClusterSpec& c, const HardwareProfil
   if (r.closest)
     j["closest"] = {{"plan", ToJson(r.closest->plan)}, {"prediction", ToJson(r.closest->prediction)}};
   if (m.moe()) j["accuracy_note"] = MoeAccuracyNote();
-  if (!r.top.empty())
+  if (!r.top.empty()) {
     if (const std::string n = LaunchBoundNote(r.top[0].prediction, hw); !n.empty()) j["launch_note"] = n;
+    if (const std::string n = AttentionKernelNote(m, c, hw, r.top[0].plan, r.top[0].prediction); !n.empty())
+      j["attention_note"] = n;
+  }
   return j;
 }
 
@@ -189,6 +196,22 @@ std::string LaunchBoundNote(const Prediction& p, const HardwareProfile& hw) {
          "% of the kernel time on its busiest stage is the device waiting for the host to launch eager kernels (" +
          Fmt("%.0f", hw.compute.host_overhead_s * 1e6) +
          " us per op on this profile): a larger microbatch, a smaller TP or CUDA graphs (not priced) would shrink it";
+}
+
+std::string AttentionKernelNote(const ModelSpec& m, const ClusterSpec& c, const HardwareProfile& hw,
+                                const PlanSpec& p, const Prediction& pred) {
+  if (hw.device.kind != "gpu" || p.cudnn_attention || !p.flash_attention ||
+      hw.compute.attention_efficiency_by_keys_cudnn.empty() || !(pred.step_time_s > 0))
+    return "";
+  PlanSpec q = p;
+  q.cudnn_attention = true;
+  StatusOr<Prediction> alt = SimulatePlan(m, c, q, hw);
+  if (!alt.ok() || !(alt->step_time_s < (1 - kAttentionKernelShare) * pred.step_time_s)) return "";
+  return "attention kernel: priced at the profile's default attention rate; with cuDNN's fused attention, "
+         "which Transformer Engine selects on Hopper and whose speed depends on the cuDNN release, this plan's "
+         "step would be " +
+         Fmt("%.3f", alt->step_time_s) + " s (" + Fmt("%.0f", 100 * (alt->step_time_s / pred.step_time_s - 1)) +
+         "%; --attention-kernel cudnn prices it so; docs/validation.md, \"Long context\")";
 }
 
 json PlanFileJson(const ModelSpec& m, const ClusterSpec& c, const HardwareProfile& hw,

@@ -19,6 +19,15 @@ json SearchToJson(const ModelSpec& m, const ClusterSpec& c, const HardwareProfil
 // stage's kernel time (Prediction::host_wait_share): one sentence saying so
 // and what would shrink it; empty below that.
 std::string LaunchBoundNote(const Prediction& p, const HardwareProfile& hw);
+// A GPU plan priced at the profile's default attention rate on a profile
+// that also has cuDNN's (compute.attention_efficiency_by_keys_cudnn): the
+// plan simulated again with cudnn_attention, and, when its step is at least
+// 5% shorter, one sentence giving that step and the flag; empty otherwise
+// (or when the second simulation fails). Which rate a framework's stack
+// reaches depends on its cuDNN release (docs/validation.md), so the
+// difference is the prediction's uncertainty from the attention kernel.
+std::string AttentionKernelNote(const ModelSpec& m, const ClusterSpec& c, const HardwareProfile& hw,
+                                const PlanSpec& p, const Prediction& pred);
 // The plan file dtplan --out writes: model, cluster, profile, plan, prediction.
 json PlanFileJson(const ModelSpec& m, const ClusterSpec& c, const HardwareProfile& hw,
                   const PlanSpec& p, const Prediction& pred);

@@ -90,6 +90,21 @@ if "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --profile h100 --top
 else
   echo "ok: a device-bound plan is not called launch-bound"
 fi
+# An H100 plan priced at the default attention rate says what cuDNN's would give
+# (the step measured again with --attention-kernel cudnn); a plan that asks for
+# cuDNN, or an A100 plan (no cuDNN curve), does not.
+expect 0 "note: attention kernel: priced at the profile's default attention rate; with cuDNN's fused attention.* this plan's step would be [0-9.]+ s \(-[0-9]+%" -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --profile h100 --top 1 --out "$T/attn.json"
+expect 0 '"attention_note": "attention kernel: ' -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --profile h100 --top 1 --json --out "$T/attn.json"
+expect 0 "Wrote|wrote" -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --profile h100 --top 1 --report "$T/attn.html" --out "$T/attn.json"
+grep -q "attention kernel: " "$T/attn.html" || { echo "FAIL: the HTML report lacks the attention-kernel note"; fails=$((fails+1)); }
+for args in "--profile h100 --attention-kernel cudnn" "--profile a100"; do
+  # shellcheck disable=SC2086
+  if "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 $args --top 1 --out "$T/attn.json" 2>&1 | grep -q "attention kernel:"; then
+    echo "FAIL: the attention-kernel note with $args"; fails=$((fails + 1))
+  else
+    echo "ok: no attention-kernel note with $args"
+  fi
+done
 expect 2 "CPU runtime does not execute a layout beyond GPT-2" -- "$DTPLAN" --model "$H/opt-125m.json" --nodes 1 --gpus 2 --device cpu --out "$T/x.json"
 expect 2 "missing field 'hidden_size'" -- "$DTPLAN" --model <(echo '{"family":"gpt","num_layers":2,"num_attention_heads":2,"vocab_size":10,"seq_length":8}') --out "$T/x.json"
 expect 2 "'num_layers' must be an integer" -- "$DTPLAN" --model <(echo '{"family":"gpt","num_layers":"two","hidden_size":8,"num_attention_heads":2,"vocab_size":10,"seq_length":8}') --out "$T/x.json"
