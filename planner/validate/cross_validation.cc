@@ -21,6 +21,14 @@ void SetLargeGemmPoints(HardwareProfile* p, const std::vector<double>& y) {
     if (c.x[i] >= 17e9) c.y[i] = y[j++];
 }
 
+// Scales the profile's own large-GEMM points (x >= 17 GFLOP per call) by v,
+// at most to the peak: their shipped values are the source values.
+void ScaleLargeGemmPoints(HardwareProfile* p, double v) {
+  Curve& c = p->compute.gemm_efficiency;
+  for (size_t i = 0; i < c.size(); ++i)
+    if (c.x[i] >= 17e9) c.y[i] = std::min(1.0, c.y[i] * v);
+}
+
 // Sum of absolute relative errors, of their squares, and count, per source.
 struct ErrorSum {
   double sum = 0;
@@ -100,11 +108,12 @@ std::vector<CvKnob> CalibratedKnobs() {
   k.push_back({kA100, "gemm_plateau", {0.58, 0.62, 0.66, 0.70, 0.74}, 0.74,
                "large bf16 GEMMs at 230 of 312 TFLOP/s (profile sources.transformers_benchmarks)",
                [](HardwareProfile* p, double v) { SetLargeGemmPoints(p, {v, v, v}); }});
-  // H100's large-GEMM points are scaled together from their measured values.
+  // H100's large-GEMM points are scaled together from their measured values
+  // (the bundled profile's, so the values are written once).
   k.push_back({kH100, "gemm_scale", {0.85, 0.90, 0.95, 1.0, 1.05, 1.10, 1.15, 1.20}, 1.0,
                "bf16 layer GEMMs measured on one H100 at its 700 W cap, sustained: 0.64 / 0.67 / 0.67 of peak at "
                "17 / 140 / 1100 GFLOP per call (sources.h100_measured_2026_11_27)",
-               [](HardwareProfile* p, double v) { SetLargeGemmPoints(p, {0.64 * v, 0.67 * v, 0.67 * v}); }});
+               [](HardwareProfile* p, double v) { ScaleLargeGemmPoints(p, v); }});
   // H100's attention: the measured curve over the keys per query row, scaled.
   k.push_back({kH100, "attention_scale", {0.8, 0.9, 1.0, 1.1, 1.2}, 1.0,
                "FlashAttention-2 forward+backward measured on one H100 by sequence length, causal and "
