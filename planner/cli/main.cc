@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <set>
+#include <string>
 
 #include "planner/cli/commands.h"
 #ifdef DT_HAVE_PROFILER
@@ -228,6 +230,26 @@ static int Run(int argc, char** argv) {
     if (*caps_cmd) return dt::cli::RunCapabilities(caps_json);
     val.argv0 = argv[0];
     if (*val_cmd) {
+      // validate has two modes that share one option list: --cases (score
+      // recorded measurements, each case with its own plan) and --execute
+      // (run plans with dtrun). An option of the other mode is refused, never
+      // silently ignored.
+      static const std::set<std::string> kEither = {"--help", "--profile", "--threads", "--json", "--report",
+                                                   "--execute", "--attention-kernel"};
+      static const std::set<std::string> kCasesOnly = {"--cases", "--cv"};
+      for (const CLI::Option* opt : val_cmd->get_options()) {
+        if (opt->count() == 0) continue;
+        const std::string name = opt->get_name();
+        if (kEither.count(name)) continue;
+        if (val.execute && kCasesOnly.count(name))
+          return dt::cli::Fail("validate: " + name + " does not apply with --execute (which runs the plans it "
+                               "searches for --model on this machine); drop " + name + ", or drop --execute to "
+                               "score recorded cases");
+        if (!val.execute && !kCasesOnly.count(name))
+          return dt::cli::Fail("validate: " + name + " applies to --execute only (running plans with dtrun); "
+                               "without it validate predicts each case of --cases with the case's own plan. "
+                               "Add --execute, or drop " + name);
+      }
       if (val_cmd->count("--global-batch") && val.global_batch < 1)
         return dt::cli::Fail("--global-batch " + std::to_string(val.global_batch) +
                              " must be >= 1 (sequences per step); omit it for 8 per device");

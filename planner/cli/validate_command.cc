@@ -68,10 +68,20 @@ int RunValidate(const ValidateOptions& o) {
     all.insert(all.end(), cases->begin(), cases->end());
   }
   auto cases = &all;
-  if (o.cv) return RunCrossValidation(all, o);
+  if (o.cv) {
+    if (o.json || !o.report.empty())
+      return Fail(std::string(o.json ? "--json" : "--report") + " does not combine with --cv (the cross-validation "
+                  "prints its table as text); drop it, or drop --cv for the per-case report");
+    if (!o.dims.attention_kernel.empty())
+      return Fail("--attention-kernel does not combine with --cv (the cross-validation scores each case with "
+                  "its own kernel); run `validate --cases ... --attention-kernel " + o.dims.attention_kernel +
+                  "` for the what-if");
+    return RunCrossValidation(all, o);
+  }
   ValidationOptions vo;
   vo.profile_override = o.profile;
   vo.threads = o.threads;
+  if (!o.dims.attention_kernel.empty()) vo.cudnn_attention = o.dims.attention_kernel == "cudnn";
   auto rep = RunValidation(*cases, vo);
   if (!rep.ok()) return Fail(rep.status().message());
   if (!o.report.empty()) {
@@ -115,6 +125,10 @@ int RunValidate(const ValidateOptions& o) {
   else
     std::printf("\nno case scored");
   if (rep->not_modeled > 0) std::printf("; %d not modeled", rep->not_modeled);
+  if (vo.cudnn_attention)
+    std::printf("\n--attention-kernel %s: priced so in %d scored case(s) whose own kernel differs (fused attention "
+                "on a profile with a cuDNN curve); the others keep their own kernel",
+                o.dims.attention_kernel.c_str(), rep->attention_overridden);
   if (rep->invalid > 0) std::printf("; %d INVALID (listed above)", rep->invalid);
   std::printf("\n");
   if (rep->memory_scored > 0)

@@ -45,14 +45,18 @@ void TakePrediction(const PlanSpec& p, const Prediction& pred, CaseResult* r) {
     if (s.stage == 0) r->predicted_allocated_bytes = AllocatedBytes(s.memory);
 }
 
-StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base) {
+StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base, std::optional<bool> cudnn) {
   HardwareProfile hw = Apply(base, c.hardware);
   CaseResult r;
   r.id = c.id;
   r.group = c.group;
   r.measured_s = c.measured_s;
   r.measured_from = c.measured_from;
-  const SearchConstraints& k = c.constraints;
+  SearchConstraints k = c.constraints;
+  if (cudnn && k.flash_attention && CheckCudnnAttentionCurve(hw).ok() && k.cudnn_attention != *cudnn) {
+    k.cudnn_attention = *cudnn;
+    r.attention_overridden = true;
+  }
   if (k.cudnn_attention) {
     if (Status s = CheckCudnnAttentionCurve(hw); !s.ok())
       return InvalidArgument("case '" + c.id + "': plan.attention_kernel \"cudnn\": " + s.message());
@@ -137,7 +141,7 @@ StatusOr<ValidationReport> RunValidation(const std::vector<ValidationCase>& case
     for (size_t i = next++; i < cases.size(); i = next++) {
       const std::string& name = opt.profile_override.empty() ? cases[i].profile : opt.profile_override;
       if (cases[i].invalid.empty() && cases[i].not_modeled.empty())
-        results[i] = RunOne(cases[i], profiles.at(name));
+        results[i] = RunOne(cases[i], profiles.at(name), opt.cudnn_attention);
     }
   };
   int threads = opt.threads > 0 ? opt.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -165,6 +169,7 @@ StatusOr<ValidationReport> RunValidation(const std::vector<ValidationCase>& case
       continue;
     }
     ++rep.scored;
+    if (r->attention_overridden) ++rep.attention_overridden;
     rep.cases.push_back(*r);
     pred.push_back(r->predicted_s);
     meas.push_back(r->measured_s);
@@ -212,6 +217,7 @@ json ToJson(const ValidationReport& r) {
                      {"predicted_allocated_bytes", c.predicted_allocated_bytes},
                      {"memory_error", c.memory_error},
                      {"measured_from", c.measured_from},
+                     {"attention_overridden", c.attention_overridden},
                      {"skipped", c.skipped},
                      {"invalid", c.invalid}});
   json sp = json::object();
@@ -219,7 +225,7 @@ json ToJson(const ValidationReport& r) {
   return json{{"cases", cases}, {"scored", r.scored}, {"invalid", r.invalid}, {"not_modeled", r.not_modeled},
               {"mape", r.mape}, {"max_error", r.max_error}, {"spearman", sp},
               {"memory_scored", r.memory_scored}, {"memory_mape", r.memory_mape},
-              {"memory_max_error", r.memory_max_error}};
+              {"memory_max_error", r.memory_max_error}, {"attention_overridden", r.attention_overridden}};
 }
 
 }  // namespace dt

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@ struct CaseResult {
   // (measured_allocated_bytes > 0): AllocatedBytes of stage 0 and the error.
   double measured_allocated_bytes = 0, predicted_allocated_bytes = 0, memory_error = 0;
   std::string measured_from;  // how measured_s was derived, when not given as a time
+  bool attention_overridden = false;  // ValidationOptions::cudnn_attention changed this case's kernel
   std::string skipped;        // why the case is not scored (empty: scored)
   bool invalid = false;       // skipped because its input is wrong (vs not modeled)
 };
@@ -42,6 +44,8 @@ struct ValidationReport {
   std::vector<CaseResult> cases;
   double mape = 0, max_error = 0;  // over scored cases
   int scored = 0, invalid = 0, not_modeled = 0;
+  // Scored cases whose attention kernel ValidationOptions::cudnn_attention set.
+  int attention_overridden = 0;
   std::map<std::string, double> spearman;  // group -> rho
   std::map<std::string, int> group_size;
   // Cases with a measured peak allocation: how many, MAPE and max error.
@@ -55,6 +59,13 @@ struct ValidationOptions {
   // used instead of loading the bundled files (cross-validation).
   const std::map<std::string, HardwareProfile>* profiles = nullptr;
   int threads = 0;
+  // When set (dtplan validate --attention-kernel): price every case whose
+  // plan runs a fused attention core on a profile with a cuDNN attention
+  // curve with that kernel (true: cuDNN, false: the profile's default),
+  // whatever its own plan.attention_kernel or reader rule says. A what-if
+  // for the kernel question (docs/validation.md); cases with an unfused core
+  // or on a profile without the curve keep their own kernel.
+  std::optional<bool> cudnn_attention;
 };
 
 StatusOr<ValidationReport> RunValidation(const std::vector<ValidationCase>& cases,

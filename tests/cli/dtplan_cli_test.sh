@@ -118,6 +118,30 @@ expect 2 "schedule 'zigzag' is unknown" -- "$DTPLAN" --model "$M/gpt3-175b.json"
 expect 2 "error" -- "$DTPLAN" --model "$M/gpt3-175b.json" --nodes 0
 expect 2 "--gpus 4 exceeds the 2 devices per node" -- "$DTPLAN" --model "$M/gpt-tiny.json" --nodes 1 --gpus 4 --device cpu --out "$T/x.json"
 expect 2 "--cases" -- "$DTPLAN" validate --cases "$T/none.csv"
+# validate's two modes share one option list; an option of the other mode is refused, not ignored.
+D=$SRC/examples/validation/published-dense.json
+expect 2 "validate: --tp applies to --execute only" -- "$DTPLAN" validate --cases "$D" --tp 8
+expect 2 "validate: --model applies to --execute only" -- "$DTPLAN" validate --cases "$D" --model "$M/gpt-tiny.json"
+expect 2 "validate: --cases does not apply with --execute" -- "$DTPLAN" validate --execute --cases "$D" --model "$M/gpt-tiny.json"
+expect 2 "--json does not combine with --cv" -- "$DTPLAN" validate --cv --json --cases "$D"
+expect 2 "--attention-kernel does not combine with --cv" -- "$DTPLAN" validate --cv --cases "$D" --attention-kernel cudnn
+# --attention-kernel with --cases: a what-if over every case with a fused core on a profile with the curve.
+out_case=$("$DTPLAN" validate --cases "$D" --json)
+out_cudnn=$("$DTPLAN" validate --cases "$D" --json --attention-kernel cudnn)
+if python3 -c '
+import json, sys
+a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+assert a["attention_overridden"] == 0, a["attention_overridden"]
+assert b["attention_overridden"] == b["scored"] == a["scored"] > 0, (b["attention_overridden"], b["scored"])
+assert all(c["plan"]["attention_kernel"] == "cudnn" for c in b["cases"] if not c["skipped"])
+# the faster kernel never makes a step slower
+assert all(y["predicted_s"] <= x["predicted_s"] * (1 + 1e-9) for x, y in zip(a["cases"], b["cases"]))
+assert any(y["predicted_s"] < x["predicted_s"] for x, y in zip(a["cases"], b["cases"]))
+' "$out_case" "$out_cudnn"; then
+  echo "ok: validate --attention-kernel cudnn prices every fused core of the cases with cuDNN"
+else
+  echo "FAIL: validate --attention-kernel cudnn"; fails=$((fails + 1))
+fi
 
 # Input holes: each one line naming the user's own field and the fix.
 expect 2 "--global-batch -5 must be >= 1" -- "$DTPLAN" --model "$M/gpt3-175b.json" --global-batch -5 --out "$T/x.json"
