@@ -79,6 +79,9 @@ struct SimulateOptions {
   CommonOptions common;
   std::string plan;
   std::string trace;
+  // Which of --nodes, --gpus, --device were given: each replaces that field
+  // of the plan file's cluster (a what-if on the same plan).
+  bool nodes_set = false, gpus_set = false, device_set = false;
 };
 
 struct ValidateOptions {

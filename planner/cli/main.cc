@@ -151,7 +151,7 @@ static int Run(int argc, char** argv) {
                  "write a self-contained HTML report: ranking, rejections, the best plan's timeline and memory");
 
   dt::cli::SimulateOptions sim;
-  CLI::App* sim_cmd = app.add_subcommand("simulate", "predict exactly one plan (JSON out)");
+  CLI::App* sim_cmd = app.add_subcommand("simulate", "predict exactly one plan (JSON out); --nodes, --gpus, --device replace the plan file's cluster");
   AddCommon(sim_cmd, &sim.common, /*model_required=*/false);
   sim_cmd->add_option("--plan", sim.plan, "plan file written by dtplan --out")->required();
   sim_cmd->add_option("--trace", sim.trace, "write the simulated step as a Chrome trace");
@@ -226,7 +226,12 @@ static int Run(int argc, char** argv) {
     if (*prof_cmd) return dt::cli::Fail("this dtplan was built without the profiler (it needs MPI); install "
                                         "openmpi and rebuild");
     if (*exp_cmd) return dt::cli::RunExport(exp);
-    if (*sim_cmd) return dt::cli::RunSimulate(sim);
+    if (*sim_cmd) {
+      sim.nodes_set = sim_cmd->count("--nodes") > 0;
+      sim.gpus_set = sim_cmd->count("--gpus") > 0;
+      sim.device_set = sim_cmd->count("--device") > 0;
+      return dt::cli::RunSimulate(sim);
+    }
     if (*caps_cmd) return dt::cli::RunCapabilities(caps_json);
     val.argv0 = argv[0];
     if (*val_cmd) {

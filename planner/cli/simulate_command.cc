@@ -31,16 +31,24 @@ int RunSimulate(const SimulateOptions& o) {
   auto plan = PlanFromJson(j["plan"], model, where + " field 'plan'");
   if (!plan.ok()) return Fail(plan.status().message());
   model.seq_length = plan->seq_length;
+  // The cluster: the plan file's, each of --nodes / --gpus / --device given
+  // replacing its field (without a cluster in the file: the flags or their
+  // defaults).
   ClusterSpec cluster;
-  if (j.contains("cluster")) {
+  const bool from_file = j.contains("cluster");
+  if (from_file) {
     auto c = ClusterFromJson(j["cluster"], where + " field 'cluster'");
     if (!c.ok()) return Fail(c.status().message());
     cluster = *c;
-  } else {
-    cluster.nodes = o.common.nodes;
-    cluster.gpus_per_node = o.common.gpus;
-    cluster.device = o.common.device;
   }
+  if (!from_file || o.nodes_set) cluster.nodes = o.common.nodes;
+  if (!from_file || o.gpus_set) cluster.gpus_per_node = o.common.gpus;
+  if (!from_file || o.device_set) cluster.device = o.common.device;
+  if (static_cast<int64_t>(cluster.nodes) * cluster.gpus_per_node != plan->world())
+    return Fail("the plan needs " + std::to_string(plan->world()) + " devices (dp x tp x pp x cp), the cluster has " +
+                std::to_string(cluster.nodes) + " nodes x " + std::to_string(cluster.gpus_per_node) +
+                (from_file && (o.nodes_set || o.gpus_set) ? " (--nodes / --gpus replace the plan file's)" : "") +
+                "; give --nodes and --gpus whose product is " + std::to_string(plan->world()));
   std::string profile = o.common.profile;
   if (profile.empty() && j.contains("profile") && j["profile"].is_string())
     profile = j["profile"].get<std::string>();

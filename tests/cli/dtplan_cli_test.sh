@@ -33,6 +33,16 @@ expect 0 "rank +dp +tp +pp" -- "$DTPLAN" --model "$M/gpt3-175b.json" --nodes 8 -
 python3 -c "import json,sys; p=json.load(open('$T/plan.json')); assert p['plan']['dp']*p['plan']['tp']*p['plan']['pp']==64" || { echo "FAIL: plan.json"; fails=$((fails+1)); }
 python3 -c "import json; t=json.load(open('$T/trace.json')); assert any(e.get('ph')=='X' for e in t['traceEvents'])" || { echo "FAIL: trace.json"; fails=$((fails+1)); }
 expect 0 '"step_time_s"' -- "$DTPLAN" simulate --plan "$T/plan.json"
+# --nodes / --gpus replace the plan file's cluster (a what-if), never ignored: the same 64 ranks
+# on 32 nodes of 2 price the plan's TP 4 across nodes; a cluster of the wrong size is refused.
+expect 2 "the plan needs 64 devices.*--nodes / --gpus replace" -- "$DTPLAN" simulate --plan "$T/plan.json" --nodes 3
+step8=$("$DTPLAN" simulate --plan "$T/plan.json" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['cluster']['gpus_per_node'], d['prediction']['step_time_s'])")
+step4=$("$DTPLAN" simulate --plan "$T/plan.json" --nodes 32 --gpus 2 | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['cluster']['gpus_per_node'], d['prediction']['step_time_s'])")
+if [ "${step8%% *}" = 8 ] && [ "${step4%% *}" = 2 ] && [ "${step4#* }" != "${step8#* }" ]; then
+  echo "ok: simulate --nodes 32 --gpus 2 re-prices the plan on that cluster ($step8 -> $step4)"
+else
+  echo "FAIL: simulate --nodes/--gpus: '$step8' -> '$step4'"; fails=$((fails + 1))
+fi
 expect 0 '"top"' -- "$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --json --out "$T/p2.json"
 expect 0 "rank" -- "$DTPLAN" --model "$M/gpt3-175b.json" --nodes 8 --gpus 8 --tp 8 --pp 8 --mbs 1 --schedule 1f1b --recompute full --zero 1 --no-sp --out "$T/p3.json"
 
