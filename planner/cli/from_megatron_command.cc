@@ -74,9 +74,18 @@ int RunFromMegatron(const PlanOptions& o) {
   mine.grad_bytes = job_grad_bytes > 0 ? job_grad_bytes : FrameworkGradBytes(Framework::kMegatron, job->bf16);
   // --attention-kernel cudnn: the job's attention is priced as the best plan's is
   // (a job on the unfused core is refused by plan validation in SimulatePlan).
-  if (o.dims.attention_kernel == "cudnn") {
-    if (Status s = CheckCudnnAttentionCurve(*hw); !s.ok()) return Fail("--attention-kernel cudnn: " + s.message());
-    mine.cudnn_attention = true;
+  // A job with --attention-backend fused chose cuDNN's kernel itself.
+  if (mine.cudnn_attention && o.dims.attention_kernel == "default")
+    return Fail("--attention-kernel default: the job selects cuDNN's fused attention itself (--attention-backend "
+                "fused); drop --attention-kernel, or change the job's flag to auto or flash");
+  if (o.dims.attention_kernel == "cudnn") mine.cudnn_attention = true;
+  if (mine.cudnn_attention) {
+    if (Status s = CheckCudnnAttentionCurve(*hw); !s.ok())
+      return Fail(o.dims.attention_kernel == "cudnn"
+                      ? "--attention-kernel cudnn: " + s.message()
+                      : "the job's --attention-backend fused (cuDNN's kernel) cannot be priced: profile '" + hw->name +
+                            "' has no cuDNN attention curve; use --profile h100, or change the job's flag to auto "
+                            "or flash (priced at the profile's default rate)");
   }
   auto mine_pred = SimulatePlan(m, cluster, mine, *hw);
   if (!mine_pred.ok()) return Fail("--from-megatron: " + mine_pred.status().message());
@@ -110,6 +119,7 @@ int RunFromMegatron(const PlanOptions& o) {
   k.grad_bytes = job_grad_bytes > 0 && *framework == Framework::kMegatron ? job_grad_bytes
                                                                           : FrameworkGradBytes(*framework, job->bf16);
   if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());
+  k.cudnn_attention = mine.cudnn_attention;  // the best plan runs the job's attention kernel
   SearchOptions so;
   so.top = o.top;
   so.threads = o.common.threads;

@@ -124,8 +124,10 @@ StatusOr<std::vector<CliFlag>> MegatronArgs(const ModelSpec& m, const PlanSpec& 
     add("--hidden-dropout", "0.0");
   }
   // auto (Megatron's default): Transformer Engine picks FlashAttention or
-  // cuDNN fused attention, both priced as fused attention (no s x s scores).
-  add("--attention-backend", p.flash_attention ? "auto" : "unfused");
+  // cuDNN fused attention, both priced as fused attention (no s x s scores);
+  // a plan priced with the cuDNN curve (--attention-kernel cudnn) names that
+  // kernel: fused, Transformer Engine's FusedAttention.
+  add("--attention-backend", !p.flash_attention ? "unfused" : p.cudnn_attention ? "fused" : "auto");
   // Parallelism.
   add("--tensor-model-parallel-size", Str(p.tp));
   add("--pipeline-model-parallel-size", Str(p.pp));

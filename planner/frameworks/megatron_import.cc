@@ -750,6 +750,10 @@ StatusOr<MegatronJob> ImportMegatron(const std::vector<std::string>& argv, int w
   if (backend != "flash" && backend != "fused" && backend != "auto" && backend != "unfused" && backend != "local")
     return InvalidArgument("--attention-backend '" + backend + "': use flash, fused, unfused, local or auto");
   p.flash_attention = backend == "flash" || backend == "fused" || backend == "auto";
+  // fused: Transformer Engine's FusedAttention, cuDNN's kernel, chosen by the
+  // job itself; priced with the profile's cuDNN curve (PlanSpec::
+  // cudnn_attention). auto and flash keep the profile's default rate.
+  p.cudnn_attention = backend == "fused";
   p.dropout = m.uses_dropout();
   job.bf16 = has("--bf16") || has("--fp16");
   if (has("--fp8-format")) {

@@ -255,6 +255,12 @@ G=$SRC/tests/cli/megatron/gpt3_175b_args.sh
 expect 0 "your config: +dp=1 tp=8 pp=16 mbs=1 m=1536 1f1b" -- "$DTPLAN" --from-megatron "@$G" --out "$T/mb.json"
 expect 0 "(faster|as fast)" -- "$DTPLAN" --from-megatron "$(cat "$G")" --out "$T/mb.json"
 expect 2 "flag --rampup-batch-size: dtplan does not know how it changes" -- "$DTPLAN" --from-megatron "$(cat "$G") --rampup-batch-size 16 16 5859375" --out "$T/x.json"
+# --attention-backend fused is cuDNN's kernel: exported for a plan priced with it, imported as it.
+"$DTPLAN" --model "$M/llama3-8b.json" --nodes 1 --gpus 8 --profile h100 --attention-kernel cudnn --out "$T/cu.json" >/dev/null 2>&1
+"$DTPLAN" export --plan "$T/cu.json" --to megatron --out "$T/cu.sh" >/dev/null 2>&1
+expect 0 "your config: .*cudnn-attn" -- "$DTPLAN" --from-megatron "@$T/cu.sh" --nodes 1 --gpus 8 --profile h100 --out "$T/cu2.json"
+expect 2 "the job's --attention-backend fused .* has no cuDNN attention curve" -- "$DTPLAN" --from-megatron "@$T/cu.sh" --nodes 1 --gpus 8 --out "$T/x.json"
+expect 2 "--attention-kernel default: the job selects cuDNN" -- "$DTPLAN" --from-megatron "@$T/cu.sh" --nodes 1 --gpus 8 --profile h100 --attention-kernel default --out "$T/x.json"
 expect 2 "the world size is unknown" -- "$DTPLAN" --from-megatron "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --micro-batch-size 1 --vocab-size 100 --bf16" --out "$T/x.json"
 # Round trip: the best plan exported to Megatron-LM and imported back is that same plan.
 "$DTPLAN" export --plan "$T/mb.json" --to megatron > "$T/mb.sh" 2>&1

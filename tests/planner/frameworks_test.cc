@@ -289,6 +289,30 @@ TEST(Frameworks, MegatronExportThenImportIsTheSamePlan) {
   }
 }
 
+// A plan priced with cuDNN's attention curve exports as Transformer Engine's
+// fused backend by name, and a job that names it imports priced with that
+// curve (auto and flash keep the profile's default rate).
+TEST(Frameworks, MegatronFusedAttentionBackendIsTheCudnnKernel) {
+  int checked = 0;
+  for (PlanFile f : Sample()) {
+    if (!f.plan.flash_attention || f.cluster.device == "cpu") continue;
+    for (bool cudnn : {false, true}) {
+      f.plan.cudnn_attention = cudnn;
+      auto ex = ExportPlan(Framework::kMegatron, f);
+      ASSERT_TRUE(ex.ok()) << ex.status().message();
+      EXPECT_NE(ex->config.find(cudnn ? "--attention-backend fused" : "--attention-backend auto"), std::string::npos)
+          << ex->config;
+      auto words = SplitCommandLine(ex->config + ex->launch);
+      ASSERT_TRUE(words.ok());
+      auto job = ImportMegatron(*words, 0, f.model.name);
+      ASSERT_TRUE(job.ok()) << job.status().message();
+      EXPECT_EQ(job->plan.cudnn_attention, cudnn);
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 4);
+}
+
 std::string ReadFile(const std::string& rel) {
   std::ifstream in(std::string(DT_SOURCE_DIR) + "/" + rel);
   std::stringstream ss;
