@@ -151,6 +151,7 @@ std::string FormatSearch(const ModelSpec& m, const ClusterSpec& c, const Hardwar
   const PlanSpec& bp = r.top[0].plan;
   if (const std::string n = AttentionKernelNote(m, c, hw, bp, b); !n.empty()) os << "  note: " << n << "\n";
   if (m.moe()) os << "  note: " << MoeAccuracyNote() << "\n";
+  if (const std::string n = DropoutNote(m, bp); !n.empty()) os << "  note: " << n << "\n";
   if (hw.device.kind == "gpu" &&
       UsesMegatronTorchSoftmax(m, bp, hw.device.bytes_per_element(), AttentionKernels::kMegatron))
     os << "  note: unfused attention with micro_batch x heads per TP rank = " << bp.micro_batch * (m.heads / bp.tp)
@@ -186,8 +187,15 @@ json SearchToJson(const ModelSpec& m, const ClusterSpec& c, const HardwareProfil
     if (const std::string n = LaunchBoundNote(r.top[0].prediction, hw); !n.empty()) j["launch_note"] = n;
     if (const std::string n = AttentionKernelNote(m, c, hw, r.top[0].plan, r.top[0].prediction); !n.empty())
       j["attention_note"] = n;
+    if (const std::string n = DropoutNote(m, r.top[0].plan); !n.empty()) j["dropout_note"] = n;
   }
   return j;
+}
+
+std::string DropoutNote(const ModelSpec& m, const PlanSpec& p) {
+  if (!m.uses_dropout() || p.dropout) return "";
+  return "the model trains with dropout, this plan without: dtrun's CPU runtime has no dropout, so the plan's "
+         "time, memory and run leave it out (GPU plans price it: its masks' memory and passes)";
 }
 
 std::string LaunchBoundNote(const Prediction& p, const HardwareProfile& hw) {
