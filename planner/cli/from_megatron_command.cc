@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "planner/cli/commands.h"
+#include "planner/cli/html_report.h"
 #include "planner/cli/report.h"
 #include "planner/cli/setup.h"
 #include "planner/cost/comm_cost.h"
@@ -41,6 +42,20 @@ std::string Line(const char* label, const PlanSpec& p, const Prediction& pr) {
 int RunFromMegatron(const PlanOptions& o) {
   if (!o.common.model.empty())
     return Fail("--from-megatron takes the model from the Megatron-LM flags; drop --model");
+  // The job's own flags fix these; a second value on dtplan's command line
+  // would be ignored for the job, so it is refused.
+  if (o.seq_length_set)
+    return Fail("--from-megatron takes the sequence length from the job's --seq-length; drop dtplan's "
+                "--seq-length (or edit the job's flag)");
+  if (o.global_batch_set)
+    return Fail("--from-megatron takes the global batch from the job's --global-batch-size; drop dtplan's "
+                "--global-batch (or edit the job's flag)");
+  if (!o.attention.empty())
+    return Fail("--from-megatron takes the attention core from the job's --attention-backend; drop --attention "
+                "(or edit the job's flag)");
+  if (!o.cross_entropy.empty())
+    return Fail("--from-megatron takes the loss kernel from the job's --cross-entropy-loss-fusion; drop "
+                "--cross-entropy (or edit the job's flag)");
   auto text = ArgvText(o.from_megatron);
   if (!text.ok()) return Fail(text.status().message());
   auto words = SplitCommandLine(*text);
@@ -126,18 +141,61 @@ int RunFromMegatron(const PlanOptions& o) {
   auto result = SearchPlans(m, cluster, *hw, k, so);
   if (!result.ok()) return Fail(result.status().message());
 
-  if (!o.common.json) std::cout << FormatSearch(m, cluster, *hw, k, *result) << "\n";
+  // The best plan again, only to write its trace (and the report's timeline):
+  // the same deterministic run the search made, with task names.
+  const RankedPlan* best = result->top.empty() ? nullptr : &result->top[0];
+  StatusOr<Prediction> best_pred = best ? StatusOr<Prediction>(best->prediction) : StatusOr<Prediction>(Prediction());
+  if (!best && (!o.trace.empty() || !o.report.empty()))
+    return Fail(std::string(o.trace.empty() ? "--report" : "--trace") +
+                ": no plan the search considered fits, so there is no best plan to trace; your config " +
+                (mine_pred->fits ? "fits" : "does not fit either"));
+  if (best) {
+    dt::SimulateOptions sim_opt;
+    sim_opt.trace_path = o.trace.empty() && !o.report.empty() ? o.report + ".trace.tmp" : o.trace;
+    if (!sim_opt.trace_path.empty()) best_pred = SimulatePlan(m, cluster, best->plan, *hw, sim_opt);
+    if (!best_pred.ok()) return Fail(best_pred.status().message());
+    if (!o.report.empty()) {
+      auto trace = ReadJsonFile(sim_opt.trace_path);
+      if (o.trace.empty()) std::remove(sim_opt.trace_path.c_str());
+      if (!trace.ok()) return Fail("--report: " + trace.status().message());
+      Status w = WriteTextFile(o.report, HtmlReport(m, cluster, *hw, *result, best->plan, *best_pred, *trace));
+      if (!w.ok()) return Fail("--report: " + w.message());
+    }
+    Status w = WriteJsonFile(o.out, PlanFileJson(m, cluster, *hw, best->plan, *best_pred));
+    if (!w.ok()) return Fail("--out: " + w.message());
+  }
+  const double ratio = best ? mine_pred->step_time_s / best->prediction.step_time_s : 0.0;
+  const Framework to = *framework == Framework::kAny ? Framework::kMegatron : *framework;
+
+  if (o.common.json) {
+    json j = SearchToJson(m, cluster, *hw, k, *result);
+    j["from_megatron"] = {{"plan", ToJson(mine)}, {"prediction", ToJson(*mine_pred)},
+                          {"global_batch", mine.global_batch()}};
+    if (best) {
+      j["from_megatron"]["best_speedup"] = ratio;  // your step / the best plan's
+      j["out"] = o.out;
+      if (!o.trace.empty()) j["trace"] = o.trace;
+      if (!o.report.empty()) j["report"] = o.report;
+    }
+    json ignored = json::array(), notes = json::array();
+    for (const auto& n : job->ignored) ignored.push_back(n);
+    for (const auto& n : job->notes) notes.push_back(n);
+    j["from_megatron"]["ignored_flags"] = ignored;
+    j["from_megatron"]["notes"] = notes;
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+
+  std::cout << FormatSearch(m, cluster, *hw, k, *result) << "\n";
   std::cout << "imported from Megatron-LM: " << m.num_layers << " layers, hidden " << m.hidden << ", "
             << m.heads << " heads" << (m.kv_heads != m.heads ? " (" + std::to_string(m.kv_heads) + " KV)" : "")
             << ", " << ToString(m.family) << " family, " << m.TotalParams() / 1e9 << "B parameters, "
             << m.seq_length << " tokens per sequence, global batch " << mine.global_batch() << "\n";
   std::cout << Line("your config:", mine, *mine_pred);
-  if (result->top.empty()) {
+  if (!best) {
     std::cout << "no plan the search considered fits; your config " << (mine_pred->fits ? "fits" : "does not fit either") << "\n";
   } else {
-    const RankedPlan& best = result->top[0];
-    std::cout << Line("best plan found:", best.plan, best.prediction);
-    const double ratio = mine_pred->step_time_s / best.prediction.step_time_s;
+    std::cout << Line("best plan found:", best->plan, best->prediction);
     if (!mine_pred->fits) {
       std::cout << "your config does not fit in memory (" << Gib(mine_pred->peak_memory_bytes) << " of "
                 << Gib(mine_pred->capacity_bytes) << " GiB); the best plan does\n";
@@ -149,10 +207,12 @@ int RunFromMegatron(const PlanOptions& o) {
     } else {
       std::cout << "your config is as fast as the best plan found (within 0.05%)\n";
     }
-    Status w = WriteJsonFile(o.out, PlanFileJson(m, cluster, *hw, best.plan, best.prediction));
-    if (!w.ok()) return Fail("--out: " + w.message());
-    std::cout << "wrote " << o.out << "; its Megatron-LM flags: dtplan export --plan " << o.out << " --to "
-              << ToString(*framework == Framework::kAny ? Framework::kMegatron : *framework) << "\n";
+    std::cout << "wrote " << o.out;
+    if (!o.trace.empty()) std::cout << " and trace " << o.trace << " (open in ui.perfetto.dev)";
+    if (!o.report.empty()) std::cout << " and report " << o.report;
+    std::cout << "; its " << DisplayName(to) << (to == Framework::kMegatron ? " flags" : " config")
+              << ": dtplan export --plan " << o.out << " --to "
+              << ToString(to) << "\n";
   }
   if (!job->ignored.empty()) {
     std::string names;

@@ -269,6 +269,21 @@ expect 2 "flag --rampup-batch-size: dtplan does not know how it changes" -- "$DT
 expect 0 "your config: .*cudnn-attn" -- "$DTPLAN" --from-megatron "@$T/cu.sh" --nodes 1 --gpus 8 --profile h100 --out "$T/cu2.json"
 expect 2 "the job's --attention-backend fused .* has no cuDNN attention curve" -- "$DTPLAN" --from-megatron "@$T/cu.sh" --nodes 1 --gpus 8 --out "$T/x.json"
 expect 2 "--attention-kernel default: the job selects cuDNN" -- "$DTPLAN" --from-megatron "@$T/cu.sh" --nodes 1 --gpus 8 --profile h100 --attention-kernel default --out "$T/x.json"
+# The job's flags fix its sequence, batch, attention and loss: dtplan's own are refused, not ignored;
+# --trace, --report and --json work as for a search.
+expect 2 "takes the sequence length from the job's --seq-length" -- "$DTPLAN" --from-megatron "@$T/cu.sh" --nodes 1 --gpus 8 --profile h100 --seq-length 1024 --out "$T/x.json"
+expect 2 "takes the global batch from the job's --global-batch-size" -- "$DTPLAN" --from-megatron "@$T/cu.sh" --nodes 1 --gpus 8 --profile h100 --global-batch 16 --out "$T/x.json"
+expect 2 "takes the attention core from the job's --attention-backend" -- "$DTPLAN" --from-megatron "@$T/cu.sh" --nodes 1 --gpus 8 --profile h100 --attention unfused --out "$T/x.json"
+expect 2 "takes the loss kernel from the job's" -- "$DTPLAN" --from-megatron "@$T/cu.sh" --nodes 1 --gpus 8 --profile h100 --cross-entropy fused --out "$T/x.json"
+expect 0 "and trace .* and report" -- "$DTPLAN" --from-megatron "@$T/cu.sh" --nodes 1 --gpus 8 --profile h100 --trace "$T/fm-trace.json" --report "$T/fm.html" --out "$T/cu3.json"
+[ -s "$T/fm-trace.json" ] && [ -s "$T/fm.html" ] && echo "ok: --from-megatron wrote its trace and report" || { echo "FAIL: --from-megatron --trace/--report"; fails=$((fails + 1)); }
+if "$DTPLAN" --from-megatron "@$T/cu.sh" --nodes 1 --gpus 8 --profile h100 --json --out "$T/cu4.json" 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+f = d["from_megatron"]
+assert f["prediction"]["step_time_s"] > 0 and f["best_speedup"] >= 1.0 and d["top"], f
+assert f["plan"]["attention_kernel"] == "cudnn"
+'; then echo "ok: --from-megatron --json prints one JSON object"; else echo "FAIL: --from-megatron --json"; fails=$((fails + 1)); fi
 expect 2 "the world size is unknown" -- "$DTPLAN" --from-megatron "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --micro-batch-size 1 --vocab-size 100 --bf16" --out "$T/x.json"
 # Round trip: the best plan exported to Megatron-LM and imported back is that same plan.
 "$DTPLAN" export --plan "$T/mb.json" --to megatron > "$T/mb.sh" 2>&1
