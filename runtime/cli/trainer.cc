@@ -1,6 +1,7 @@
 #include "runtime/cli/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <csignal>
 #include <cstdio>
@@ -121,6 +122,27 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
                                " is out of range: allowed N >= 1 (keep the newest N), or 0 to keep all");
   if (opts.keep_checkpoints > 0 && opts.checkpoint_dir.empty())
     return BadInput(world, "--keep-checkpoints needs --checkpoint-dir");
+  if (opts.checkpoint_every < 0)
+    return BadInput(world, "--checkpoint-every " + std::to_string(opts.checkpoint_every) +
+                               " is out of range: save every K >= 1 steps, or 0 for only at the end");
+  if (opts.checkpoint_every > 0 && opts.checkpoint_dir.empty())
+    return BadInput(world, "--checkpoint-every needs --checkpoint-dir (where to save)");
+  if (opts.stop_at != -1) {
+    if (opts.stop_at < 1 || opts.stop_at > opts.steps)
+      return BadInput(world, "--stop-at " + std::to_string(opts.stop_at) + " is out of range: a step from 1 to --steps (" +
+                                 std::to_string(opts.steps) + ")");
+    if (opts.checkpoint_dir.empty())
+      return BadInput(world, "--stop-at stops to resume later: it needs --checkpoint-dir, or the steps done are lost "
+                             "(for a shorter run, lower --steps)");
+  }
+  // NaN fails every comparison: written as !(x > 0) so that it is refused too.
+  if (!(opts.lr > 0) || !std::isfinite(opts.lr))
+    return BadInput(world, "--lr must be a finite learning rate > 0");
+  if (opts.min_lr != -1.0 && (!(opts.min_lr >= 0) || !(opts.min_lr <= opts.lr)))
+    return BadInput(world, "--min-lr must lie in [0, --lr] (the cosine decays from --lr to it); omit it for 10% of --lr");
+  if (!(opts.weight_decay >= 0) || !std::isfinite(opts.weight_decay))
+    return BadInput(world, "--weight-decay must be a finite value >= 0");
+  if (opts.warmup_steps < 0) return BadInput(world, "--warmup-steps must be >= 0");
   const bool bf16 = plan.precision == Precision::kBf16;
   if (bf16 && !opts.checkpoint_dir.empty())
     return BadInput(world, "--checkpoint-dir with a precision=bf16 plan: dtrun does not save or resume bf16 runs "

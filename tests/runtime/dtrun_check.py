@@ -674,6 +674,21 @@ def check_bad_input():
     with open(short, "w") as f:
         f.write("too short")
     expect_bad("text data shorter than a sample", one, 1, "--data", short)
+    # options that would otherwise do nothing, or train backwards
+    nock = os.path.join(A.work, "bad_no_ckpt")
+    expect_bad("--checkpoint-every without a directory", one, 1, "--steps", 4, "--checkpoint-every", 2,
+               must_say="--checkpoint-every needs --checkpoint-dir")
+    expect_bad("--stop-at without a directory", one, 1, "--steps", 4, "--stop-at", 2,
+               must_say="--stop-at stops to resume later: it needs --checkpoint-dir")
+    expect_bad("--stop-at beyond --steps", one, 1, "--steps", 4, "--stop-at", 5, "--checkpoint-dir", nock,
+               must_say="--stop-at 5 is out of range")
+    expect_bad("negative learning rate", one, 1, "--steps", 2, "--lr", "-1e-3", must_say="--lr must be")
+    expect_bad("--min-lr above --lr", one, 1, "--steps", 2, "--lr", "1e-3", "--min-lr", "1e-2",
+               must_say="--min-lr must lie in")
+    expect_bad("negative weight decay", one, 1, "--steps", 2, "--weight-decay", "-0.1",
+               must_say="--weight-decay must be")
+    if os.path.exists(nock):
+        fail("--stop-at beyond --steps: the refused run created its checkpoint directory")
     # corrupt checkpoint: nothing overwritten
     ck = os.path.join(A.work, "bad_ckpt")
     shutil.rmtree(ck, ignore_errors=True)
