@@ -31,7 +31,22 @@ FieldReader::FieldReader(const json& j, std::string where) : j_(j), where_(std::
 }
 
 bool FieldReader::Has(const char* key) const {
+  asked_.insert(key);
   return j_.is_object() && j_.contains(key) && !j_.at(key).is_null();
+}
+
+void FieldReader::RejectUnknown(std::initializer_list<const char*> also_known) {
+  if (!status_.ok() || !j_.is_object()) return;
+  std::set<std::string> known = asked_;
+  for (const char* k : also_known) known.insert(k);
+  for (auto it = j_.begin(); it != j_.end(); ++it) {
+    if (known.count(it.key())) continue;
+    std::string list;
+    for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+    Fail("unknown field '" + it.key() + "' (a typo? it would be ignored, so it is refused; known fields: " + list +
+         ")");
+    return;
+  }
 }
 
 void FieldReader::Fail(const std::string& message) {
@@ -39,6 +54,7 @@ void FieldReader::Fail(const std::string& message) {
 }
 
 const json* FieldReader::Get(const char* key, const char* type_name) {
+  asked_.insert(key);
   if (!status_.ok()) return nullptr;
   if (!Has(key)) {
     Fail(std::string("missing field '") + key + "' (add \"" + key + "\": <" + type_name + ">)");

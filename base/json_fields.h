@@ -8,9 +8,14 @@
 //   if (!r.ok()) return r.status();
 // The first error is kept; later getters return defaults after an error.
 // The reader refers to `j` (not owned); `j` must outlive it. Never throws.
+// Every key asked for (Has and the getters) is remembered, so that after
+// reading, RejectUnknown() refuses a field no reader asked for: a typo
+// ("tpp", "kv_heads") is an error naming the field, never silently ignored.
 #pragma once
 
+#include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "base/status.h"
@@ -34,6 +39,10 @@ class FieldReader {
   // Fails unless lo <= v <= hi, naming the field.
   void Range(const char* key, int64_t v, int64_t lo, int64_t hi);
   void Fail(const std::string& message);
+  // Fails on the first field of the object that no getter or Has asked for
+  // and that is not in `also_known` (fields read only in some cases),
+  // listing the known ones. Call once, after the last read.
+  void RejectUnknown(std::initializer_list<const char*> also_known = {});
 
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
@@ -44,6 +53,7 @@ class FieldReader {
   const json& j_;
   std::string where_;
   Status status_;
+  mutable std::set<std::string> asked_;
 };
 
 // Parses JSON text; `path` names its source in errors ("'<path>' is not

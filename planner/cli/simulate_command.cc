@@ -15,6 +15,7 @@ int RunSimulate(const SimulateOptions& o) {
   const std::string where = "plan file '" + o.plan + "'";
   if (!j.is_object() || !j.contains("plan"))
     return Fail(where + ": expected an object with a \"plan\" field (write one with dtplan --out)");
+  if (Status s = CheckPlanFileFields(j, where); !s.ok()) return Fail(s.message());
   // The model: --model if given, else the one embedded in the plan file.
   ModelSpec model;
   if (!o.common.model.empty()) {

@@ -270,6 +270,7 @@ StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where) {
     m.qk_nope_head_dim = Int32Or(r, "qk_nope_head_dim", 0);
     m.qk_rope_head_dim = Int32Or(r, "qk_rope_head_dim", 0);
     m.v_head_dim = Int32Or(r, "v_head_dim", 0);
+    r.RejectUnknown();
   }
   if (!r.ok()) return r.status();
   DT_RETURN_IF_ERROR(Validate(m, where));

@@ -501,6 +501,14 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   p.seq_length = IntField(r, "seq_length", m.seq_length);
   if (r.Has("num_microbatches")) {
     p.num_microbatches = IntField(r, "num_microbatches", 0);
+    // dtplan writes both; a global_batch beside num_microbatches must agree.
+    if (r.Has("global_batch")) {
+      const int64_t gb = r.Int("global_batch");
+      if (r.ok() && gb != static_cast<int64_t>(p.num_microbatches) * p.dp * p.micro_batch)
+        r.Fail("'global_batch' " + std::to_string(gb) + " != num_microbatches x dp x micro_batch (" +
+               std::to_string(static_cast<int64_t>(p.num_microbatches) * p.dp * p.micro_batch) +
+               "); give one of the two, or make them agree");
+    }
   } else {
     int64_t gb = r.Int("global_batch");
     int64_t per = static_cast<int64_t>(p.dp) * p.micro_batch;
@@ -582,6 +590,7 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
   } else if (p.pp >= 1 && p.vpp >= 1 && m.num_layers >= p.pp * p.vpp) {
     p.layers_per_chunk = EvenSplit(m.num_layers, p.pp * p.vpp);
   }
+  r.RejectUnknown();
   if (!r.ok()) return r.status();
   DT_RETURN_IF_ERROR(Validate(p, m, where));
   return p;
@@ -602,8 +611,15 @@ StatusOr<ClusterSpec> ClusterFromJson(const json& j, const std::string& where) {
   c.gpus_per_node = r.ok() ? static_cast<int>(gpus) : 1;
   if (r.ok() && c.device != "gpu" && c.device != "cpu")
     r.Fail("field 'device' must be \"gpu\" or \"cpu\"");
+  r.RejectUnknown();
   if (!r.ok()) return r.status();
   return c;
+}
+
+Status CheckPlanFileFields(const json& j, const std::string& where) {
+  FieldReader r(j, where);
+  r.RejectUnknown({"model", "cluster", "plan", "prediction", "profile", "dtrun_executes"});
+  return r.status();
 }
 
 namespace {
@@ -613,6 +629,7 @@ StatusOr<PlanFile> PlanFileFromJson(const json& j, const std::string& path) {
   if (!j.is_object() || !j.contains("model") || !j.contains("plan"))
     return InvalidArgument(where + ": expected an object with \"model\" and \"plan\" "
                                    "(write one with dtplan --out)");
+  DT_RETURN_IF_ERROR(CheckPlanFileFields(j, where));
   PlanFile f;
   DT_ASSIGN_OR_RETURN(f.model, ModelFromJson(j["model"], where + " field 'model'"));
   if (j.contains("cluster")) {

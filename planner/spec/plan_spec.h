@@ -336,6 +336,11 @@ StatusOr<PlanSpec> PlanFromJson(const json& j, const ModelSpec& m, const std::st
 json ToJson(const ClusterSpec& c);
 StatusOr<ClusterSpec> ClusterFromJson(const json& j, const std::string& where);
 
+// The top-level fields of a plan file: model, cluster, plan, and the
+// informational prediction, profile and dtrun_executes dtplan writes. Any
+// other field (a typo such as "clustr") is an error naming it.
+Status CheckPlanFileFields(const json& j, const std::string& where);
+
 // A plan file: {"model": ..., "cluster": ..., "plan": ..., "prediction": ...}.
 struct PlanFile {
   ModelSpec model;

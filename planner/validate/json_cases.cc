@@ -180,6 +180,7 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   int zero = static_cast<int>(p.IntOr("zero_stage", 0));
   if (p.BoolOr("distributed_optimizer", false)) zero = std::max(zero, 1);
   if (p.Has("zero_stage") || p.Has("distributed_optimizer")) k.zero_stage = zero;
+  p.RejectUnknown();  // a misspelt setting would be priced at its default
   if (!p.ok()) return p.status();
   if (!k.dp || !k.tp || !k.pp)
     return InvalidArgument(where + ": plan needs tp, pp and dp to size the cluster");
@@ -189,6 +190,13 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
     return InvalidArgument(where + ": the plan's tp x pp x dp x cp is " + std::to_string(world_gpus) +
                            " GPUs; at most 16777216");
   const int world = static_cast<int>(world_gpus);
+  // num_gpus, when the case states it, must be the plan's world.
+  if (top.Has("num_gpus")) {
+    const int64_t n = top.Int("num_gpus");
+    if (top.ok() && n != world)
+      top.Fail("'num_gpus' " + std::to_string(n) + " != the plan's tp x pp x dp x cp = " + std::to_string(world));
+    if (!top.ok()) return top.status();
+  }
   if (world % v.cluster.gpus_per_node == 0) {
     v.cluster.nodes = world / v.cluster.gpus_per_node;
   } else {
@@ -228,6 +236,9 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
   }
   // The allocator's peak, GiB (2^30 bytes; Megatron-LM logs MB = 2^20 bytes).
   if (meas.Has("peak_allocated_gib")) v.measured_peak_allocated_bytes = positive("peak_allocated_gib") * 1073741824.0;
+  // The other measures, read only when the first of the list is absent, and
+  // the informational mfu and derived (how a time was worked out).
+  meas.RejectUnknown({"tokens_per_s_per_gpu", "tflops_per_gpu", "flops_convention", "mfu", "derived"});
   if (!meas.ok()) return meas.status();
   if (v.measured_kind == MeasuredKind::kHardwareTflopsPerGpu && !k.recompute)
     return InvalidArgument(where + ": hardware TFLOP/s need the plan's 'recompute' to convert to a time");
@@ -250,6 +261,12 @@ StatusOr<ValidationCase> OneCase(const json& c, const std::string& file, size_t 
     return InvalidArgument(where + ": 'moe_routing' is set but the model has no experts");
   k.force_balanced_routing = routing == "force_balanced";
   v.note = top.StrOr("notes", "");
+  // hardware's interconnect strings and the case's model_source are for the
+  // reader; everything else a case holds is read above.
+  hw.RejectUnknown({"intra_node", "inter_node"});
+  if (!hw.ok()) return hw.status();
+  top.RejectUnknown({"hardware", "model", "plan", "measured", "model_source"});
+  if (!top.ok()) return top.status();
   return v;
 }
 

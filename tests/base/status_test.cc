@@ -41,6 +41,25 @@ TEST(FieldReader, NamesMissingAndMistypedFields) {
   EXPECT_NE(r2.status().message().find("f.json"), std::string::npos);
 }
 
+// A field no reader asked for is refused by name (a typo would otherwise be
+// ignored); fields read only in some cases are passed as also_known.
+TEST(FieldReader, RejectsFieldsNoReaderAskedFor) {
+  json j = {{"tp", 2}, {"tpp", 4}, {"note", "x"}};
+  FieldReader r(j, "plan 'p.json'");
+  EXPECT_EQ(r.IntOr("tp", 1), 2);
+  EXPECT_FALSE(r.Has("dp"));
+  r.RejectUnknown({"note"});
+  ASSERT_FALSE(r.ok());
+  const std::string msg = r.status().message();
+  EXPECT_NE(msg.find("unknown field 'tpp'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("known fields: dp, note, tp"), std::string::npos) << msg;
+  FieldReader all(j, "plan 'p.json'");
+  all.Int("tp");
+  all.Int("tpp");
+  all.RejectUnknown({"note"});
+  EXPECT_TRUE(all.ok()) << all.status().message();
+}
+
 // Regression (tests/fuzz, crash inputs in tests/fuzz/corpus/{model,plan,cases}/
 // int64_range_*): a number outside int64 is an error naming the field, not
 // undefined behaviour (double -> int64 cast) or a silent wrap (uint64 above

@@ -33,6 +33,21 @@ expect 0 "rank +dp +tp +pp" -- "$DTPLAN" --model "$M/gpt3-175b.json" --nodes 8 -
 python3 -c "import json,sys; p=json.load(open('$T/plan.json')); assert p['plan']['dp']*p['plan']['tp']*p['plan']['pp']==64" || { echo "FAIL: plan.json"; fails=$((fails+1)); }
 python3 -c "import json; t=json.load(open('$T/trace.json')); assert any(e.get('ph')=='X' for e in t['traceEvents'])" || { echo "FAIL: trace.json"; fails=$((fails+1)); }
 expect 0 '"step_time_s"' -- "$DTPLAN" simulate --plan "$T/plan.json"
+# A plan file's unknown field (a typo) is refused by name, at every level; dtplan's own files load.
+python3 - "$T/plan.json" "$T" <<'PY'
+import json, sys
+src, out = sys.argv[1], sys.argv[2]
+for name, where, key in (("typo-plan", "plan", "tpp"), ("typo-model", "model", "num_kv_head"),
+                         ("typo-cluster", "cluster", "gpu_per_node"), ("typo-top", None, "clustr")):
+    d = json.load(open(src))
+    (d if where is None else d[where])[key] = 2
+    json.dump(d, open("%s/%s.json" % (out, name), "w"))
+PY
+expect 2 "field 'plan': unknown field 'tpp'" -- "$DTPLAN" simulate --plan "$T/typo-plan.json"
+expect 2 "field 'model': unknown field 'num_kv_head'" -- "$DTPLAN" simulate --plan "$T/typo-model.json"
+expect 2 "field 'cluster': unknown field 'gpu_per_node'" -- "$DTPLAN" export --plan "$T/typo-cluster.json" --to megatron
+expect 2 "unknown field 'clustr'" -- "$DTPLAN" simulate --plan "$T/typo-top.json"
+expect 2 "model file .*unknown field 'kv_heads'" -- "$DTPLAN" --model <(sed 's/"num_layers"/"kv_heads": 2, "num_layers"/' "$M/gpt-tiny.json") --device cpu --nodes 1 --gpus 2 --out "$T/x.json"
 # --nodes / --gpus replace the plan file's cluster (a what-if), never ignored: the same 64 ranks
 # on 32 nodes of 2 price the plan's TP 4 across nodes; a cluster of the wrong size is refused.
 expect 2 "the plan needs 64 devices.*--nodes / --gpus replace" -- "$DTPLAN" simulate --plan "$T/plan.json" --nodes 3

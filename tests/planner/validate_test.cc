@@ -179,6 +179,37 @@ TEST(JsonCases, RejectsZeroGpusPerNodeAndHugeParallelism) {
   }
 }
 
+// A misspelt field of a case (plan, measured, hardware or the case itself)
+// would be priced at its default: it is an invalid case naming the field; a
+// num_gpus that is not the plan's world is one too. The spelling dtplan knows
+// is scored.
+TEST(JsonCases, RejectsUnknownFieldsAndAWrongGpuCount) {
+  auto one = [](const std::string& top, const std::string& hw, const std::string& plan, const std::string& meas) {
+    return std::string(R"({"cases": [{"id": "x", "source": "s", )") + top +
+           R"("hardware": {"gpu": "A100-SXM4-80GB", "gpus_per_node": 8)" + hw + R"(},
+      "model": {"family": "gpt", "num_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
+                "vocab_size": 512, "seq_length": 128},
+      "plan": {"tp": 1, "pp": 1, "dp": 8, "global_batch_size": 64)" + plan + R"(},
+      "measured": {"iteration_time_s": 1)" + meas + "}}]}";
+  };
+  const std::pair<std::string, std::string> bad[] = {
+      {one("", "", R"(, "sequence_paralel": true)", ""), "unknown field 'sequence_paralel'"},
+      {one("", "", "", R"(, "iteration_time": 2)"), "unknown field 'iteration_time'"},
+      {one("", R"(, "gpu_per_node": 4)", "", ""), "unknown field 'gpu_per_node'"},
+      {one(R"("precison": "fp8", )", "", "", ""), "unknown field 'precison'"},
+      {one(R"("num_gpus": 16, )", "", "", ""), "'num_gpus' 16 != the plan's tp x pp x dp x cp = 8"}};
+  for (const auto& [text, want] : bad) {
+    auto cases = JsonCasesFromText(text, "t.json");
+    EXPECT_NE(LastInvalid(cases).find(want), std::string::npos) << want << ": " << LastInvalid(cases);
+  }
+  auto good = JsonCasesFromText(one(R"("num_gpus": 8, "notes": "n", )", R"(, "inter_node": "IB")",
+                                    R"(, "sequence_parallel": false)", R"(, "mfu": 0.5)"),
+                                "t.json");
+  ASSERT_TRUE(good.ok());
+  ASSERT_EQ(good->size(), 1u);
+  EXPECT_TRUE((*good)[0].invalid.empty()) << (*good)[0].invalid;
+}
+
 TEST(JsonCases, ReadsPartlyFixedPlansAndSearchesTheRest) {
   const char* j = R"({"cases": [{
     "id": "x", "source": "Narayanan et al. SC21",
