@@ -59,6 +59,7 @@ Status ParseDevice(const json& j, const std::string& where, DeviceProfile* d) {
   d->peak_flops = r.Num("peak_flops");
   d->memory_bandwidth_Bps = r.Num("memory_bandwidth_Bps");
   d->note = r.StrOr("note", "");
+  r.RejectUnknown();  // a misspelt field would keep its default
   return r.status();
 }
 
@@ -96,12 +97,17 @@ Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) 
   c->host_runs_ahead = r.BoolOr("host_runs_ahead", false);
   c->recompute_cost_ratio = r.NumOr("recompute_cost_ratio", 1.0);
   c->note = r.StrOr("note", "");
+  // The objects and curves read below by name.
+  r.RejectUnknown({"gemm_efficiency", "attention_efficiency_by_keys", "attention_efficiency_by_keys_cudnn",
+                   "attention_noncausal_by_keys", "attention_noncausal_by_keys_cudnn", "optimizer_time_by_params",
+                   "fp8", "bf16", "moe_host", "step_checks", "gemm_points"});
   DT_RETURN_IF_ERROR(r.status());
   Status st;
   const json* ge = Child(j, "gemm_efficiency", false, what, &st);
   DT_RETURN_IF_ERROR(st);
   FieldReader gr(*ge, what + ".gemm_efficiency");
   c->gemm_efficiency_note = gr.StrOr("note", "");
+  gr.RejectUnknown({"points"});
   DT_RETURN_IF_ERROR(gr.status());
   const json* pts = Child(*ge, "points", true, what + ".gemm_efficiency", &st);
   DT_RETURN_IF_ERROR(st);
@@ -115,6 +121,7 @@ Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) 
     DT_RETURN_IF_ERROR(s);
     FieldReader ar(*ak, aw);
     *note = ar.StrOr("note", "");
+    ar.RejectUnknown({"points"});
     DT_RETURN_IF_ERROR(ar.status());
     const json* apts = Child(*ak, "points", true, aw, &s);
     DT_RETURN_IF_ERROR(s);
@@ -135,6 +142,7 @@ Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) 
     FieldReader fr(f, what + ".fp8");
     c->fp8.peak_flops = fr.Num("peak_flops");
     c->fp8.note = fr.StrOr("note", "");
+    fr.RejectUnknown({"gemm_efficiency"});
     DT_RETURN_IF_ERROR(fr.status());
     const json* fpts = Child(f, "gemm_efficiency", true, what + ".fp8", &st);
     DT_RETURN_IF_ERROR(st);
@@ -147,6 +155,7 @@ Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) 
     c->bf16.peak_flops = br.Num("peak_flops");
     c->bf16.attention_efficiency = br.Num("attention_efficiency");
     c->bf16.note = br.StrOr("note", "");
+    br.RejectUnknown({"gemm_efficiency", "gemm_points"});
     DT_RETURN_IF_ERROR(br.status());
     const json* be = Child(b, "gemm_efficiency", true, bw, &st);
     DT_RETURN_IF_ERROR(st);
@@ -162,6 +171,7 @@ Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) 
     c->moe_host.dispatch_s = mr.Num("dispatch_s");
     c->moe_host.backward_s = mr.Num("backward_s");
     c->moe_host.note = mr.StrOr("note", "");
+    mr.RejectUnknown();
     DT_RETURN_IF_ERROR(mr.status());
   }
   if (j.contains("step_checks") && !j.at("step_checks").is_null()) {
@@ -211,6 +221,7 @@ Status ParseNetwork(const json& j, const std::string& where, NetworkProfile* n) 
   FieldReader r(j, what);
   n->gpus_per_node = static_cast<int>(r.Int("gpus_per_node"));
   n->note = r.StrOr("note", "");
+  r.RejectUnknown({"collectives"});
   DT_RETURN_IF_ERROR(r.status());
   Status st;
   const json* colls = Child(j, "collectives", false, what, &st);
@@ -264,6 +275,7 @@ StatusOr<HardwareProfile> ProfileFromJson(const json& j, const std::string& wher
   p.name = r.Str("name");
   p.description = r.Str("description");
   p.created = r.Str("created");
+  r.RejectUnknown({"sources", "device", "compute", "network", "machine"});
   DT_RETURN_IF_ERROR(r.status());
   Status st;
   const json* sources = Child(j, "sources", false, where, &st);
@@ -283,6 +295,7 @@ StatusOr<HardwareProfile> ProfileFromJson(const json& j, const std::string& wher
     p.machine.cores = static_cast<int>(mr.IntOr("cores", 0));
     p.machine.ranks_per_node = static_cast<int>(mr.IntOr("ranks_per_node", 0));
     p.machine.gemm_library = mr.StrOr("gemm_library", "");
+    mr.RejectUnknown();
     DT_RETURN_IF_ERROR(mr.status());
   }
   DT_RETURN_IF_ERROR(ParseDevice(*dev, where, &p.device));

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "planner/profile/collective_series.h"
 #include "planner/profile/interp.h"
@@ -310,6 +313,32 @@ TEST(ProfileMachine, RoundTripsAndIsBundled) {
   ASSERT_TRUE(gpu.ok());
   EXPECT_TRUE(gpu->machine.cpu_model.empty());
   EXPECT_FALSE(ToJson(*gpu).contains("machine"));
+}
+
+// Every bundled profile round-trips through its JSON, and a misspelt field at
+// any level (it would keep its default) is refused by name.
+TEST(ProfileJson, BundledProfilesRoundTripAndUnknownFieldsAreRefused) {
+  for (const std::string& name : BundledProfileNames()) {
+    auto p = LoadProfile(name);
+    ASSERT_TRUE(p.ok()) << name << ": " << p.status().message();
+    auto back = ProfileFromJson(ToJson(*p), name + " round trip");
+    ASSERT_TRUE(back.ok()) << name << ": " << back.status().message();
+  }
+  auto h100 = LoadProfile("H100-SXM5-80GB");
+  ASSERT_TRUE(h100.ok());
+  const json base = ToJson(*h100);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> typos = {
+      {{}, "sourcez"}, {{"device"}, "peak_flop"}, {{"compute"}, "host_overhead"},
+      {{"compute", "gemm_efficiency"}, "pionts"}, {{"compute", "fp8"}, "peak"}, {{"network"}, "gpu_per_node"}};
+  for (const auto& [path, key] : typos) {
+    json j = base;
+    json* at = &j;
+    for (const std::string& k : path) at = &(*at)[k];
+    (*at)[key] = 1;
+    auto bad = ProfileFromJson(j, "typo");
+    ASSERT_FALSE(bad.ok()) << key;
+    EXPECT_NE(bad.status().message().find("unknown field '" + key + "'"), std::string::npos) << bad.status().message();
+  }
 }
 
 }  // namespace
