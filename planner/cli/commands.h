@@ -9,6 +9,7 @@
 
 #include "base/json_fields.h"
 #include "planner/search/constraints.h"
+#include "planner/search/search.h"
 
 namespace dt::cli {
 
@@ -118,6 +119,15 @@ int RunFromMegatron(const PlanOptions& o);
 // when the arguments ask for it (then no MPI profiler is launched).
 bool WantsNcclTestsProfile(int argc, char** argv);
 int RunNcclTestsProfile(int argc, char** argv);
+
+// Writes the files of a search's best plan, as dtplan and --from-megatron
+// do: its trace (`trace`, when set; simulated again with task names, the same
+// deterministic run), the HTML report (`report`, when set; from that trace)
+// and the plan file `out`. Returns the best plan's prediction; errors name
+// the flag (--report:, --out:).
+StatusOr<Prediction> WriteBestPlanFiles(const ModelSpec& m, const ClusterSpec& cluster, const HardwareProfile& hw,
+                                        const SearchResult& r, const RankedPlan& best, const std::string& out,
+                                        const std::string& trace, const std::string& report);
 
 // Prints "dtplan: error: <message>" to stderr and returns 2.
 int Fail(const std::string& message);

@@ -8,7 +8,6 @@
 #include <sstream>
 
 #include "planner/cli/commands.h"
-#include "planner/cli/html_report.h"
 #include "planner/cli/report.h"
 #include "planner/cli/setup.h"
 #include "planner/cost/comm_cost.h"
@@ -141,28 +140,14 @@ int RunFromMegatron(const PlanOptions& o) {
   auto result = SearchPlans(m, cluster, *hw, k, so);
   if (!result.ok()) return Fail(result.status().message());
 
-  // The best plan again, only to write its trace (and the report's timeline):
-  // the same deterministic run the search made, with task names.
   const RankedPlan* best = result->top.empty() ? nullptr : &result->top[0];
-  StatusOr<Prediction> best_pred = best ? StatusOr<Prediction>(best->prediction) : StatusOr<Prediction>(Prediction());
   if (!best && (!o.trace.empty() || !o.report.empty()))
     return Fail(std::string(o.trace.empty() ? "--report" : "--trace") +
                 ": no plan the search considered fits, so there is no best plan to trace; your config " +
                 (mine_pred->fits ? "fits" : "does not fit either"));
   if (best) {
-    dt::SimulateOptions sim_opt;
-    sim_opt.trace_path = o.trace.empty() && !o.report.empty() ? o.report + ".trace.tmp" : o.trace;
-    if (!sim_opt.trace_path.empty()) best_pred = SimulatePlan(m, cluster, best->plan, *hw, sim_opt);
-    if (!best_pred.ok()) return Fail(best_pred.status().message());
-    if (!o.report.empty()) {
-      auto trace = ReadJsonFile(sim_opt.trace_path);
-      if (o.trace.empty()) std::remove(sim_opt.trace_path.c_str());
-      if (!trace.ok()) return Fail("--report: " + trace.status().message());
-      Status w = WriteTextFile(o.report, HtmlReport(m, cluster, *hw, *result, best->plan, *best_pred, *trace));
-      if (!w.ok()) return Fail("--report: " + w.message());
-    }
-    Status w = WriteJsonFile(o.out, PlanFileJson(m, cluster, *hw, best->plan, *best_pred));
-    if (!w.ok()) return Fail("--out: " + w.message());
+    auto written = WriteBestPlanFiles(m, cluster, *hw, *result, *best, o.out, o.trace, o.report);
+    if (!written.ok()) return Fail(written.status().message());
   }
   const double ratio = best ? mine_pred->step_time_s / best->prediction.step_time_s : 0.0;
   const Framework to = *framework == Framework::kAny ? Framework::kMegatron : *framework;

@@ -78,6 +78,28 @@ Status ApplyDimensions(const DimensionOptions& d, SearchConstraints* k) {
   return Status::Ok();
 }
 
+StatusOr<Prediction> WriteBestPlanFiles(const ModelSpec& m, const ClusterSpec& cluster, const HardwareProfile& hw,
+                                        const SearchResult& r, const RankedPlan& best, const std::string& out,
+                                        const std::string& trace, const std::string& report) {
+  dt::SimulateOptions sim_opt;
+  sim_opt.trace_path = trace.empty() && !report.empty() ? report + ".trace.tmp" : trace;
+  // The search already simulated the best plan; simulate it again only
+  // to write its trace (the same deterministic run, with task names).
+  StatusOr<Prediction> pred = best.prediction;
+  if (!sim_opt.trace_path.empty()) pred = SimulatePlan(m, cluster, best.plan, hw, sim_opt);
+  if (!pred.ok()) return pred.status();
+  if (!report.empty()) {
+    auto t = ReadJsonFile(sim_opt.trace_path);
+    if (trace.empty()) std::remove(sim_opt.trace_path.c_str());
+    if (!t.ok()) return Status(t.status().code(), "--report: " + t.status().message());
+    Status w = WriteTextFile(report, HtmlReport(m, cluster, hw, r, best.plan, *pred, *t));
+    if (!w.ok()) return Status(w.code(), "--report: " + w.message());
+  }
+  Status w = WriteJsonFile(out, PlanFileJson(m, cluster, hw, best.plan, *pred));
+  if (!w.ok()) return Status(w.code(), "--out: " + w.message());
+  return pred;
+}
+
 int RunPlan(const PlanOptions& o) {
   auto setup = LoadSetup(o.common);
   if (!setup.ok()) return Fail(setup.status().message());
@@ -147,23 +169,8 @@ int RunPlan(const PlanOptions& o) {
     return Fail(msg);
   }
   const RankedPlan& best = r.top[0];
-  dt::SimulateOptions sim_opt;
-  sim_opt.trace_path = o.trace;
-  if (sim_opt.trace_path.empty() && !o.report.empty()) sim_opt.trace_path = o.report + ".trace.tmp";
-  // The search already simulated the best plan; simulate it again only
-  // to write its trace (the same deterministic run, with task names).
-  StatusOr<Prediction> pred = best.prediction;
-  if (!sim_opt.trace_path.empty()) pred = SimulatePlan(m, cluster, best.plan, hw, sim_opt);
+  auto pred = WriteBestPlanFiles(m, cluster, hw, r, best, o.out, o.trace, o.report);
   if (!pred.ok()) return Fail(pred.status().message());
-  if (!o.report.empty()) {
-    auto trace = ReadJsonFile(sim_opt.trace_path);
-    if (o.trace.empty()) std::remove(sim_opt.trace_path.c_str());
-    if (!trace.ok()) return Fail("--report: " + trace.status().message());
-    Status w = WriteTextFile(o.report, HtmlReport(m, cluster, hw, r, best.plan, *pred, *trace));
-    if (!w.ok()) return Fail("--report: " + w.message());
-  }
-  Status w = WriteJsonFile(o.out, PlanFileJson(m, cluster, hw, best.plan, *pred));
-  if (!w.ok()) return Fail("--out: " + w.message());
   if (!o.common.json) {
     if (Status ex = CheckExecutable(m, best.plan, RuntimeDeviceFor(cluster.device)); !ex.ok())
       std::cout << "note: dtrun cannot execute this plan yet: " << ex.message() << "\n";

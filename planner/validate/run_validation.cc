@@ -53,14 +53,13 @@ StatusOr<CaseResult> RunOne(const ValidationCase& c, const HardwareProfile& base
   r.measured_s = c.measured_s;
   r.measured_from = c.measured_from;
   SearchConstraints k = c.constraints;
-  if (cudnn && k.flash_attention && CheckCudnnAttentionCurve(hw).ok() && k.cudnn_attention != *cudnn) {
+  const Status curve = CheckCudnnAttentionCurve(hw);
+  if (cudnn && k.flash_attention && curve.ok() && k.cudnn_attention != *cudnn) {
     k.cudnn_attention = *cudnn;
     r.attention_overridden = true;
   }
-  if (k.cudnn_attention) {
-    if (Status s = CheckCudnnAttentionCurve(hw); !s.ok())
-      return InvalidArgument("case '" + c.id + "': plan.attention_kernel \"cudnn\": " + s.message());
-  }
+  if (k.cudnn_attention && !curve.ok())
+    return InvalidArgument("case '" + c.id + "': plan.attention_kernel \"cudnn\": " + curve.message());
   ModelSpec m = c.model;
   m.seq_length = k.seq_length;
   if (FullyFixed(k)) {
