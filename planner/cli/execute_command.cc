@@ -57,7 +57,7 @@ int RunValidateExecute(const ValidateOptions& o) {
   k.seq_length = model.seq_length;
   k.global_batch = o.global_batch > 0 ? o.global_batch : 8LL * cluster.world();
   k.flash_attention = cluster.device != "cpu";
-  k.dropout = cluster.device != "cpu";
+  k.dropout = true;
   if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());
   SearchOptions so;
   so.top = 100000;  // every fitting plan, ranked

@@ -121,7 +121,7 @@ int RunPlan(const PlanOptions& o) {
   k.grad_bytes = FrameworkGradBytes(*framework, bf16);
   k.flash_attention = o.attention.empty() ? cluster.device != "cpu" : o.attention == "flash";
   k.cross_entropy_fusion = o.cross_entropy != "unfused";
-  k.dropout = cluster.device != "cpu";  // the bundled CPU runtime trains without dropout
+  k.dropout = true;  // a model that trains with dropout is planned with it (every runtime device prices it)
   if (Status s = ApplyDimensions(o.dims, &k); !s.ok()) return Fail(s.message());
   if (k.cudnn_attention && cluster.device != "cpu") {
     if (Status s = CheckCudnnAttentionCurve(hw); !s.ok()) return Fail("--attention-kernel cudnn: " + s.message());

@@ -194,8 +194,8 @@ json SearchToJson(const ModelSpec& m, const ClusterSpec& c, const HardwareProfil
 
 std::string DropoutNote(const ModelSpec& m, const PlanSpec& p) {
   if (!m.uses_dropout() || p.dropout) return "";
-  return "the model trains with dropout, this plan without: dtrun's CPU runtime has no dropout, so the plan's "
-         "time, memory and run leave it out (GPU plans price it: its masks' memory and passes)";
+  return "the model trains with dropout, this plan without: the plan's time, memory and run leave out its masks' "
+         "memory and passes";
 }
 
 std::string LaunchBoundNote(const Prediction& p, const HardwareProfile& hw) {

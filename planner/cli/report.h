@@ -29,9 +29,9 @@ std::string LaunchBoundNote(const Prediction& p, const HardwareProfile& hw);
 std::string AttentionKernelNote(const ModelSpec& m, const ClusterSpec& c, const HardwareProfile& hw,
                                 const PlanSpec& p, const Prediction& pred);
 // A plan of a model that trains with dropout (ModelSpec::uses_dropout) but
-// without it (PlanSpec::dropout false: every CPU plan, as dtrun's CPU runtime
-// has none): one sentence saying that the plan's time and its run leave the
-// model's dropout out; empty otherwise.
+// without it (PlanSpec::dropout false, e.g. a plan file that sets it): one
+// sentence saying that the plan's time, memory and run leave the model's
+// dropout out; empty otherwise.
 std::string DropoutNote(const ModelSpec& m, const PlanSpec& p);
 // The plan file dtplan --out writes: model, cluster, profile, plan, prediction.
 json PlanFileJson(const ModelSpec& m, const ClusterSpec& c, const HardwareProfile& hw,

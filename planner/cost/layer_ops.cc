@@ -651,9 +651,9 @@ LayerOps EmbeddingOps(const ModelSpec& m, const PlanSpec& p, int bytes_per_eleme
     ops.forward.push_back(CollectiveOp(d.sp ? "embedding_reducescatter" : "embedding_allreduce",
                                d.sp ? CollKind::kReduceScatter : CollKind::kAllReduce, GroupKind::kTp,
                                d.tp, e * d.T * d.h));
-  if (d.gpt && m.uses_dropout()) ops.forward.push_back(MemoryOp("embedding_dropout", (2 * e + 1) * d.T_r * d.h));
+  if (d.gpt && m.uses_dropout() && p.dropout) ops.forward.push_back(MemoryOp("embedding_dropout", (2 * e + 1) * d.T_r * d.h));
 
-  if (d.gpt && m.uses_dropout()) ops.backward.push_back(MemoryOp("embedding_dropout_bwd", (2 * e + 1) * d.T_r * d.h));
+  if (d.gpt && m.uses_dropout() && p.dropout) ops.backward.push_back(MemoryOp("embedding_dropout_bwd", (2 * e + 1) * d.T_r * d.h));
   TpExitBackward(d, "embedding_grad_allgather", &ops.backward);
   ops.backward.push_back(MemoryOp("embedding_grad_scatter_add", (d.rope ? 3 : 5) * e * d.T * d.h));
   return ops;

@@ -110,7 +110,8 @@ const std::vector<Capability>& CapabilityTable() {
       {Feature::kContextParallel, "context parallelism (cp > 1)", true, false, "replan with --cp 1"},
       {Feature::kFlashAttention, "fused (flash) attention", false, false,
        "replan with --attention unfused (the CPU runtime's attention stores the score matrix)"},
-      {Feature::kDropout, "dropout", false, false, "plan without dropout (dtplan --device cpu does)"},
+      {Feature::kDropout, "dropout (GPT: embedding, attention probabilities, attention and MLP outputs)", true,
+       false, "plan without dropout (set \"dropout\": false in the plan file's plan)"},
       {Feature::kBf16,
        "bf16 mixed precision (bf16 weights, saved activations and gradients; fp32 master weights and Adam "
        "states; GEMMs on bf16 operands with fp32 accumulation on CPU)",

@@ -48,6 +48,9 @@ int ParseDtrunArgs(int argc, char** argv, bool print, dt::rt::DtrunOptions* o) {
   app.add_option("--warmup-steps", o->warmup_steps, "learning-rate warmup steps");
   app.add_option("--weight-decay", o->weight_decay, "AdamW weight decay");
   app.add_option("--clip", o->clip, "global gradient-norm clip (<= 0: off)");
+  app.add_option("--dropout", o->dropout,
+                 "dropout rate of a plan that trains with dropout (GPT: embedding, attention probabilities, "
+                 "attention and MLP outputs; default 0.1, Megatron-LM's)");
   app.add_option("--metrics", o->metrics_path, "write JSON lines per step per rank to this file");
   app.add_option("--checkpoint-dir", o->checkpoint_dir, "checkpoint root directory");
   app.add_option("--checkpoint-every", o->checkpoint_every, "save every K steps (and always at the end)");

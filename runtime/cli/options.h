@@ -18,6 +18,7 @@ struct DtrunOptions {
   int64_t warmup_steps = 10;
   double weight_decay = 0.1;
   double clip = 1.0;              // global-norm clip; <= 0 disables
+  double dropout = -1.0;          // dropout rate of a plan with dropout; -1: 0.1 (Megatron's default)
   std::string metrics_path;       // JSON lines per step per rank
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;   // 0: only at the end

@@ -143,6 +143,13 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
   if (!(opts.weight_decay >= 0) || !std::isfinite(opts.weight_decay))
     return BadInput(world, "--weight-decay must be a finite value >= 0");
   if (opts.warmup_steps < 0) return BadInput(world, "--warmup-steps must be >= 0");
+  const bool plan_dropout = plan.dropout && model.uses_dropout();
+  if (opts.dropout != -1.0 && !plan_dropout)
+    return BadInput(world, "--dropout with a plan that trains without dropout (plan.dropout is false, or model '" +
+                               model.name + "' has none): drop --dropout, or plan with dropout");
+  if (opts.dropout != -1.0 && !(opts.dropout >= 0 && opts.dropout < 1))
+    return BadInput(world, "--dropout must be a rate in [0, 1)");
+  const float dropout_rate = opts.dropout == -1.0 ? 0.1f : static_cast<float>(opts.dropout);
   const bool bf16 = plan.precision == Precision::kBf16;
   if (bf16 && !opts.checkpoint_dir.empty())
     return BadInput(world, "--checkpoint-dir with a precision=bf16 plan: dtrun does not save or resume bf16 runs "
@@ -313,6 +320,10 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
   if (!loader_or.ok()) return BadInput(world, loader_or.status().message());
   DataLoader& loader = *loader_or;
   loader.set_position(data_position);
+  // Dropout masks are keyed by the data seed (saved in checkpoints), so a
+  // resumed run draws the masks the uninterrupted one would have.
+  if (plan_dropout)
+    for (auto& c : chunks) c->EnableDropout(dropout_rate, data_seed);
 
   Interpreter interp(plan, (*schedule)[coord.pp], chunk_ptrs, &optimizer, sized(groups.pp), &loader);
 
@@ -380,7 +391,7 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
     ts.optimizer_step = optimizer.step_count();
     ts.data_position = loader.position();
     ts.data_seed = data_seed;
-    ts.rng_state = "none: training is deterministic (no dropout); data is a function of (seed, step)";
+    ts.rng_state = "none: dropout masks are a function of (data_seed, global indices), data of (seed, step)";
     ts.model = ToJson(model);
     ts.plan = ToJson(plan);
     for (auto& c : chunks)  // ZeRO-3: full values exist only while saving

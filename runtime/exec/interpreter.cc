@@ -156,8 +156,14 @@ StepOutcome Interpreter::RunStep(int64_t step) {
           targets = targets_.data();
         }
         if (!c->is_first()) input = TakeRecv(a.microbatch, a.chunk, kAct);
+        std::vector<int64_t> samples;  // dropout masks' keys: global sample indices
+        DT_CHECK(data_ != nullptr || !c->dropout_on()) << "dropout without a data loader";
+        if (c->dropout_on())
+          for (int64_t b = 0; b < plan_.micro_batch; ++b)
+            samples.push_back(data_->GlobalSampleIndex(step, a.microbatch, b));
         float loss = 0.0f;
-        Tensor y = c->Forward(a.microbatch, c->is_first() ? nullptr : &input, tokens, targets, &loss);
+        Tensor y = c->Forward(a.microbatch, c->is_first() ? nullptr : &input, tokens, targets, &loss,
+                              samples.empty() ? nullptr : samples.data());
         if (c->is_last()) {
           out.loss_sum += loss;
           ++out.num_losses;

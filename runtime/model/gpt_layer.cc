@@ -6,8 +6,10 @@
 #include "runtime/model/init.h"
 #include "runtime/model/tp_ops.h"
 #include "runtime/ops/attention.h"
+#include "runtime/ops/dropout.h"
 #include "runtime/ops/gelu.h"
 #include "runtime/ops/layernorm.h"
+#include "runtime/ops/host_ops.h"
 #include "runtime/ops/linear.h"
 #include "runtime/ops/residual.h"
 #include "runtime/ops/ring_attention.h"
@@ -70,6 +72,35 @@ namespace {
 // beta 0, GeLU, softmax, residual adds, one attention head block each) skip
 // the zero-fill; anything accumulated into stays Tensor(shape) (zeroed).
 Tensor U(Shape shape) { return Tensor::Uninitialized(std::move(shape)); }
+
+AttentionDropout AttentionDropoutOf(const LayerContext& ctx, int layer) {
+  AttentionDropout d;
+  if (!ctx.dropout.on()) return d;
+  d.rng = &ctx.dropout;
+  d.layer = layer;
+  d.samples = &ctx.samples;
+  d.head0 = static_cast<int64_t>(ctx.tp_rank) * ctx.heads_local;
+  return d;
+}
+
+// Dropout of a residual branch [local_rows, h] in place, its mask kept.
+void DropBranch(const LayerContext& ctx, DropoutSite site, int layer, Tensor* branch, DropoutMask* mask) {
+  const int64_t n = branch->numel();
+  *mask = DropoutMask(n);
+  HostAccess(*ctx.be, "residual dropout");
+  DrawTokenMask(ctx.dropout, site, layer, ctx.samples, ctx.ShardPositions(), ctx.local_rows, ctx.hidden,
+                mask->data());
+  ApplyMask(branch->data(), mask->data(), ctx.dropout.scale(), n, branch->data());
+}
+
+// The grad of a dropped-out residual branch: dout * mask / (1 - rate).
+Tensor BranchGrad(const LayerContext& ctx, const Tensor& dout, const DropoutMask& mask) {
+  if (mask.empty()) return dout.Reshaped(dout.shape());
+  Tensor g = U(dout.shape());
+  HostAccess(*ctx.be, "residual dropout backward");
+  ApplyMask(dout.data(), mask.data(), ctx.dropout.scale(), dout.numel(), g.data());
+  return g;
+}
 }  // namespace
 
 void GptLayer::ForwardInto(LayerStash* s, bool keep_probs, Tensor* out) {
@@ -77,6 +108,7 @@ void GptLayer::ForwardInto(LayerStash* s, bool keep_probs, Tensor* out) {
   const int64_t rl = ctx_->local_rows, rows = ctx_->rows, h = ctx_->hidden;
   const int64_t hl = ctx_->heads_local * ctx_->head_dim, fl = ctx_->ffn_local;
   const AttentionDims ad{ctx_->seq, ctx_->batch, ctx_->heads_local, ctx_->head_dim};
+  const AttentionDropout drop = AttentionDropoutOf(*ctx_, layer_);
 
   s->mean1 = U({rl});
   s->rstd1 = U({rl});
@@ -91,13 +123,29 @@ void GptLayer::ForwardInto(LayerStash* s, bool keep_probs, Tensor* out) {
   s->attn = ctx_->cp_size > 1 ? Tensor({rows, hl}) : U({rows, hl});
   if (ctx_->cp_size > 1) {
     if (keep_probs) s->probs = Tensor({ctx_->cp_size, ad.batch, ad.heads, ad.seq, ad.seq});
+    if (keep_probs && drop.on()) {
+      s->probs_mask = DropoutMask(RingProbsNumel(ad, ctx_->cp_size));
+      s->dropped = U({ctx_->cp_size, ad.batch, ad.heads, ad.seq, ad.seq});
+    }
     s->lse = Tensor({ad.batch, ad.heads, ad.seq});
     RingAttentionForward(be, ctx_->cp, ad, s->qkv.data(), keep_probs ? s->probs.data() : nullptr, s->lse.data(),
-                         s->attn.data());
+                         s->attn.data(), drop, s->probs_mask.empty() ? nullptr : s->probs_mask.data(),
+                         s->dropped.empty() ? nullptr : s->dropped.data());
   } else {
     Tensor probs = U({ad.batch, ad.heads, ad.seq, ad.seq});
-    AttentionForward(be, ad, s->qkv.data(), probs.data(), s->attn.data());
-    if (keep_probs) s->probs = std::move(probs);
+    DropoutMask mask;
+    Tensor dropped;
+    if (drop.on()) {
+      mask = DropoutMask(ad.ProbsNumel());
+      dropped = U({ad.batch, ad.heads, ad.seq, ad.seq});
+    }
+    AttentionForward(be, ad, s->qkv.data(), probs.data(), s->attn.data(), drop, mask.empty() ? nullptr : mask.data(),
+                     dropped.empty() ? nullptr : dropped.data());
+    if (keep_probs) {
+      s->probs = std::move(probs);
+      s->probs_mask = std::move(mask);
+      s->dropped = std::move(dropped);
+    }
   }
   Tensor proj;
   {
@@ -106,6 +154,7 @@ void GptLayer::ForwardInto(LayerStash* s, bool keep_probs, Tensor* out) {
     proj = ReduceSeq(ctx_, &partial);
   }
   be.AddBias(proj.data(), ctx_->W(proj_b_), rl, h);
+  if (drop.on()) DropBranch(*ctx_, DropoutSite::kAttentionOut, layer_, &proj, &s->attn_out_mask);
   s->x2 = U({rl, h});
   ResidualAddForward(be, s->x.data(), proj.data(), rl * h, s->x2.data());
   proj = Tensor();
@@ -129,6 +178,7 @@ void GptLayer::ForwardInto(LayerStash* s, bool keep_probs, Tensor* out) {
     mlp = ReduceSeq(ctx_, &partial);
   }
   be.AddBias(mlp.data(), ctx_->W(fc2_b_), rl, h);
+  if (drop.on()) DropBranch(*ctx_, DropoutSite::kMlpOut, layer_, &mlp, &s->mlp_out_mask);
   *out = U({rl, h});
   ResidualAddForward(be, s->x2.data(), mlp.data(), rl * h, out->data());
   s->complete = true;
@@ -139,6 +189,7 @@ Tensor GptLayer::Backward(const Tensor& dout, LayerStash* s) {
   const int64_t rl = ctx_->local_rows, rows = ctx_->rows, h = ctx_->hidden;
   const int64_t hl = ctx_->heads_local * ctx_->head_dim, fl = ctx_->ffn_local;
   const AttentionDims ad{ctx_->seq, ctx_->batch, ctx_->heads_local, ctx_->head_dim};
+  const AttentionDropout drop = AttentionDropoutOf(*ctx_, layer_);
   DT_CHECK_EQ(dout.numel(), rl * h) << "layer " << layer_ << " grad";
   if (!s->complete) {  // full recompute: rerun the forward from the stashed input
     Tensor discard;
@@ -147,14 +198,20 @@ Tensor GptLayer::Backward(const Tensor& dout, LayerStash* s) {
   if (s->probs.empty() && ctx_->cp_size == 1) {  // selective recompute: only the attention probabilities
     s->probs = U({ad.batch, ad.heads, ad.seq, ad.seq});
     AttentionProbs(be, ad, s->qkv.data(), s->probs.data());
+    if (drop.on()) {  // the same masks as the forward's (keyed by global indices)
+      s->probs_mask = DropoutMask(ad.ProbsNumel());
+      s->dropped = U({ad.batch, ad.heads, ad.seq, ad.seq});
+      AttentionDropProbs(be, ad, drop, s->probs.data(), s->probs_mask.data(), s->dropped.data());
+    }
   }
 
   // ---- MLP block: out = x2 + fc2(gelu(fc1(LN2(x2)))) + b2 ----
   Tensor dx2 = dout.Clone();
-  be.BiasGrad(dout.data(), ctx_->G(fc2_b_), rl, h);
+  Tensor dmlp = BranchGrad(*ctx_, dout, s->mlp_out_mask);  // dout itself without dropout
+  be.BiasGrad(dmlp.data(), ctx_->G(fc2_b_), rl, h);
   Tensor dln2_full = U({rows, h});
   {
-    Tensor dmlp_full = GatherSeq(ctx_, dout);
+    Tensor dmlp_full = GatherSeq(ctx_, dmlp);
     Tensor dact = U({rows, fl});
     LinearBackward(be, s->act.data(), rows, fl, ctx_->W(fc2_w_), h, dmlp_full.data(), dact.data(),
                    ctx_->G(fc2_w_), nullptr);
@@ -174,23 +231,31 @@ Tensor GptLayer::Backward(const Tensor& dout, LayerStash* s) {
   }
 
   // ---- attention block: x2 = x + proj(attn(QKV(LN1(x)))) + bp ----
+  dmlp = Tensor();
   Tensor dx = dx2.Clone();
-  be.BiasGrad(dx2.data(), ctx_->G(proj_b_), rl, h);
+  Tensor dbranch = BranchGrad(*ctx_, dx2, s->attn_out_mask);
+  be.BiasGrad(dbranch.data(), ctx_->G(proj_b_), rl, h);
   Tensor dln1_full = U({rows, h});
   {
-    Tensor dproj_full = GatherSeq(ctx_, dx2);
+    Tensor dproj_full = GatherSeq(ctx_, dbranch);
     Tensor dattn = U({rows, hl});
     LinearBackward(be, s->attn.data(), rows, hl, ctx_->W(proj_w_), h, dproj_full.data(), dattn.data(),
                    ctx_->G(proj_w_), nullptr);
     Tensor dqkv = ctx_->cp_size > 1 ? Tensor({rows, 3 * hl}) : U({rows, 3 * hl});
     if (ctx_->cp_size > 1) {
       RingAttentionBackward(be, ctx_->cp, ad, s->qkv.data(), s->probs.empty() ? nullptr : s->probs.data(),
-                            s->lse.data(), s->attn.data(), dattn.data(), dqkv.data());
+                            s->lse.data(), s->attn.data(), dattn.data(), dqkv.data(), drop,
+                            s->probs_mask.empty() ? nullptr : s->probs_mask.data(),
+                            s->dropped.empty() ? nullptr : s->dropped.data());
     } else {
       Tensor scratch = U({ad.seq, ad.seq});
-      AttentionBackward(be, ad, s->qkv.data(), s->probs.data(), dattn.data(), dqkv.data(), scratch.data());
+      AttentionBackward(be, ad, s->qkv.data(), s->probs.data(), dattn.data(), dqkv.data(), scratch.data(), drop,
+                        s->probs_mask.empty() ? nullptr : s->probs_mask.data(),
+                        s->dropped.empty() ? nullptr : s->dropped.data());
     }
     s->probs = Tensor();
+    s->dropped = Tensor();
+    s->probs_mask = DropoutMask();
     Tensor ln1_full = GatherSeq(ctx_, s->ln1);
     LinearBackward(be, ln1_full.data(), rows, h, ctx_->W(qkv_w_), 3 * hl, dqkv.data(),
                    dln1_full.data(), ctx_->G(qkv_w_), ctx_->G(qkv_b_));

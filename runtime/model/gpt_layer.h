@@ -4,8 +4,11 @@
 //     -> proj (row-parallel) -> [SP reduce-scatter | g] -> +bias -> +x = x2
 //   x2 -> LN2 -> [SP all-gather | f] -> fc1 (column) -> GeLU -> fc2 (row)
 //     -> [SP reduce-scatter | g] -> +bias -> +x2 = out
-// Activations are sequence-major [local_rows, hidden]. No dropout (the
-// runtime trains deterministically; parity tests compare plans bitwise-ish).
+// Activations are sequence-major [local_rows, hidden]. Dropout when
+// ctx->dropout is on (Megatron's three GPT sites: the attention
+// probabilities, and the attention and MLP outputs before their residual
+// adds), with masks keyed by global indices (runtime/ops/dropout.h), so
+// training stays deterministic and every plan draws the masks one rank does.
 //
 // What the forward keeps (LayerStash) depends on the recompute mode:
 //   none      everything backward reads (incl. attention probabilities)
@@ -29,6 +32,7 @@
 #include "planner/spec/plan_spec.h"
 #include "runtime/model/layer_context.h"
 #include "runtime/model/transformer_layer.h"
+#include "runtime/ops/dropout.h"
 #include "runtime/tensor/tensor.h"
 
 namespace dt::rt {
@@ -39,6 +43,9 @@ struct LayerStash {
   Tensor x;                          // input [local_rows, h] (always)
   Tensor mean1, rstd1, ln1;          // LN1 stats and output (local rows)
   Tensor qkv, probs, attn;           // [rows, 3h/tp], [b, heads/tp, s, s], [rows, h/tp]
+  DropoutMask probs_mask;            // dropout: the probabilities' mask and
+  Tensor dropped;                    // their dropped values (kept with probs)
+  DropoutMask attn_out_mask, mlp_out_mask;  // dropout: residual branches' masks [local_rows, h]
   Tensor lse;                        // CP only: [b, heads/tp, s] softmax log-sum-exp
   Tensor x2, mean2, rstd2, ln2;      // residual after attention; LN2
   Tensor fc1, act;                   // [rows, ffn/tp] pre- and post-GeLU

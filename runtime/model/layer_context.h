@@ -13,6 +13,7 @@
 #include "runtime/comm/comm.h"
 #include "runtime/model/param_store.h"
 #include "runtime/ops/cp_layout.h"
+#include "runtime/ops/dropout.h"
 #include "runtime/tensor/allocator.h"
 #include "runtime/tensor/tensor.h"
 
@@ -60,6 +61,11 @@ struct LayerContext {
   // over TP once per microbatch backward, then added to the store.
   std::vector<int64_t> sp_offset;
   std::vector<float, TrackingAllocator<float>> sp_grads;
+  // GPT dropout (runtime/ops/dropout.h; rate 0: off) and the global sample
+  // index of each batch row of the microbatch being computed (set by the
+  // chunk before every forward and backward; the masks' keys).
+  DropoutRng dropout;
+  std::vector<int64_t> samples;
 
   // Global sequence position of this rank's local sequence index t
   // (0 <= t < seq). The identity without context parallelism; under CP the
@@ -67,6 +73,14 @@ struct LayerContext {
   // learned position embeddings must read positions through this
   // (cp_layout.h: chunks cp_rank and 2*cp-1-cp_rank of 2*cp).
   int64_t Position(int64_t t) const { return CpGlobalPosition(t, cp_rank, cp_size, seq); }
+  // Global positions of the local_rows / batch sequence indices this rank's
+  // [local_rows, h] activations hold (its SP shard of the local sequence).
+  std::vector<int64_t> ShardPositions() const {
+    const int64_t n = local_rows / batch, t0 = sp ? tp_rank * n : 0;
+    std::vector<int64_t> pos(n);
+    for (int64_t t = 0; t < n; ++t) pos[t] = Position(t0 + t);
+    return pos;
+  }
 
   float* W(int i) const { return store->value(i); }
   float* G(int i) {

@@ -208,6 +208,14 @@ std::vector<int32_t> ModelChunk::SeqMajor(const int32_t* bm) const {
   return out;
 }
 
+void ModelChunk::EnableDropout(float rate, uint64_t seed) {
+  DT_CHECK(model_.family == ModelFamily::kGpt && model_.uses_dropout() && plan_.dropout)
+      << "dropout enabled for model '" << model_.name << "' and a plan that do not train with it";
+  DT_CHECK(rate >= 0.0f && rate < 1.0f) << "dropout rate " << rate;
+  ctx_.dropout.rate = rate;
+  ctx_.dropout.seed = seed;
+}
+
 Tensor ModelChunk::EmbedForward(const int32_t* tokens, Stash* s) {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
   const int64_t h = ctx_.hidden;
@@ -224,6 +232,12 @@ Tensor ModelChunk::EmbedForward(const int32_t* tokens, Stash* s) {
     ForEachPositionRun(ctx_, t0, t0 + seq_local, [&](int64_t t, int64_t pos, int64_t len) {
       PositionEmbeddingForward(store_.value(pos_) + pos * h, len, ctx_.batch, h, out.data() + (t - t0) * ctx_.batch * h);
     });
+  if (ctx_.dropout.on()) {
+    s->embed_mask = DropoutMask(out.numel());
+    DrawTokenMask(ctx_.dropout, DropoutSite::kEmbedding, -1, ctx_.samples, ctx_.ShardPositions(), ctx_.local_rows, h,
+                  s->embed_mask.data());
+    ApplyMask(out.data(), s->embed_mask.data(), ctx_.dropout.scale(), out.numel(), out.data());
+  }
   return out;
 }
 
@@ -231,7 +245,13 @@ void ModelChunk::EmbedBackward(const Tensor& dx, Stash* s) {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
   // The full-sequence grad (gathered under SP) is identical on every TP
   // rank, so the replicated position grad needs no all-reduce.
-  Tensor full = GatherSeq(&ctx_, dx);
+  Tensor dropped;
+  if (!s->embed_mask.empty()) {
+    dropped = Tensor::Uninitialized(dx.shape());
+    ApplyMask(dx.data(), s->embed_mask.data(), ctx_.dropout.scale(), dx.numel(), dropped.data());
+    s->embed_mask = DropoutMask();
+  }
+  Tensor full = GatherSeq(&ctx_, dropped.empty() ? dx : dropped);
   const int64_t h = ctx_.hidden;
   if (pos_ >= 0)
     ForEachPositionRun(ctx_, 0, ctx_.seq, [&](int64_t t, int64_t pos, int64_t len) {
@@ -293,9 +313,14 @@ Tensor ModelChunk::HeadBackward(HeadStash* s, float loss_scale) {
 }
 
 Tensor ModelChunk::Forward(int mb, const Tensor* input, const int32_t* tokens, const int32_t* targets,
-                           float* loss) {
+                           float* loss, const int64_t* samples) {
   DT_CHECK(stash_.find(mb) == stash_.end()) << "Forward of microbatch " << mb << " twice";
   Stash& s = stash_[mb];
+  if (ctx_.dropout.on()) {
+    DT_CHECK(samples != nullptr) << "dropout needs the microbatch's global sample indices";
+    s.samples.assign(samples, samples + ctx_.batch);
+    ctx_.samples = s.samples;
+  }
   Tensor x;
   if (is_first_) {
     DT_CHECK(tokens != nullptr) << "first chunk needs tokens";
@@ -341,6 +366,7 @@ Tensor ModelChunk::Backward(int mb, const Tensor* grad_output, float loss_scale)
   auto it = stash_.find(mb);
   DT_CHECK(it != stash_.end()) << "Backward of microbatch " << mb << " without Forward";
   Stash& s = it->second;
+  if (ctx_.dropout.on()) ctx_.samples = s.samples;  // full recompute redraws the forward's masks
   Tensor d;
   if (is_last_) {
     WidenTensor(&s.head.x);

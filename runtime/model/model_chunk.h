@@ -5,7 +5,11 @@
 // GPT-2 (GptLayer: LayerNorm, GeLU MLP, causal MHA, tied head) and Llama
 // (LlamaLayer: RMSNorm, SwiGLU, RoPE, GQA; final RMSNorm
 // "final_norm.weight"; untied "lm_head.weight" unless tie_word_embeddings).
-// No dropout (training is deterministic so plans can be compared exactly).
+// Dropout (EnableDropout; GPT only): Megatron's sites (embedding output,
+// attention probabilities, attention and MLP outputs before the residual
+// adds) with masks keyed by the global sample index of each batch row
+// (Forward's `samples`), global layer, position, head and column
+// (runtime/ops/dropout.h): deterministic, and equal for every plan.
 //
 // Parallelism: Megatron tensor parallelism over comms.tp (column-parallel
 // QKV/fc1, row-parallel proj/fc2, vocab-parallel embedding/head/loss) and,
@@ -85,6 +89,7 @@
 #include "runtime/model/param_store.h"
 #include "runtime/model/bf16_params.h"
 #include "runtime/model/sharded_params.h"
+#include "runtime/ops/dropout.h"
 #include "runtime/tensor/tensor.h"
 
 namespace dt::rt {
@@ -107,13 +112,21 @@ class ModelChunk {
   // `input` (seq_local * batch * hidden floats). The last chunk reads
   // targets, returns the mean loss as a {1} tensor and sets *loss (if
   // non-null); other chunks return the output activation.
+  // samples: the global sample index of each of the micro_batch rows (the
+  // dropout masks' keys); needed when dropout is enabled, else ignored.
   Tensor Forward(int mb, const Tensor* input, const int32_t* tokens, const int32_t* targets,
-                 float* loss);
+                 float* loss, const int64_t* samples = nullptr);
   // Backward of mb. grad_output: grad of this chunk's output (ignored on the
   // last chunk, whose loss grad is loss_scale). Accumulates parameter grads
   // into params(); returns the grad of the input (empty on the first chunk).
   // Frees mb's stash.
   Tensor Backward(int mb, const Tensor* grad_output, float loss_scale);
+
+  // Trains with dropout at `rate` (in [0, 1); 0: off), masks keyed by
+  // `seed`. Only for a plan with dropout of a model that uses it (GPT);
+  // anything else aborts.
+  void EnableDropout(float rate, uint64_t seed);
+  bool dropout_on() const { return ctx_.dropout.on(); }
 
   ParamStore& params() { return store_; }
   ShardedParams* sharding() { return zero_.get(); }
@@ -129,6 +142,8 @@ class ModelChunk {
   };
   struct Stash {
     std::vector<int32_t> tokens;  // sequence-major (first chunk)
+    std::vector<int64_t> samples; // global sample index per batch row (dropout)
+    DropoutMask embed_mask;       // embedding dropout (first chunk)
     std::vector<LayerStash> layers;
     HeadStash head;
   };

@@ -9,7 +9,7 @@ namespace dt::rt {
 namespace {
 template <typename F>
 void ForEachNarrowed(LayerStash* s, F f) {
-  for (Tensor* t : {&s->x, &s->ln1, &s->qkv, &s->probs, &s->attn, &s->x2, &s->ln2, &s->fc1, &s->act, &s->up,
+  for (Tensor* t : {&s->x, &s->ln1, &s->qkv, &s->probs, &s->dropped, &s->attn, &s->x2, &s->ln2, &s->fc1, &s->act, &s->up,
                      &s->shared_out})
     f(t);
   // An MoE block's expert-major input, its inner tensors and the expert

@@ -89,6 +89,24 @@ void ProbsFromLse(const float* s, const float* lse, int64_t n, float* p) {
     }
 }
 
+// The attention-dropout mask of one head's block: rows at global query
+// positions qpos, columns at global key positions kpos (runs of
+// consecutive positions drawn together).
+void DrawBlockMask(const AttentionDropout& drop, int64_t b, int64_t h, const std::vector<int64_t>& qpos,
+                   const std::vector<int64_t>& kpos, uint8_t* mask) {
+  const int64_t n = static_cast<int64_t>(kpos.size());
+  for (int64_t t = 0; t < static_cast<int64_t>(qpos.size()); ++t) {
+    const uint64_t key =
+        drop.rng->RowKey(DropoutSite::kAttentionProbs, drop.layer, (*drop.samples)[b], drop.head0 + h, qpos[t]);
+    for (int64_t u0 = 0; u0 < n;) {
+      int64_t u1 = u0 + 1;
+      while (u1 < n && kpos[u1] == kpos[u1 - 1] + 1) ++u1;
+      DrawMaskRow(*drop.rng, key, kpos[u0], u1 - u0, mask + t * n + u0);
+      u0 = u1;
+    }
+  }
+}
+
 // Pending point-to-point transfers of one ring step.
 struct Transfers {
   std::vector<std::unique_ptr<Request>> reqs;
@@ -101,8 +119,11 @@ struct Transfers {
 }  // namespace
 
 void RingAttentionForward(Backend& be, Comm* cp, const AttentionDims& d, const float* qkv, float* probs,
-                          float* lse, float* out) {
+                          float* lse, float* out, const AttentionDropout& drop, uint8_t* masks, float* dropped) {
   DT_CHECK(qkv && lse && out) << "ring attention: null pointer";
+  DT_CHECK(!drop.on() || (drop.samples && static_cast<int64_t>(drop.samples->size()) == d.batch &&
+                          (probs == nullptr || (masks && dropped))))
+      << "ring attention: dropout needs a sample index per batch row, and kept probabilities their masks";
   const Ring ring = RingOf(cp);
   const Lds ld = LdsOf(d);
   const int64_t n = d.seq, hd = d.head_dim, heads = d.batch * d.heads;
@@ -116,6 +137,14 @@ void RingAttentionForward(Backend& be, Comm* cp, const AttentionDims& d, const f
   // their step (block_max, per row), rescaled to exp(S - lse) at the end.
   Tensor block_max;
   if (probs != nullptr) block_max = Tensor({ring.size, heads, n});
+  // Dropout: the dropped block the PV product reads, and (probabilities not
+  // kept) a scratch mask.
+  Tensor pd_scratch;
+  DropoutMask mask_scratch;
+  if (drop.on()) {
+    pd_scratch = Tensor({n, n});
+    if (masks == nullptr) mask_scratch = DropoutMask(n * n);
+  }
   Tensor kv = PackKv(d, qkv), kv_next;
   for (int step = 0; step < ring.size; ++step) {
     const int src = ring.Source(step);
@@ -166,7 +195,14 @@ void RingAttentionForward(Backend& be, Comm* cp, const AttentionDims& d, const f
           float* ot = o + t * ld.out;
           for (int64_t c = 0; c < hd; ++c) ot[c] *= alpha;
         }
-        be.Gemm(Trans::kNo, Trans::kNo, n, hd, n, 1.0f, p, n, v, ld.kv, 1.0f, o, ld.out);
+        const float* pv = p;
+        if (drop.on()) {
+          uint8_t* mk = masks != nullptr ? masks + slot * n * n : mask_scratch.data();
+          DrawBlockMask(drop, b, h, qpos, kpos, mk);
+          ApplyMask(p, mk, drop.rng->scale(), n * n, pd_scratch.data());
+          pv = pd_scratch.data();
+        }
+        be.Gemm(Trans::kNo, Trans::kNo, n, hd, n, 1.0f, pv, n, v, ld.kv, 1.0f, o, ld.out);
       }
     }
     xfer.WaitAll();
@@ -192,13 +228,17 @@ void RingAttentionForward(Backend& be, Comm* cp, const AttentionDims& d, const f
           const float f = std::exp(block_max[slot * n + t] - lh[t]);
           for (int64_t u = 0; u < n; ++u) p[t * n + u] *= f;
         }
+        if (drop.on()) ApplyMask(p, masks + slot * n * n, drop.rng->scale(), n * n, dropped + slot * n * n);
       }
   }
 }
 
 void RingAttentionBackward(Backend& be, Comm* cp, const AttentionDims& d, const float* qkv, const float* probs,
-                           const float* lse, const float* out, const float* dout, float* dqkv) {
+                           const float* lse, const float* out, const float* dout, float* dqkv,
+                           const AttentionDropout& drop, const uint8_t* masks, const float* dropped) {
   DT_CHECK(qkv && lse && out && dout && dqkv) << "ring attention backward: null pointer";
+  DT_CHECK(!drop.on() || (drop.samples && (probs == nullptr || (masks && dropped))))
+      << "ring attention backward: dropout without its masks";
   const Ring ring = RingOf(cp);
   const Lds ld = LdsOf(d);
   const int64_t n = d.seq, hd = d.head_dim, heads = d.batch * d.heads;
@@ -215,6 +255,12 @@ void RingAttentionBackward(Backend& be, Comm* cp, const AttentionDims& d, const 
       dsum[hi * n + t] = static_cast<float>(LaneSum(hd, [o, g](int64_t c) { return static_cast<double>(o[c]) * g[c]; }));
     }
   Tensor p_scratch({n, n}), ds({n, n});
+  Tensor pd_scratch;
+  DropoutMask mask_scratch;
+  if (drop.on() && probs == nullptr) {
+    pd_scratch = Tensor({n, n});
+    mask_scratch = DropoutMask(n * n);
+  }
   Tensor kv = PackKv(d, qkv), kv_next;
   Tensor acc_in, acc_sending, final_acc;
   std::unique_ptr<Request> acc_send_req, final_req;
@@ -254,19 +300,34 @@ void RingAttentionBackward(Backend& be, Comm* cp, const AttentionDims& d, const 
         float* dv = dk + hd;
         const int64_t ld_dkv = step == 0 ? ld.qkv : ld.kv;
         const float* lh = lse + hi * n;
+        const int64_t slot = static_cast<int64_t>(step) * heads + hi;
         const float* p;
+        const float* pd = nullptr;  // dropped probabilities (dropout)
+        const uint8_t* mk = nullptr;
         if (probs != nullptr) {
-          p = probs + ((static_cast<int64_t>(step) * heads) + hi) * n * n;
+          p = probs + slot * n * n;
+          if (drop.on()) {
+            pd = dropped + slot * n * n;
+            mk = masks + slot * n * n;
+          }
         } else {
           MaskedScores(be, d, q, k, ld, qpos, kpos, p_scratch.data());
           ProbsFromLse(p_scratch.data(), lh, n, p_scratch.data());
           p = p_scratch.data();
+          if (drop.on()) {
+            DrawBlockMask(drop, b, h, qpos, kpos, mask_scratch.data());
+            ApplyMask(p, mask_scratch.data(), drop.rng->scale(), n * n, pd_scratch.data());
+            pd = pd_scratch.data();
+            mk = mask_scratch.data();
+          }
         }
-        // dV = P^T dO; dP = dO V^T; dS = P * (dP - D); dQ += scale dS K; dK = scale dS^T Q.
-        be.Gemm(Trans::kYes, Trans::kNo, n, hd, n, 1.0f, p, n, g, ld.out, 0.0f, dv, ld_dkv);
+        // dV = Pd^T dO; dPd = dO V^T, dP = dPd * mask / (1 - rate) (Pd = P and
+        // dP = dPd without dropout); dS = P * (dP - D); dQ += scale dS K; dK = scale dS^T Q.
+        be.Gemm(Trans::kYes, Trans::kNo, n, hd, n, 1.0f, pd != nullptr ? pd : p, n, g, ld.out, 0.0f, dv, ld_dkv);
         be.Gemm(Trans::kNo, Trans::kYes, n, n, hd, 1.0f, g, ld.out, v, ld.kv, 0.0f, ds.data(), n);
         const float* dh = dsum.data() + hi * n;
         HostAccess(be, "ring attention backward (dS)");
+        if (mk != nullptr) ApplyMask(ds.data(), mk, drop.rng->scale(), n * n, ds.data());
         for (int64_t t = 0; t < n; ++t)
           for (int64_t u = 0; u < n; ++u) ds[t * n + u] = p[t * n + u] * (ds[t * n + u] - dh[t]);
         be.Gemm(Trans::kNo, Trans::kNo, n, hd, n, scale, ds.data(), n, k, ld.kv, 1.0f, dq, ld.qkv);

@@ -29,6 +29,14 @@
 // matrices; backward 2 K/V blocks, up to 3 dK/dV
 // blocks, per-row D = rowsum(dO * O) and 2 per-head scratch matrices.
 //
+// Attention dropout (drop.on(), attention.h): each block's probabilities
+// are masked by the global (sample, head, query position, key position)
+// keys, so the mask equals the one-rank mask; the row sums of the online
+// softmax use the undropped values, the PV product the dropped ones.
+// When probs are kept, masks and dropped (RingProbsNumel each) are kept
+// with them; otherwise (null) each block's mask is redrawn in backward.
+// Backward uses D = rowsum(dO * O), which holds with dropout too.
+//
 // cp == nullptr or size 1: one block, the rank's own (equal to attention.h
 // up to rounding). Host-memory op (CPU backend); every member of `cp`
 // calls it in the same order. Pointers owned by the caller; dqkv is
@@ -48,9 +56,12 @@ inline int64_t RingLseNumel(const AttentionDims& d) { return d.batch * d.heads *
 
 // probs: null (not kept) or RingProbsNumel floats; lse: RingLseNumel floats.
 void RingAttentionForward(Backend& be, Comm* cp, const AttentionDims& d, const float* qkv, float* probs,
-                          float* lse, float* out);
+                          float* lse, float* out, const AttentionDropout& drop = {}, uint8_t* masks = nullptr,
+                          float* dropped = nullptr);
 // out: the forward's output (for D = rowsum(dO * O)); probs may be null.
 void RingAttentionBackward(Backend& be, Comm* cp, const AttentionDims& d, const float* qkv, const float* probs,
-                           const float* lse, const float* out, const float* dout, float* dqkv);
+                           const float* lse, const float* out, const float* dout, float* dqkv,
+                           const AttentionDropout& drop = {}, const uint8_t* masks = nullptr,
+                           const float* dropped = nullptr);
 
 }  // namespace dt::rt

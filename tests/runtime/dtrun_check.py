@@ -116,10 +116,11 @@ def compare(name, ref, got, rel_tol):
     print("%s: %d steps match (max rel diff %.3g, tolerance %.3g)" % (name, len(ref), worst, rel_tol))
 
 
-def reference_losses(steps=STEPS):
-    plan = os.path.join(A.work, "ref.json")
-    write_plan(plan)
-    metrics = os.path.join(A.work, "ref.jsonl")
+def reference_losses(steps=STEPS, dropout=False):
+    name = "ref_dropout" if dropout else "ref"
+    plan = os.path.join(A.work, name + ".json")
+    write_plan(plan, dropout=dropout)
+    metrics = os.path.join(A.work, name + ".jsonl")
     run_ok(plan, 1, "--steps", steps, "--metrics", metrics)
     return losses(metrics)
 
@@ -138,7 +139,16 @@ def parse_kv(items):
 
 def check_parity(name, items):
     kv = parse_kv(items)
-    ref = reference_losses()
+    dropout = kv.get("dropout", False)
+    ref = reference_losses(dropout=dropout)
+    if dropout:
+        # Dropout must change the run by well over the parity tolerance,
+        # or a plan that skipped it would pass.
+        plain = reference_losses()
+        diff = max(abs(a - b) / abs(a) for a, b in zip(plain, ref))
+        if diff < 1e-3:  # ten times the parity tolerance
+            fail("dropout moved the 1-rank losses by only %.3g (rel): is it applied?" % diff)
+        print("dropout moves the 1-rank losses by up to %.3g (rel)" % diff)
     plan = os.path.join(A.work, name + ".json")
     world = write_plan(plan, **kv)
     metrics = os.path.join(A.work, name + ".jsonl")
@@ -206,7 +216,7 @@ def check_cp_dtplan():
         if p["cp"] != 2:
             fail("%s: dtplan wrote cp=%r" % (name, p["cp"]))
         ref_plan = os.path.join(A.work, name + "_ref.json")
-        write_plan(ref_plan, mbs=GLOBAL_BATCH, seq_length=p["seq_length"])
+        write_plan(ref_plan, mbs=GLOBAL_BATCH, seq_length=p["seq_length"], dropout=p["dropout"])
         ref_metrics = os.path.join(A.work, name + "_ref.jsonl")
         run_ok(ref_plan, 1, "--steps", steps, "--metrics", ref_metrics)
         metrics = os.path.join(A.work, name + ".jsonl")
@@ -459,11 +469,13 @@ def check_matrix(model_name):
                                                         r.stdout[-2000:]))
             with open(plan) as f:
                 p = json.load(f)["plan"]
-            seq = p["seq_length"]
+            # The reference trains as the plan does (with dropout for a GPT model: dtplan plans it).
+            seq = (p["seq_length"], p["dropout"])
+            ref_name = "ref_%d%s" % (seq[0], "_dropout" if seq[1] else "")
             if seq not in refs:
-                ref_plan = os.path.join(A.work, "ref_%d.json" % seq)
-                write_plan(ref_plan, model=model, mbs=GLOBAL_BATCH, seq_length=seq)
-                ref_metrics = os.path.join(A.work, "ref_%d.jsonl" % seq)
+                ref_plan = os.path.join(A.work, ref_name + ".json")
+                write_plan(ref_plan, model=model, mbs=GLOBAL_BATCH, seq_length=seq[0], dropout=seq[1])
+                ref_metrics = os.path.join(A.work, ref_name + ".jsonl")
                 run_ok(ref_plan, 1, "--steps", steps, "--metrics", ref_metrics)
                 refs[seq] = losses(ref_metrics)
             metrics = os.path.join(A.work, name + ".jsonl")
@@ -477,7 +489,7 @@ def check_matrix(model_name):
                     refs[seq], losses(metrics), 1e-4)
             if model_name in MOE_FLAG_SETS:  # AdamW hides gradient scale errors from the losses; the norm does not
                 compare("%s %s gradient norms" % (model_name, " ".join(flags) or "(nothing fixed)"),
-                        losses(os.path.join(A.work, "ref_%d.jsonl" % seq), "grad_norm"),
+                        losses(os.path.join(A.work, ref_name + ".jsonl"), "grad_norm"),
                         losses(metrics, "grad_norm"), 1e-4)
             ran += 1
     print("%s: %d dtplan plans matched 1 rank" % (model_name, ran))
@@ -629,6 +641,14 @@ def check_bad_input():
     write_plan(inconsistent, tp=3)  # 4 heads are not divisible by tp=3
     expect_bad("malformed plan (tp does not divide heads)", inconsistent, 3)
     expect_bad("missing plan file", os.path.join(A.work, "no_such_plan.json"), 1)
+    plain = os.path.join(A.work, "bad_plain.json")
+    write_plan(plain)
+    expect_bad("--dropout on a plan without dropout", plain, 1, "--dropout", "0.2",
+               must_say="trains without dropout")
+    with_dropout = os.path.join(A.work, "bad_dropout.json")
+    write_plan(with_dropout, dropout=True)
+    expect_bad("--dropout 1", with_dropout, 1, "--dropout", "1", must_say="[0, 1)")
+    expect_bad("--dropout -0.5", with_dropout, 1, "--dropout", "-0.5", must_say="[0, 1)")
     # features outside the CPU column of the capability table (dtplan capabilities):
     # refused with the table's words; supported ones are covered by the parity tests.
     table = json.loads(subprocess.run([A.dtplan, "capabilities", "--json"], check=True,
@@ -753,6 +773,8 @@ def check_deferred():
              ("gpt_cp2", dict(model=gpt, cp=2)),
              ("gpt_recompute_full_dp2_zero2", dict(model=gpt, dp=2, zero=2, recompute="full")),
              ("gpt_bf16_dp2", dict(model=gpt, dp=2, precision="bf16")),
+             ("gpt_dropout_tp2_sp", dict(model=gpt, tp=2, sp=True, dropout=True)),
+             ("gpt_dropout_cp2_rc_selective", dict(model=gpt, cp=2, recompute="selective", dropout=True)),
              ("llama_tp2_sp", dict(model=llama, tp=2, sp=True)),
              ("llama_pp2", dict(model=llama, pp=2)),
              ("mixtral_dp2_ep2", dict(model=mixtral, dp=2, ep=2)),
@@ -832,7 +854,8 @@ def main():
     A = parse_args()
     A.work = os.path.join(A.work, A.check + ("_" + A.rest[0] if A.rest else ""))
     os.makedirs(A.work, exist_ok=True)
-    checks = {"resume_exact": check_resume_exact, "resume_replan": check_resume_replan, "resume_zero": check_resume_zero,
+    # Dropout too: its masks are keyed by the data seed the checkpoint keeps.
+    checks = {"resume_exact": lambda: (check_resume_exact(), check_resume_exact({"tp": 2, "dropout": True})), "resume_replan": check_resume_replan, "resume_zero": check_resume_zero,
               "kill": check_kill, "entropy": check_entropy, "bad_input": check_bad_input,
               "predicted": check_predicted, "cp_resume": check_cp_resume, "cp_dtplan": check_cp_dtplan,
               "llama": check_llama, "moe_resume": check_moe_resume, "moe_shared_gate": check_moe_shared_gate,

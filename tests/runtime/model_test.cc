@@ -4,6 +4,7 @@
 #include <random>
 #include <vector>
 
+#include "planner/memory/activation_memory.h"
 #include "runtime/backend/backend.h"
 #include "runtime/comm/local_comm.h"
 #include "runtime/model/init.h"
@@ -161,6 +162,102 @@ TEST_F(ModelTest, FullRecomputeStashesLess) {
   }
   EXPECT_GT(stash_bytes[0], stash_bytes[1]);
   EXPECT_GT(stash_bytes[1], stash_bytes[2]);
+}
+
+// Dropout (rate 0.3): one forward + backward with the batch rows' global
+// sample indices `samples`; the loss.
+float DropoutStep(ModelChunk& c, const Batch& b, int mb, const std::vector<int64_t>& samples, float scale) {
+  float loss = 0;
+  c.Forward(mb, nullptr, b.tokens.data(), b.targets.data(), &loss, samples.data());
+  c.Backward(mb, nullptr, scale);
+  return loss;
+}
+
+TEST_F(ModelTest, DropoutGradientsMatchFiniteDifferences) {
+  PlanSpec p = TinyPlan();
+  ModelChunk c(m, p, 0, 0, {}, *be, 99);
+  c.EnableDropout(0.3f, 17);
+  std::mt19937 g(5);
+  std::normal_distribution<float> d(0.0f, 0.3f);
+  ParamStore& ps = c.params();
+  for (size_t i = 0; i < ps.params().size(); ++i) {
+    const bool is_norm_w = ps.params()[i].name.find("ln") != std::string::npos &&
+                           ps.params()[i].name.find("weight") != std::string::npos;
+    for (int64_t k = 0; k < ps.params()[i].numel; ++k) ps.value(i)[k] = (is_norm_w ? 1.0f : 0.0f) + d(g);
+  }
+  Batch b = MakeBatch(m, p, 2);
+  const std::vector<int64_t> samples = {5, 9};
+  const float loss = DropoutStep(c, b, 0, samples, 1.0f);
+  std::vector<float> grads(ps.grads(), ps.grads() + ps.numel());
+  // The masks are a function of the samples: another pair gives another loss.
+  EXPECT_NE(DropoutStep(c, b, 1, {6, 9}, 0.0f), loss);
+  auto loss_at = [&] { return double(DropoutStep(c, b, 1, samples, 0.0f)); };
+  EXPECT_EQ(loss_at(), loss);  // same samples, same masks
+  int checked = 0;
+  for (size_t i = 0; i < ps.params().size(); ++i) {
+    const Param& prm = ps.params()[i];
+    for (int64_t k : {int64_t{0}, prm.numel / 2, prm.numel - 1}) {
+      if (prm.name == "embedding.position.weight" && k >= p.seq_length * m.hidden) continue;  // unused rows
+      float* v = ps.value(i) + k;
+      const float orig = *v;
+      const float eps = 1e-2f;
+      *v = orig + eps;
+      const double lp = loss_at();
+      *v = orig - eps;
+      const double lm = loss_at();
+      *v = orig;
+      const double numeric = (lp - lm) / (2 * eps);
+      EXPECT_NEAR(grads[prm.offset + k], numeric, 2e-3 + 3e-2 * std::fabs(numeric)) << prm.name << "[" << k << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 30);
+}
+
+TEST_F(ModelTest, DropoutRecomputeModesGiveSameGrads) {
+  Batch b = MakeBatch(m, TinyPlan(), 3);
+  std::vector<std::vector<float>> grads;
+  std::vector<float> losses;
+  for (Recompute rc : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    ModelChunk c(m, TinyPlan(1, rc), 0, 0, {}, *be, 42);
+    c.EnableDropout(0.2f, 3);
+    losses.push_back(DropoutStep(c, b, 0, {0, 1}, 0.5f));
+    grads.push_back(Grads(c));
+  }
+  for (int i = 1; i < 3; ++i) {
+    EXPECT_EQ(losses[i], losses[0]);
+    for (size_t k = 0; k < grads[0].size(); ++k) ASSERT_NEAR(grads[i][k], grads[0][k], 1e-6) << "mode " << i << " elem " << k;
+  }
+}
+
+// What dropout adds to a microbatch's stash is what the planner's memory
+// model adds for it: per layer two 1-byte residual masks per element of
+// [tokens, h], the attention mask (1 byte) and dropped probabilities (e)
+// per score, and the embedding's 1-byte mask.
+TEST_F(ModelTest, DropoutStashIsWhatThePlannerCounts) {
+  Batch b = MakeBatch(m, TinyPlan(), 4);
+  std::vector<int64_t> stash_bytes;
+  for (bool dropout : {false, true}) {
+    PlanSpec p = TinyPlan();
+    p.dropout = dropout;
+    ModelChunk c(m, p, 0, 0, {}, *be, 42);
+    if (dropout) c.EnableDropout(0.1f, 1);
+    const std::vector<int64_t> samples = {0, 1};
+    const int64_t before = CurrentBytes();
+    float loss;
+    c.Forward(0, nullptr, b.tokens.data(), b.targets.data(), &loss, samples.data());
+    stash_bytes.push_back(CurrentBytes() - before);
+    c.Backward(0, nullptr, 1.0f);
+    EXPECT_EQ(CurrentBytes(), before);
+  }
+  PlanSpec with = TinyPlan(), without = TinyPlan();
+  with.flash_attention = without.flash_attention = false;  // the runtime's attention keeps the scores
+  without.dropout = false;
+  const double per_layer = ActivationBytesPerLayerFor(m, with, 4, Recompute::kNone) -
+                           ActivationBytesPerLayerFor(m, without, 4, Recompute::kNone);
+  const double tokens = with.micro_batch * with.seq_length;
+  EXPECT_GT(per_layer, 0.0);
+  EXPECT_EQ(static_cast<double>(stash_bytes[1] - stash_bytes[0]), m.num_layers * per_layer + tokens * m.hidden);
 }
 
 TEST_F(ModelTest, TwoChunksEqualOneChunk) {

@@ -39,7 +39,9 @@ struct RankResult {
 
 // Runs forward + backward of the ring on `cp` threads; rank r gets local
 // rows of qkv and dout.
-std::vector<RankResult> RunRing(const AttentionDims& full, int cp, const Vec& qkv, const Vec& dout, bool keep_probs) {
+// drop: attention dropout (its samples one per batch row), or none.
+std::vector<RankResult> RunRing(const AttentionDims& full, int cp, const Vec& qkv, const Vec& dout, bool keep_probs,
+                                const AttentionDropout& drop = {}) {
   AttentionDims d = full;
   d.seq = full.seq / cp;
   const int64_t qkv_w = d.batch * d.heads * 3 * d.head_dim, out_w = d.batch * d.heads * d.head_dim;
@@ -50,21 +52,34 @@ std::vector<RankResult> RunRing(const AttentionDims& full, int cp, const Vec& qk
     auto be = MakeCpuBackend();
     Vec q = LocalRows(qkv, qkv_w, r, cp, d.seq), g = LocalRows(dout, out_w, r, cp, d.seq);
     Vec probs(keep_probs ? RingProbsNumel(d, cp) : 0), lse(RingLseNumel(d)), out(d.OutNumel()), dq(d.QkvNumel());
-    RingAttentionForward(*be, comm.get(), d, q.data(), keep_probs ? probs.data() : nullptr, lse.data(), out.data());
+    const bool kept_masks = keep_probs && drop.on();
+    std::vector<uint8_t> masks(kept_masks ? RingProbsNumel(d, cp) : 0);
+    Vec dropped(kept_masks ? RingProbsNumel(d, cp) : 0);
+    RingAttentionForward(*be, comm.get(), d, q.data(), keep_probs ? probs.data() : nullptr, lse.data(), out.data(),
+                         drop, kept_masks ? masks.data() : nullptr, kept_masks ? dropped.data() : nullptr);
     RingAttentionBackward(*be, comm.get(), d, q.data(), keep_probs ? probs.data() : nullptr, lse.data(), out.data(),
-                          g.data(), dq.data());
+                          g.data(), dq.data(), drop, kept_masks ? masks.data() : nullptr,
+                          kept_masks ? dropped.data() : nullptr);
     res[r] = {out, dq};
   });
   return res;
 }
 
-void ExpectRingMatchesOneRank(const AttentionDims& d, int cp, bool keep_probs) {
+void ExpectRingMatchesOneRank(const AttentionDims& d, int cp, bool keep_probs, const AttentionDropout& drop = {}) {
   auto be = MakeCpuBackend();
   Vec qkv = Random(d.QkvNumel(), 21), dout = Random(d.OutNumel(), 22);
   Vec probs(d.ProbsNumel()), out(d.OutNumel()), dqkv(d.QkvNumel()), scratch(d.seq * d.seq);
-  AttentionForward(*be, d, qkv.data(), probs.data(), out.data());
-  AttentionBackward(*be, d, qkv.data(), probs.data(), dout.data(), dqkv.data(), scratch.data());
-  const std::vector<RankResult> res = RunRing(d, cp, qkv, dout, keep_probs);
+  std::vector<uint8_t> mask(drop.on() ? d.ProbsNumel() : 0);
+  Vec dropped(drop.on() ? d.ProbsNumel() : 0);
+  AttentionForward(*be, d, qkv.data(), probs.data(), out.data(), drop, mask.data(), dropped.data());
+  AttentionBackward(*be, d, qkv.data(), probs.data(), dout.data(), dqkv.data(), scratch.data(), drop, mask.data(),
+                    dropped.data());
+  if (drop.on()) {  // the masks drop something, or the comparison below proves little
+    int64_t dropped_count = 0;
+    for (uint8_t k : mask) dropped_count += k == 0;
+    ASSERT_GT(dropped_count, d.ProbsNumel() / 10);
+  }
+  const std::vector<RankResult> res = RunRing(d, cp, qkv, dout, keep_probs, drop);
   const int64_t seq_local = d.seq / cp;
   const int64_t qkv_w = d.batch * d.heads * 3 * d.head_dim, out_w = d.batch * d.heads * d.head_dim;
   for (int r = 0; r < cp; ++r) {
@@ -104,6 +119,26 @@ TEST(RingAttentionTest, Cp2EqualsOneRankAttention) {
 TEST(RingAttentionTest, Cp4EqualsOneRankAttention) {
   ExpectRingMatchesOneRank({16, 2, 2, 5}, 4, true);
   ExpectRingMatchesOneRank({16, 1, 2, 3}, 4, false);
+}
+
+// Attention dropout: masks keyed by (sample, global head, global query and
+// key positions), so the ring's blocks draw the 1-rank mask; with the
+// probabilities kept (masks and dropped values stored) and recomputed.
+TEST(RingAttentionTest, DropoutMasksEqualOneRankAttention) {
+  DropoutRng rng;
+  rng.rate = 0.3f;
+  rng.seed = 7;
+  const std::vector<int64_t> samples = {11, 4};
+  AttentionDropout drop;
+  drop.rng = &rng;
+  drop.layer = 3;
+  drop.samples = &samples;
+  drop.head0 = 2;
+  for (bool keep : {true, false}) {
+    ExpectRingMatchesOneRank({8, 2, 3, 4}, 1, keep, drop);
+    ExpectRingMatchesOneRank({8, 2, 3, 4}, 2, keep, drop);
+    ExpectRingMatchesOneRank({16, 2, 2, 5}, 4, keep, drop);
+  }
 }
 
 TEST(RingAttentionTest, Cp2FiniteDifferences) {
