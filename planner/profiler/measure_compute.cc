@@ -62,13 +62,15 @@ std::string Fmt(const char* fmt, double a, double b = 0, double c = 0) {
   return buf;
 }
 
-// Planner ops of one layer (forward + backward) for (tp, mbs), unfused attention.
+// Planner ops of one layer (forward + backward) for (tp, mbs), unfused
+// attention, no dropout: the runtime kernels timed against them run none.
 std::vector<Op> LayerPlannerOps(const ModelSpec& m, int seq, int tp, int mbs) {
   PlanSpec p;
   p.tp = tp;
   p.micro_batch = mbs;
   p.seq_length = seq;
   p.flash_attention = false;
+  p.dropout = false;
   LayerOps ops = TransformerLayerOps(m, p, 4);
   std::vector<Op> all = ops.forward;
   all.insert(all.end(), ops.backward.begin(), ops.backward.end());

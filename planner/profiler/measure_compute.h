@@ -37,7 +37,8 @@ struct MeasureConfig {
 };
 
 // The plan of the profiler's runtime steps: one chunk of all the model's
-// layers, no recompute, unfused attention, no dropout (as dtrun trains),
+// layers, no recompute, unfused attention, no dropout (a fixed reference
+// step; dropout's passes are priced as memory traffic like other elementwise ops),
 // num_microbatches microbatches of micro_batch sequences of seq tokens.
 PlanSpec ProfilerStepPlan(const ModelSpec& m, int seq, int micro_batch, int num_microbatches);
 

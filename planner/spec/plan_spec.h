@@ -155,8 +155,8 @@ struct PlanSpec {
   // Never searched; dtrun executes only the fused form.
   bool cross_entropy_fusion = true;
   // GPT dropout (attention, residual, embedding): its 1-byte masks and the
-  // dropped-out attention probabilities are stored for backward. The bundled
-  // runtime trains without dropout (false); Llama never uses it.
+  // dropped-out attention probabilities are stored for backward (the CPU
+  // runtime does so too, runtime/ops/dropout.h); Llama never uses it.
   bool dropout = true;
   int zero_stage = 0;          // 0..3; 1 = distributed optimizer
   Precision precision = Precision::kProfile;  // a software choice, never searched
