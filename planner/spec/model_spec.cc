@@ -10,8 +10,11 @@ namespace dt {
 const char* ToString(ModelFamily f) { return f == ModelFamily::kGpt ? "gpt" : "llama"; }
 
 bool ModelSpec::FamilyLayout() const {
+  // Dropout on or off is within both families' layouts (the runtime's GPT
+  // layer trains with or without it), except dropout in a Llama model.
+  const bool dropout_in_layout = !dropout_set || !*dropout_set || family == ModelFamily::kGpt;
   return (head_dim_set == 0 || head_dim_set * heads == hidden) && !learned_pos_set && !linear_bias_set &&
-         !dropout_set && !qkv_bias && norms_per_layer == 2 && position_offset == 0 && sliding_window == 0 &&
+         dropout_in_layout && !qkv_bias && norms_per_layer == 2 && position_offset == 0 && sliding_window == 0 &&
          !qk_norm && !attention_sinks && rotary_fraction == 1.0;
 }
 

@@ -59,6 +59,31 @@ TEST(Capabilities, FeaturesUsedFollowModelAndPlan) {
     EXPECT_FALSE(used.count(f)) << CapabilityOf(f).name;
 }
 
+// A model file's "dropout" key: on or off is within the GPT layout (the CPU
+// runtime trains either way: off uses no dropout feature); dropout in a Llama
+// model is a layout the runtime's Llama layer does not have.
+TEST(Capabilities, DropoutKeyOfAModel) {
+  PlanSpec p;
+  p.seq_length = 64;
+  p.layers_per_chunk = {2};
+  p.flash_attention = false;
+  ModelSpec gpt = testing_models::Gpt(64, 4, 2);
+  for (bool on : {false, true}) {
+    gpt.dropout_set = on;
+    std::set<Feature> used;
+    for (Feature f : FeaturesUsed(gpt, p)) used.insert(f);
+    EXPECT_FALSE(used.count(Feature::kModelVariant)) << "gpt dropout " << on;
+    EXPECT_EQ(used.count(Feature::kDropout), on ? 1u : 0u) << "gpt dropout " << on;
+    EXPECT_TRUE(CheckExecutable(gpt, p, RuntimeDevice::kCpu).ok()) << "gpt dropout " << on;
+  }
+  ModelSpec llama = testing_models::Llama8B();
+  llama.dropout_set = false;
+  EXPECT_TRUE(llama.FamilyLayout());
+  llama.dropout_set = true;
+  EXPECT_FALSE(llama.FamilyLayout());
+  EXPECT_FALSE(CheckExecutable(llama, p, RuntimeDevice::kCpu).ok());
+}
+
 // Property: over models, CPU clusters and every fixed ZeRO stage / CP degree,
 // each plan the enumeration or the search emits for --device cpu passes the
 // CPU column of the table; every plan it leaves out for that reason is

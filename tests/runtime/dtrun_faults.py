@@ -324,7 +324,8 @@ def check_drills(n):
 # ---- 6. elastic restart ----
 
 def check_elastic():
-    ref = dc.reference_losses(12)
+    # dtplan plans gpt-tiny with its dropout: the masks must survive the re-plan and the resume too.
+    ref = dc.reference_losses(12, dropout=True)
     ck = os.path.join(dc.A.work, "elastic_ckpt")
     shutil.rmtree(ck, ignore_errors=True)
     metrics = os.path.join(dc.A.work, "elastic.jsonl")
