@@ -65,6 +65,11 @@ def check_parity():
                      ("tp2_rc_full", dict(tp=2, recompute="full")), ("pp2_rc_selective", dict(pp=2, recompute="selective"))]:
         got, _, _ = train("bf16_" + name, 0, 10, precision="bf16", **kw)
         dc.compare("bf16 " + name + " vs 1-rank bf16", ref, got, PARITY_TOL)
+    # Dropout under bf16: its masks stay bytes, the dropped probabilities are narrowed with the stash.
+    ref, _, _ = train("bf16_dropout_1rank", 1, 10, precision="bf16", dropout=True)
+    for name, kw in [("tp2_sp", dict(tp=2, sp=True)), ("cp2_rc_selective", dict(cp=2, recompute="selective"))]:
+        got, _, _ = train("bf16_dropout_" + name, 0, 10, precision="bf16", dropout=True, **kw)
+        dc.compare("bf16 dropout " + name + " vs 1-rank bf16 dropout", ref, got, PARITY_TOL)
     llama = os.path.join(dc.A.source_dir, "examples/models/llama-tiny.json")
     ref, _, _ = train("bf16_llama_1rank", 1, 10, precision="bf16", model=llama)
     for name, kw in [("dp2", dict(dp=2)), ("tp2", dict(tp=2, sp=True))]:
