@@ -16,6 +16,11 @@
 
 namespace {
 
+// Groups of `dtplan validate`'s options: the mode each applies to.
+constexpr const char* kValidateEither = "Either mode";
+constexpr const char* kValidateCases = "Recorded cases (--cases, --cv)";
+constexpr const char* kValidateExecute = "Closed loop (--execute)";
+
 void AddCommon(CLI::App* app, dt::cli::CommonOptions* c, bool model_required) {
   auto* m = app->add_option("--model", c->model, "model file (our schema or a HuggingFace config.json)");
   if (model_required) m->required();
@@ -158,14 +163,26 @@ static int Run(int argc, char** argv) {
 
   dt::cli::ValidateOptions val;
   CLI::App* val_cmd = app.add_subcommand("validate", "compare predictions with measured cases");
+  // Validate's options come in three blocks, one per mode, and each block's
+  // options get its group (--help shows them so); Run() refuses an option of
+  // the other mode by its group. A new option joins the block it is added in.
+  auto group_block = [val_cmd](size_t from, const char* group) {
+    std::vector<CLI::Option*> opts = val_cmd->get_options();
+    for (size_t i = from; i < opts.size(); ++i)
+      if (opts[i]->get_name() != "--help") opts[i]->group(group);
+    return opts.size();
+  };
+  size_t block = group_block(0, kValidateEither);
   val_cmd->add_option("--cases", val.cases, "cases: a JSON case file or a vTrain ground_truth CSV (repeatable)");
   val_cmd->add_flag("--cv", val.cv, "leave-one-source-out cross-validation of the calibrated profile parameters");
+  block = group_block(block, kValidateCases);
   val_cmd->add_option("--profile", val.profile, "use this profile (every case; or the --execute predictions)");
   val_cmd->add_option("--threads", val.threads, "worker threads");
   val_cmd->add_flag("--json", val.json, "print JSON");
   val_cmd->add_option("--report", val.report,
                       "write a self-contained HTML report: predicted-vs-measured scatter plots and accuracy tables");
   val_cmd->add_flag("--execute", val.execute, "run plans for real with dtrun and compare (closed loop)");
+  block = group_block(block, kValidateEither);
   val_cmd->add_option("--model", val.common.model, "with --execute: model file");
   val_cmd->add_option("--nodes", val.common.nodes, "with --execute: nodes")->check(CLI::Range(1, 1 << 20));
   val_cmd->add_option("--gpus", val.common.gpus, "with --execute: ranks per node")->check(CLI::Range(1, 1024));
@@ -188,6 +205,10 @@ static int Run(int argc, char** argv) {
                     "from a drifting machine's)");
   val_cmd->add_option("--dtrun", val.dtrun, "with --execute: dtrun binary (default: next to dtplan)");
   val_cmd->add_option("--work-dir", val.work_dir, "with --execute: where plans, logs and metrics go");
+  group_block(block, kValidateExecute);
+  // The dimension options came with the --execute block; the attention
+  // kernel is also a what-if over recorded cases.
+  val_cmd->get_option("--attention-kernel")->group(kValidateEither);
 
   dt::cli::ExportOptions exp;
   CLI::App* exp_cmd = app.add_subcommand("export", "print a plan as Megatron-LM flags, a torchtitan TOML or a "
@@ -239,18 +260,22 @@ static int Run(int argc, char** argv) {
       // recorded measurements, each case with its own plan) and --execute
       // (run plans with dtrun). An option of the other mode is refused, never
       // silently ignored.
-      static const std::set<std::string> kEither = {"--help", "--profile", "--threads", "--json", "--report",
-                                                   "--execute", "--attention-kernel"};
-      static const std::set<std::string> kCasesOnly = {"--cases", "--cv"};
       for (const CLI::Option* opt : val_cmd->get_options()) {
         if (opt->count() == 0) continue;
         const std::string name = opt->get_name();
-        if (kEither.count(name)) continue;
-        if (val.execute && kCasesOnly.count(name))
+        const std::string& group = opt->get_group();
+        if (name == "--help" || group == kValidateEither) continue;
+        const bool cases_only = group == kValidateCases;
+        if (!cases_only && group != kValidateExecute) {
+          std::cerr << "dtplan: internal error: validate option " << name << " has no mode (group '" << group
+                    << "')\n";
+          return 1;
+        }
+        if (val.execute && cases_only)
           return dt::cli::Fail("validate: " + name + " does not apply with --execute (which runs the plans it "
                                "searches for --model on this machine); drop " + name + ", or drop --execute to "
                                "score recorded cases");
-        if (!val.execute && !kCasesOnly.count(name))
+        if (!val.execute && !cases_only)
           return dt::cli::Fail("validate: " + name + " applies to --execute only (running plans with dtrun); "
                                "without it validate predicts each case of --cases with the case's own plan. "
                                "Add --execute, or drop " + name);
