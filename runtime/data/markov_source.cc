@@ -4,20 +4,15 @@
 #include <cmath>
 #include <sstream>
 
-namespace dt::rt {
+#include "base/mix64.h"
 
-uint64_t Mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+namespace dt::rt {
 
 namespace {
 // Uniform double in [0, 1) from a SplitMix64 stream.
 double Uniform(uint64_t* state) {
   *state += 0x9e3779b97f4a7c15ULL;
-  return static_cast<double>(Mix64(*state) >> 11) * (1.0 / 9007199254740992.0);
+  return static_cast<double>(SplitMix64(*state) >> 11) * (1.0 / 9007199254740992.0);
 }
 }  // namespace
 
@@ -29,7 +24,7 @@ StatusOr<MarkovSource> MarkovSource::Create(const MarkovOptions& o) {
     return InvalidArgument("markov source: mix must be in (0, 1] so the chain is ergodic");
   MarkovSource s(o);
   const int V = o.vocab, K = o.branching;
-  uint64_t st = Mix64(o.matrix_seed);
+  uint64_t st = SplitMix64(o.matrix_seed);
   s.succ_.resize(static_cast<size_t>(V) * K);
   s.cum_w_.resize(static_cast<size_t>(V) * K);
   for (int i = 0; i < V; ++i) {
@@ -110,7 +105,7 @@ int MarkovSource::Next(int from, uint64_t* state) const {
 
 void MarkovSource::Sample(uint64_t seed, int64_t global_sample, int64_t len, int32_t* out) const {
   if (len <= 0) return;
-  uint64_t state = Mix64(seed ^ Mix64(static_cast<uint64_t>(global_sample) + 0x51ed27ULL));
+  uint64_t state = SplitMix64(seed ^ SplitMix64(static_cast<uint64_t>(global_sample) + 0x51ed27ULL));
   const double u = Uniform(&state);
   int x = static_cast<int>(std::upper_bound(cum_pi_.begin(), cum_pi_.end(), u) - cum_pi_.begin());
   x = std::min(x, opts_.vocab - 1);

@@ -27,7 +27,4 @@ class TokenSource {
   virtual std::string Describe() const = 0;
 };
 
-// SplitMix64 step: the one hash the data sources derive random streams from.
-uint64_t Mix64(uint64_t x);
-
 }  // namespace dt::rt

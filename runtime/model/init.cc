@@ -3,16 +3,10 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "base/mix64.h"
 
 namespace dt::rt {
 namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 uint64_t NameHash(const std::string& name) {  // FNV-1a
   uint64_t h = 0xcbf29ce484222325ull;

@@ -3,17 +3,10 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "base/mix64.h"
 
 namespace dt::rt {
 namespace {
-
-// splitmix64's finaliser (Steele, Lea, Flood 2014): a bijection on 64 bits.
-uint64_t Mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // A 32-bit integer finaliser (multiply-xorshift, the "lowbias32" constants
 // of C. Wellons' hash-prospector search): vectorises with 32-bit multiplies.
@@ -35,10 +28,10 @@ uint32_t DropoutRng::threshold() const {
 }
 
 uint64_t DropoutRng::RowKey(DropoutSite site, int64_t layer, int64_t sample, int64_t a, int64_t b) const {
-  uint64_t k = Mix64(seed ^ 0x64726f706f7574ULL);  // "dropout"
+  uint64_t k = SplitMix64(seed ^ 0x64726f706f7574ULL);  // "dropout"
   for (uint64_t v : {static_cast<uint64_t>(site), static_cast<uint64_t>(layer), static_cast<uint64_t>(sample),
                      static_cast<uint64_t>(a), static_cast<uint64_t>(b)})
-    k = Mix64(k ^ v);
+    k = SplitMix64(k ^ v);
   return k;
 }
 

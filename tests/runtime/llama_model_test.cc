@@ -73,13 +73,8 @@ TEST_F(LlamaModelTest, InitialLossAndParameterCountsMatchPlanner) {
 
 TEST_F(LlamaModelTest, GradientsMatchFiniteDifferences) {
   ModelChunk c(m, TinyPlan(), 0, 0, {}, *be, 99);
-  std::mt19937 g(5);
-  std::normal_distribution<float> d(0.0f, 0.3f);
   ParamStore& ps = c.params();
-  for (size_t i = 0; i < ps.params().size(); ++i) {
-    const bool is_norm = ps.params()[i].name.find("norm") != std::string::npos;
-    for (int64_t k = 0; k < ps.params()[i].numel; ++k) ps.value(i)[k] = (is_norm ? 1.0f : 0.0f) + d(g);
-  }
+  testing_util::SpreadParams(ps, "norm");
   Batch b = MakeBatch(m, TinyPlan(), 2);
   RunStep(c, b);
   std::vector<float> grads(ps.grads(), ps.grads() + ps.numel());
@@ -89,25 +84,8 @@ TEST_F(LlamaModelTest, GradientsMatchFiniteDifferences) {
     c.Backward(1, nullptr, 0.0f);
     return double(l);
   };
-  int checked = 0;
-  for (size_t i = 0; i < ps.params().size(); ++i) {
-    const Param& prm = ps.params()[i];
-    for (int64_t k : {int64_t{0}, prm.numel / 3, prm.numel / 2 + 1, prm.numel - 1}) {
-      float* v = ps.value(i) + k;
-      const float orig = *v;
-      const float eps = 1e-2f;
-      *v = orig + eps;
-      const double lp = loss_at();
-      *v = orig - eps;
-      const double lm = loss_at();
-      *v = orig;
-      const double numeric = (lp - lm) / (2 * eps);
-      const double analytic = grads[prm.offset + k];
-      EXPECT_NEAR(analytic, numeric, 2e-3 + 3e-2 * std::fabs(numeric)) << prm.name << "[" << k << "]";
-      ++checked;
-    }
-  }
-  EXPECT_GT(checked, 60);
+  auto four = [](int64_t n) { return std::vector<int64_t>{0, n / 3, n / 2 + 1, n - 1}; };
+  EXPECT_GT(testing_util::ExpectFiniteDifferences(ps, grads, loss_at, four), 60);
 }
 
 // Central differences of L = r . layer(x) (double accumulation) against

@@ -86,18 +86,14 @@ TEST_F(ModelTest, InitIsPlanIndependentAndSeeded) {
   EXPECT_NEAR(var, 1.0, 0.05);
 }
 
+// Three elements of every parameter (the learned positions past seq_length are unused).
+std::vector<int64_t> ThreeElements(int64_t n) { return {0, n / 2, n - 1}; }
+
 TEST_F(ModelTest, GradientsMatchFiniteDifferences) {
   PlanSpec p = TinyPlan();
   ModelChunk c(m, p, 0, 0, {}, *be, 99);
-  // Larger weights than at init, so every gradient is well above fp32 noise.
-  std::mt19937 g(5);
-  std::normal_distribution<float> d(0.0f, 0.3f);
   ParamStore& ps = c.params();
-  for (size_t i = 0; i < ps.params().size(); ++i) {
-    const bool is_norm_w = ps.params()[i].name.find("ln") != std::string::npos &&
-                           ps.params()[i].name.find("weight") != std::string::npos;
-    for (int64_t k = 0; k < ps.params()[i].numel; ++k) ps.value(i)[k] = (is_norm_w ? 1.0f : 0.0f) + d(g);
-  }
+  testing_util::SpreadParams(ps, "ln");
   Batch b = MakeBatch(m, p, 2);
   RunStep(c, b);
   std::vector<float> grads(ps.grads(), ps.grads() + ps.numel());
@@ -107,26 +103,10 @@ TEST_F(ModelTest, GradientsMatchFiniteDifferences) {
     c.Backward(1, nullptr, 0.0f);  // frees the stash
     return double(l);
   };
-  int checked = 0;
-  for (size_t i = 0; i < ps.params().size(); ++i) {
-    const Param& prm = ps.params()[i];
-    for (int64_t k : {int64_t{0}, prm.numel / 2, prm.numel - 1}) {
-      if (prm.name == "embedding.position.weight" && k >= p.seq_length * m.hidden) continue;  // unused rows
-      float* v = ps.value(i) + k;
-      const float orig = *v;
-      const float eps = 1e-2f;
-      *v = orig + eps;
-      const double lp = loss_at();
-      *v = orig - eps;
-      const double lm = loss_at();
-      *v = orig;
-      const double numeric = (lp - lm) / (2 * eps);
-      const double analytic = grads[prm.offset + k];
-      EXPECT_NEAR(analytic, numeric, 2e-3 + 3e-2 * std::fabs(numeric)) << prm.name << "[" << k << "]";
-      ++checked;
-    }
-  }
-  EXPECT_GT(checked, 30);
+  auto unused = [&](const std::string& name, int64_t k) {
+    return name == "embedding.position.weight" && k >= p.seq_length * m.hidden;
+  };
+  EXPECT_GT(testing_util::ExpectFiniteDifferences(ps, grads, loss_at, ThreeElements, unused), 30);
 }
 
 std::vector<float> Grads(ModelChunk& c) { return {c.params().grads(), c.params().grads() + c.params().numel()}; }
@@ -177,14 +157,8 @@ TEST_F(ModelTest, DropoutGradientsMatchFiniteDifferences) {
   PlanSpec p = TinyPlan();
   ModelChunk c(m, p, 0, 0, {}, *be, 99);
   c.EnableDropout(0.3f, 17);
-  std::mt19937 g(5);
-  std::normal_distribution<float> d(0.0f, 0.3f);
   ParamStore& ps = c.params();
-  for (size_t i = 0; i < ps.params().size(); ++i) {
-    const bool is_norm_w = ps.params()[i].name.find("ln") != std::string::npos &&
-                           ps.params()[i].name.find("weight") != std::string::npos;
-    for (int64_t k = 0; k < ps.params()[i].numel; ++k) ps.value(i)[k] = (is_norm_w ? 1.0f : 0.0f) + d(g);
-  }
+  testing_util::SpreadParams(ps, "ln");
   Batch b = MakeBatch(m, p, 2);
   const std::vector<int64_t> samples = {5, 9};
   const float loss = DropoutStep(c, b, 0, samples, 1.0f);
@@ -193,25 +167,10 @@ TEST_F(ModelTest, DropoutGradientsMatchFiniteDifferences) {
   EXPECT_NE(DropoutStep(c, b, 1, {6, 9}, 0.0f), loss);
   auto loss_at = [&] { return double(DropoutStep(c, b, 1, samples, 0.0f)); };
   EXPECT_EQ(loss_at(), loss);  // same samples, same masks
-  int checked = 0;
-  for (size_t i = 0; i < ps.params().size(); ++i) {
-    const Param& prm = ps.params()[i];
-    for (int64_t k : {int64_t{0}, prm.numel / 2, prm.numel - 1}) {
-      if (prm.name == "embedding.position.weight" && k >= p.seq_length * m.hidden) continue;  // unused rows
-      float* v = ps.value(i) + k;
-      const float orig = *v;
-      const float eps = 1e-2f;
-      *v = orig + eps;
-      const double lp = loss_at();
-      *v = orig - eps;
-      const double lm = loss_at();
-      *v = orig;
-      const double numeric = (lp - lm) / (2 * eps);
-      EXPECT_NEAR(grads[prm.offset + k], numeric, 2e-3 + 3e-2 * std::fabs(numeric)) << prm.name << "[" << k << "]";
-      ++checked;
-    }
-  }
-  EXPECT_GT(checked, 30);
+  auto unused = [&](const std::string& name, int64_t k) {
+    return name == "embedding.position.weight" && k >= p.seq_length * m.hidden;
+  };
+  EXPECT_GT(testing_util::ExpectFiniteDifferences(ps, grads, loss_at, ThreeElements, unused), 30);
 }
 
 TEST_F(ModelTest, DropoutRecomputeModesGiveSameGrads) {
