@@ -45,7 +45,8 @@ int ParseDtrunArgs(int argc, char** argv, bool print, dt::rt::DtrunOptions* o) {
   app.add_option("--seed", o->seed, "seed for model init and data order");
   app.add_option("--lr", o->lr, "peak learning rate (linear warmup, cosine decay)");
   app.add_option("--min-lr", o->min_lr, "final learning rate (default 10% of --lr)");
-  app.add_option("--warmup-steps", o->warmup_steps, "learning-rate warmup steps");
+  app.add_option("--warmup-steps", o->warmup_steps,
+                 "learning-rate warmup steps, at most --steps (default 10, or --steps if fewer)");
   app.add_option("--weight-decay", o->weight_decay, "AdamW weight decay");
   app.add_option("--clip", o->clip, "global gradient-norm clip (<= 0: off)");
   app.add_option("--dropout", o->dropout,

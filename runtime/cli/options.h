@@ -15,7 +15,7 @@ struct DtrunOptions {
   uint64_t seed = 1234;           // model init and data order
   double lr = 3e-3;               // peak learning rate
   double min_lr = -1.0;           // -1: 10% of lr
-  int64_t warmup_steps = 10;
+  int64_t warmup_steps = -1;      // -1: 10, or --steps if fewer
   double weight_decay = 0.1;
   double clip = 1.0;              // global-norm clip; <= 0 disables
   double dropout = -1.0;          // dropout rate of a plan with dropout; -1: 0.1 (Megatron's default)

@@ -48,6 +48,7 @@ namespace {
 constexpr int kExitOk = 0;
 constexpr int kExitRuntime = 1;
 constexpr int kExitBadInput = 2;
+constexpr int kExitDiverged = 4;  // a step's loss or gradient norm is not finite
 
 // Prints a user-facing error (rank 0 only: every rank found the same one).
 int BadInput(const MpiWorld& w, const std::string& msg) {
@@ -142,7 +143,14 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
     return BadInput(world, "--min-lr must lie in [0, --lr] (the cosine decays from --lr to it); omit it for 10% of --lr");
   if (!(opts.weight_decay >= 0) || !std::isfinite(opts.weight_decay))
     return BadInput(world, "--weight-decay must be a finite value >= 0");
-  if (opts.warmup_steps < 0) return BadInput(world, "--warmup-steps must be >= 0");
+  if (opts.warmup_steps < 0 && opts.warmup_steps != -1) return BadInput(world, "--warmup-steps must be >= 0");
+  const int64_t warmup_steps = opts.warmup_steps == -1 ? std::min<int64_t>(10, opts.steps) : opts.warmup_steps;
+  if (warmup_steps > opts.steps)
+    return BadInput(world, "--warmup-steps " + std::to_string(opts.warmup_steps) + " exceeds --steps " +
+                               std::to_string(opts.steps) + " (the schedule's length): the learning rate would never "
+                               "reach --lr; lower --warmup-steps (for part of a longer run, keep --steps and use --stop-at)");
+  if (std::isnan(opts.clip)) return BadInput(world, "--clip must be a number (the global-norm bound; <= 0: off)");
+  if (std::isnan(opts.timeout_s)) return BadInput(world, "--timeout must be a number of seconds (<= 0: off)");
   const bool plan_dropout = plan.dropout && model.uses_dropout();
   if (opts.dropout != -1.0 && !plan_dropout)
     return BadInput(world, "--dropout with a plan that trains without dropout (plan.dropout is false, or model '" +
@@ -249,7 +257,7 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
   oo.adam.max_grad_norm = static_cast<float>(opts.clip);
   oo.lr.peak_lr = opts.lr;
   oo.lr.min_lr = opts.min_lr >= 0 ? opts.min_lr : 0.1 * opts.lr;
-  oo.lr.warmup_steps = opts.warmup_steps;
+  oo.lr.warmup_steps = warmup_steps;
   oo.lr.total_steps = opts.steps;
   oo.zero_stage = plan.zero_stage;
   oo.bucket_bytes = plan.dp_bucket_bytes;
@@ -377,6 +385,7 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
   double last_loss = 0.0;
   int64_t last_saved = start_step;
   bool ckpt_failed = false;
+  bool diverged = false, diverged_kept_previous = false;
   auto save = [&](int64_t step) -> bool {
     watchdog->Enter("save step " + std::to_string(step));
     InjectFault(opts, world.rank(), "save", step);
@@ -432,6 +441,25 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
     if (time_comms) {
       if (step == start_step) comm_times.Clear();  // the first step is warmup, as for the step times
       else timed_step_s += dt;
+    }
+    // A loss or gradient norm that is not finite: the job stops. The
+    // optimizer skipped the update of a non-finite norm (StepStats::skipped),
+    // so the model is the previous step's and is saved as such; a
+    // non-finite loss with a finite norm (not expected) updated it, and
+    // nothing more is saved.
+    const bool finite = std::isfinite(out.loss_sum) && !out.optimizer.skipped;
+    if (WorldMax(finite ? 0 : 1) != 0) {
+      diverged_kept_previous = WorldMax(out.optimizer.skipped ? 0 : 1) == 0;
+      if (root)
+        std::fprintf(stderr,
+                     "dtrun: error: step %lld diverged: its loss or gradient norm is not finite (rank 0: loss sum "
+                     "%g, gradient norm %g); %s. Lower --lr (now %g) or raise --warmup-steps%s\n",
+                     static_cast<long long>(step1), out.loss_sum, out.optimizer.grad_norm,
+                     diverged_kept_previous ? "the update was skipped, the model is that of the step before"
+                                            : "the step updated the model, so nothing after the last save is kept",
+                     opts.lr, opts.checkpoint_dir.empty() ? "" : ", then resume (--resume)");
+      diverged = true;
+      break;
     }
     loader.Advance();
     const double contrib = (coord.tp == 0 && coord.cp == 0) ? out.loss_sum : 0.0;
@@ -522,11 +550,13 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
     }
   }
   const bool stopped_early = WorldMax(metrics_failed ? 1 : 0) != 0;
-  // Stopped early or not: the steps done are saved (nothing lost).
-  if (!ckpt_failed && !opts.checkpoint_dir.empty() && last_saved != done_step && done_step > start_step) {
+  // Stopped early or not: the steps done are saved (nothing lost), unless
+  // training diverged (its state is not worth keeping).
+  if (!ckpt_failed && (!diverged || diverged_kept_previous) && !opts.checkpoint_dir.empty() && last_saved != done_step && done_step > start_step) {
     if (!save(done_step)) ckpt_failed = true;
   }
   if (stopped_early) return kExitRuntime;
+  if (diverged) return kExitDiverged;
 
   if (root && end_step > start_step) {
     RunSummary s;

@@ -127,6 +127,11 @@ StepStats Optimizer::Step() {
   StepStats st;
   st.grad_norm = std::sqrt(total);
   st.lr = opts_.lr.At(step_count_);
+  if (!std::isfinite(st.grad_norm)) {  // a diverged step: keep the previous model
+    st.skipped = true;
+    for (Chunk& c : chunks_) c.sync_started = false;
+    return st;
+  }
   if (opts_.adam.max_grad_norm > 0 && st.grad_norm > opts_.adam.max_grad_norm)
     st.clip_coef = static_cast<float>(opts_.adam.max_grad_norm / (st.grad_norm + 1e-6));
   ++step_count_;

@@ -73,6 +73,10 @@ struct StepStats {
   double grad_norm = 0.0;  // before clipping, over the full model
   double lr = 0.0;
   float clip_coef = 1.0f;  // multiplier applied to gradients (<= 1)
+  // The global gradient norm was not finite (inf or NaN): no parameter or
+  // moment was updated and the step count did not advance, so the model is
+  // as the previous step left it (every rank decides alike: the norm is global).
+  bool skipped = false;
 };
 
 class Optimizer {

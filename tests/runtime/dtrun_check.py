@@ -39,6 +39,7 @@ seq 64). Exit 0 on success, 1 with a message on failure.
 """
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -649,6 +650,15 @@ def check_bad_input():
     write_plan(with_dropout, dropout=True)
     expect_bad("--dropout 1", with_dropout, 1, "--dropout", "1", must_say="[0, 1)")
     expect_bad("--dropout -0.5", with_dropout, 1, "--dropout", "-0.5", must_say="[0, 1)")
+    expect_bad("--warmup-steps beyond --steps", plain, 1, "--steps", 5, "--warmup-steps", 50,
+               must_say="would never reach --lr")
+    expect_bad("--clip nan", plain, 1, "--clip", "nan", must_say="--clip must be a number")
+    # run() passes its own --step-timeout: this one runs dtrun directly.
+    p = subprocess.run([A.mpirun, "--allow-run-as-root", "-np", "1", A.dtrun, "--plan", plain, "--steps", "2",
+                        "--timeout", "nan"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    if p.returncode != 2 or "--timeout must be a number" not in p.stdout:
+        fail("--timeout nan: exit %d, expected 2 with a clear message:\n%s" % (p.returncode, p.stdout))
+    print("--timeout nan: exit 2")
     # features outside the CPU column of the capability table (dtplan capabilities):
     # refused with the table's words; supported ones are covered by the parity tests.
     table = json.loads(subprocess.run([A.dtplan, "capabilities", "--json"], check=True,
@@ -732,6 +742,32 @@ def check_bad_input():
         if f.read() != "keep me\n":
             fail("corrupt checkpoint: the metrics file was overwritten")
     print("corrupt checkpoint: nothing overwritten")
+
+
+def check_diverge():
+    """A step whose gradient norm is not finite: dtrun exits 4 naming the step; the optimizer
+    skipped its update, so the checkpoint saved at the stop is the model of the step before, bit
+    for bit the checkpoint of the same run stopped there (--stop-at)."""
+    plan = os.path.join(A.work, "diverge.json")
+    world = write_plan(plan, dp=2, mbs=1)
+    ck = os.path.join(A.work, "diverge_ckpt")
+    shutil.rmtree(ck, ignore_errors=True)
+    args = ["--steps", 6, "--warmup-steps", 1, "--lr", "1e30"]
+    code, out, _ = run(plan, world, "--checkpoint-dir", ck, *args)
+    if code != 4 or "step 2 diverged" not in out or "update was skipped" not in out:
+        fail("diverging run: exit %d (expected 4) or no clear message:\n%s" % (code, out))
+    with open(os.path.join(ck, "latest")) as f:
+        latest = f.read().strip()
+    if latest != "step-1":
+        fail("diverging run saved %r, expected step-1 (the last finite step)" % latest)
+    ref = os.path.join(A.work, "diverge_ref_ckpt")
+    shutil.rmtree(ref, ignore_errors=True)
+    run_ok(plan, world, "--checkpoint-dir", ref, "--stop-at", 1, *args)
+    with open(os.path.join(ck, "step-1", "tensors.bin"), "rb") as a, \
+            open(os.path.join(ref, "step-1", "tensors.bin"), "rb") as b:
+        if a.read() != b.read():
+            fail("the checkpoint saved after the diverged step differs from the run stopped at step 1")
+    print("diverge: exit 4 at step 2, its update skipped, step-1 saved = the run stopped at step 1 (bitwise)")
 
 
 def write_llama():
@@ -860,7 +896,7 @@ def main():
               "predicted": check_predicted, "cp_resume": check_cp_resume, "cp_dtplan": check_cp_dtplan,
               "llama": check_llama, "moe_resume": check_moe_resume, "moe_shared_gate": check_moe_shared_gate,
               "deferred": check_deferred, "threads": check_threads, "moe_dense": check_moe_dense,
-              "moe_capacity": check_moe_capacity}
+              "moe_capacity": check_moe_capacity, "diverge": check_diverge}
     if A.check == "parity":
         check_parity(A.rest[0], A.rest[1:])
     elif A.check == "matrix":

@@ -287,5 +287,39 @@ TEST(Optimizer, ZeroMomentsGatherToTheSameAsPlainDp) {
   }
 }
 
+// A gradient norm that is not finite (one NaN or inf anywhere on any rank):
+// every rank skips the update alike, parameters, moments and the step count
+// stay as they were, and the next finite step proceeds as if it were first.
+TEST(Optimizer, NonFiniteGradientNormSkipsTheUpdate) {
+  for (int zero = 0; zero <= 1; ++zero)
+    for (float bad : {std::nanf(""), INFINITY}) {
+      LocalGroupHandle g(2);
+      RunRanks(2, [&](int r) {
+        auto dp = g.Member(r);
+        ParamStore s = BuildStore(0, 1, 0, 1);
+        OptimizerComms comms;
+        comms.dp = dp.get();
+        Optimizer opt({&s}, {true}, Options(zero), comms);
+        const std::vector<float> before(s.value(0), s.value(0) + s.numel());
+        FillGrads(s, 0, 0, r, 2);
+        if (r == 1) s.grad(0)[0] = bad;  // one element on one rank
+        const StepStats st = opt.Step();
+        opt.ParamSync(0);
+        EXPECT_TRUE(st.skipped) << "rank " << r;
+        EXPECT_FALSE(std::isfinite(st.grad_norm));
+        EXPECT_EQ(opt.step_count(), 0);
+        EXPECT_EQ(std::vector<float>(s.value(0), s.value(0) + s.numel()), before) << "rank " << r;
+        std::vector<float> m, v;
+        opt.GatherMoments(0, &m, &v);
+        for (float x : m) ASSERT_EQ(x, 0.0f);
+        s.ZeroGrads();
+        FillGrads(s, 0, 0, r, 2);
+        const StepStats next = opt.Step();
+        EXPECT_FALSE(next.skipped);
+        EXPECT_EQ(opt.step_count(), 1);
+      });
+    }
+}
+
 }  // namespace
 }  // namespace dt::rt
