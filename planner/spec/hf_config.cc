@@ -7,7 +7,7 @@ namespace dt {
 namespace {
 
 // Keys that change nothing the planner prices: token ids, dropout rates
-// (the plan's dropout flag decides), norm epsilons, the rotary base and
+// (except a GPT-family config's all-zero rates, GptDropout below), norm epsilons, the rotary base and
 // context-extension scaling (same shapes), initialisation, activation
 // names (GeLU / SiLU / ReLU cost the same elementwise pass), attention
 // score scalars, bookkeeping of transformers itself, and GPT-2's
@@ -90,6 +90,26 @@ class Keys {
   std::string where_;
   std::set<std::string> used_;
 };
+
+// A GPT-family config's dropout rates (GPT-2: resid/embd/attn_pdrop; OPT:
+// dropout, attention_dropout, activation_dropout): all given ones 0 means
+// the model trains without dropout (no masks, no passes: dropout_set false);
+// any rate above 0 keeps the family's dropout (the rate itself is dtrun's
+// --dropout, the same cost). Dropout is priced at every site or none: a
+// config that turns off only some sites (OPT's attention_dropout 0 with
+// dropout 0.1) is priced with all of them, which over-counts the unfused
+// attention's score masks (a fused kernel stores none; docs/formats.md).
+void GptDropout(Keys& k, ModelSpec* m, std::initializer_list<const char*> keys) {
+  bool any = false, nonzero = false;
+  for (const char* key : keys)
+    if (k.NonNull(key)) {
+      any = true;
+      const double rate = k.NumOr(key, 0.0);
+      if (!(rate >= 0.0 && rate < 1.0)) k.Fail(std::string("'") + key + "' must be a rate in [0, 1)");
+      nonzero = nonzero || rate > 0.0;
+    }
+  if (any && !nonzero) m->dropout_set = false;
+}
 
 // transformers 5's `rope_parameters` (rope_theta and the scaling in one
 // object, or one such object per layer type): same shapes and cost; a
@@ -527,6 +547,7 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
     m->max_position = k.IntOr(k.Alias({"n_positions", "max_position_embeddings"}), 1024);
     k.Use("n_ctx");
     m->tied_embeddings = k.BoolOr("tie_word_embeddings", true);
+    GptDropout(k, m, {"resid_pdrop", "embd_pdrop", "attn_pdrop"});
   } else if (t == "opt") {
     m->family = ModelFamily::kGpt;
     m->num_layers = k.Int("num_hidden_layers");
@@ -538,6 +559,7 @@ Status MapType(const std::string& t, Keys& k, ModelSpec* m, const json& j) {
     m->max_position = k.IntOr("max_position_embeddings", 2048);
     m->position_offset = 2;  // OPT's learned positions start at row 2
     m->tied_embeddings = k.BoolOr("tie_word_embeddings", true);
+    GptDropout(k, m, {"dropout", "attention_dropout", "activation_dropout"});
     if (k.Has("word_embed_proj_dim") && k.Int("word_embed_proj_dim") != m->hidden)
       k.Fail("'word_embed_proj_dim' != hidden_size (project_in/out layers) is not modeled");
     k.Use("word_embed_proj_dim");

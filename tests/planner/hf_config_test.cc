@@ -65,6 +65,22 @@ TEST(HfConfig, FieldByFieldMapping) {
   EXPECT_EQ(gpt2->num_layers, 12);
   EXPECT_EQ(gpt2->ffn_hidden, 3072);  // n_inner absent: 4 * n_embd
   EXPECT_TRUE(gpt2->FamilyLayout());  // exactly the runtime's GPT
+  EXPECT_TRUE(gpt2->uses_dropout());   // resid/embd/attn_pdrop 0.1
+  {
+    // All dropout rates 0: the model trains without dropout (no masks priced).
+    json j = ReadJsonFile(Fixture("gpt2.json")).value();
+    for (const char* key : {"resid_pdrop", "embd_pdrop", "attn_pdrop"}) j[key] = 0.0;
+    auto nodrop = ModelFromHfConfig(j, "gpt2 without dropout");
+    ASSERT_TRUE(nodrop.ok()) << nodrop.status().message();
+    EXPECT_FALSE(nodrop->uses_dropout());
+    EXPECT_TRUE(nodrop->FamilyLayout());
+    EXPECT_EQ(nodrop->TotalParams(), gpt2->TotalParams());
+    j["attn_pdrop"] = 1.5;
+    EXPECT_FALSE(ModelFromHfConfig(j, "gpt2 bad rate").ok());
+  }
+  auto opt = LoadModel(Fixture("opt-125m.json"));  // dropout 0.1, attention_dropout 0: priced with dropout
+  ASSERT_TRUE(opt.ok());
+  EXPECT_TRUE(opt->uses_dropout());
   auto falcon = LoadModel(Fixture("falcon-7b.json"));
   ASSERT_TRUE(falcon.ok());
   EXPECT_EQ(falcon->kv_heads, 1);  // multi_query
