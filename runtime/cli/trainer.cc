@@ -385,7 +385,7 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
   double last_loss = 0.0;
   int64_t last_saved = start_step;
   bool ckpt_failed = false;
-  bool diverged = false, diverged_kept_previous = false;
+  bool diverged = false;
   auto save = [&](int64_t step) -> bool {
     watchdog->Enter("save step " + std::to_string(step));
     InjectFault(opts, world.rank(), "save", step);
@@ -442,22 +442,18 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
       if (step == start_step) comm_times.Clear();  // the first step is warmup, as for the step times
       else timed_step_s += dt;
     }
-    // A loss or gradient norm that is not finite: the job stops. The
-    // optimizer skipped the update of a non-finite norm (StepStats::skipped),
-    // so the model is the previous step's and is saved as such; a
-    // non-finite loss with a finite norm (not expected) updated it, and
-    // nothing more is saved.
-    const bool finite = std::isfinite(out.loss_sum) && !out.optimizer.skipped;
-    if (WorldMax(finite ? 0 : 1) != 0) {
-      diverged_kept_previous = WorldMax(out.optimizer.skipped ? 0 : 1) == 0;
+    // A gradient norm that is not finite (a NaN or inf loss makes one): the
+    // job stops. The norm is global, so every rank sees the same and the
+    // optimizer skipped the update alike (StepStats::skipped): no collective
+    // is needed, and the model is the previous step's, saved as such below.
+    if (out.optimizer.skipped) {
       if (root)
         std::fprintf(stderr,
                      "dtrun: error: step %lld diverged: its loss or gradient norm is not finite (rank 0: loss sum "
-                     "%g, gradient norm %g); %s. Lower --lr (now %g) or raise --warmup-steps%s\n",
-                     static_cast<long long>(step1), out.loss_sum, out.optimizer.grad_norm,
-                     diverged_kept_previous ? "the update was skipped, the model is that of the step before"
-                                            : "the step updated the model, so nothing after the last save is kept",
-                     opts.lr, opts.checkpoint_dir.empty() ? "" : ", then resume (--resume)");
+                     "%g, gradient norm %g); the update was skipped, the model is that of the step before. Lower "
+                     "--lr (now %g) or raise --warmup-steps%s\n",
+                     static_cast<long long>(step1), out.loss_sum, out.optimizer.grad_norm, opts.lr,
+                     opts.checkpoint_dir.empty() ? "" : ", then resume (--resume)");
       diverged = true;
       break;
     }
@@ -550,9 +546,9 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
     }
   }
   const bool stopped_early = WorldMax(metrics_failed ? 1 : 0) != 0;
-  // Stopped early or not: the steps done are saved (nothing lost), unless
-  // training diverged (its state is not worth keeping).
-  if (!ckpt_failed && (!diverged || diverged_kept_previous) && !opts.checkpoint_dir.empty() && last_saved != done_step && done_step > start_step) {
+  // Stopped early or diverged (its update skipped) or not: the steps done
+  // are saved (nothing lost).
+  if (!ckpt_failed && !opts.checkpoint_dir.empty() && last_saved != done_step && done_step > start_step) {
     if (!save(done_step)) ckpt_failed = true;
   }
   if (stopped_early) return kExitRuntime;
