@@ -125,7 +125,7 @@ Status SaveCheckpoint(const std::string& root, const TrainState& state,
       for (const Param& p : c.store->params()) {
         if (!(p.expert ? expert_gatherer : gatherer)) continue;
         const std::pair<const char*, const float*> parts[3] = {
-            {"param/", c.store->values() + p.offset},
+            {"param/", (c.values ? c.values->data() : c.store->values()) + p.offset},
             {"adam_m/", c.adam_m ? c.adam_m->data() + p.offset : nullptr},
             {"adam_v/", c.adam_v ? c.adam_v->data() + p.offset : nullptr}};
         for (const auto& [prefix, local] : parts) {
@@ -221,9 +221,11 @@ StatusOr<TrainState> LoadCheckpoint(const std::string& path, const std::vector<C
     ParamStore& store = *ch.store;
     if (ch.adam_m) ch.adam_m->assign(static_cast<size_t>(store.numel()), 0.0f);
     if (ch.adam_v) ch.adam_v->assign(static_cast<size_t>(store.numel()), 0.0f);
+    if (ch.values) ch.values->assign(static_cast<size_t>(store.numel()), 0.0f);
+    float* values = ch.values ? ch.values->data() : store.values();
     for (const Param& p : store.params()) {
       const std::pair<std::string, float*> parts[3] = {
-          {"param/", store.values() + p.offset},
+          {"param/", values + p.offset},
           {"adam_m/", ch.adam_m ? ch.adam_m->data() + p.offset : nullptr},
           {"adam_v/", ch.adam_v ? ch.adam_v->data() + p.offset : nullptr}};
       for (const auto& [prefix, local] : parts) {

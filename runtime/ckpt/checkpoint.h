@@ -48,13 +48,17 @@ struct ChunkState {
   ParamStore* store = nullptr;
   std::vector<float>* adam_m = nullptr;  // full flat, store.numel() floats; may be null
   std::vector<float>* adam_v = nullptr;
+  // The parameters as a full flat fp32 array in the store's layout, for a
+  // store that keeps no flat fp32 values (bf16: the optimizer's master
+  // weights, Optimizer::GatherMaster / LoadMaster); null: store->values().
+  std::vector<float>* values = nullptr;
 };
 
 Status SaveCheckpoint(const std::string& root, const TrainState& state,
                       const std::vector<ChunkState>& chunks, const Groups& groups);
 
-// Fills every store's values (and adam_m/adam_v, resized to store.numel(),
-// when non-null) and returns the training state. `path`: a step directory or
+// Fills every store's values, or `values` where given (and adam_m/adam_v,
+// each resized to store.numel(), when non-null) and returns the training state. `path`: a step directory or
 // a root with "latest". Refused (kIoError naming the entry): a missing
 // param/ or requested adam_m/ / adam_v/ entry, a shape other than the
 // model's, meta.step / optimizer_step / data_position negative or different

@@ -159,10 +159,6 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
     return BadInput(world, "--dropout must be a rate in [0, 1)");
   const float dropout_rate = opts.dropout == -1.0 ? 0.1f : static_cast<float>(opts.dropout);
   const bool bf16 = plan.precision == Precision::kBf16;
-  if (bf16 && !opts.checkpoint_dir.empty())
-    return BadInput(world, "--checkpoint-dir with a precision=bf16 plan: dtrun does not save or resume bf16 runs "
-                           "yet (the fp32 master weights live in the optimizer); drop --checkpoint-dir or plan "
-                           "with --precision fp32");
   StatusOr<RankGrid> grid = RankGrid::Create(plan.tp, plan.cp, plan.dp, plan.pp, plan.order);
   if (!grid.ok()) return BadInput(world, grid.status().message());
   if (world.size() != plan.world())
@@ -278,9 +274,9 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
   if (opts.resume) {
     watchdog->Enter("resume");
     InjectFault(opts, world.rank(), "resume");
-    std::vector<std::vector<float>> m(plan.vpp), v(plan.vpp);
+    std::vector<std::vector<float>> m(plan.vpp), v(plan.vpp), master(plan.vpp);
     std::vector<ChunkState> states;
-    for (int i = 0; i < plan.vpp; ++i) states.push_back({stores[i], &m[i], &v[i]});
+    for (int i = 0; i < plan.vpp; ++i) states.push_back({stores[i], &m[i], &v[i], bf16 ? &master[i] : nullptr});
     // ZeRO-3: the loader fills full values; this rank keeps its slots.
     for (auto& c : chunks)
       if (c->sharding()) c->sharding()->MaterializeValues();
@@ -311,7 +307,10 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
       return kExitBadInput;
     }
     if (agreed == 0) {
-      for (int i = 0; i < plan.vpp; ++i) optimizer.LoadMoments(i, m[i].data(), v[i].data());
+      for (int i = 0; i < plan.vpp; ++i) {
+        optimizer.LoadMoments(i, m[i].data(), v[i].data());
+        if (bf16) optimizer.LoadMaster(i, master[i].data());  // the bf16 copy is its rounding
+      }
       optimizer.set_step_count(st->optimizer_step);
       start_step = st->step;
       data_position = st->data_position;
@@ -389,11 +388,13 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
   auto save = [&](int64_t step) -> bool {
     watchdog->Enter("save step " + std::to_string(step));
     InjectFault(opts, world.rank(), "save", step);
-    std::vector<std::vector<float>> m(plan.vpp), v(plan.vpp);
+    std::vector<std::vector<float>> m(plan.vpp), v(plan.vpp), master(plan.vpp);
     std::vector<ChunkState> states;
     for (int i = 0; i < plan.vpp; ++i) {
       optimizer.GatherMoments(i, &m[i], &v[i]);
-      states.push_back({stores[i], &m[i], &v[i]});
+      // bf16: the parameters saved are the fp32 master weights.
+      if (bf16) optimizer.GatherMaster(i, &master[i]);
+      states.push_back({stores[i], &m[i], &v[i], bf16 ? &master[i] : nullptr});
     }
     TrainState ts;
     ts.step = step;

@@ -60,6 +60,8 @@ class AdamWShard {
   const FloatVec& m() const { return m_; }
   const FloatVec& v() const { return v_; }
   bool has_master() const { return !master_.empty(); }
+  // bf16 stores: the fp32 master weights, element i <-> store element begin + i.
+  FloatVec& master() { return master_; }
 
  private:
   struct Segment {

@@ -156,37 +156,60 @@ void Optimizer::ParamSync(int local_chunk) {
     if (part.shard) part.shard->AllGatherValues(*c.store);
 }
 
-void Optimizer::GatherMoments(int local_chunk, std::vector<float>* m, std::vector<float>* v) {
-  DeviceSynchronize();  // host code on tensor memory: queued kernels first
-  Chunk& c = chunks_.at(local_chunk);
+void Optimizer::GatherPieces(Chunk& c, FloatVec& (*of)(AdamWShard&), std::vector<float>* full) {
   const size_t n = static_cast<size_t>(c.store->numel());
-  m->assign(n, 0.0f);
-  v->assign(n, 0.0f);
-  if (c.zero_adam) {
-    c.zero->AllGatherShardArray(c.zero_adam->m().data(), m->data());
-    c.zero->AllGatherShardArray(c.zero_adam->v().data(), v->data());
-    return;
-  }
+  full->assign(n, 0.0f);
   for (Part& part : c.parts) {
     if (!part.shard) {  // ZeRO-0: one piece, the whole store
-      std::memcpy(m->data(), part.adams[0]->m().data(), n * sizeof(float));
-      std::memcpy(v->data(), part.adams[0]->v().data(), n * sizeof(float));
+      std::memcpy(full->data(), of(*part.adams[0]).data(), n * sizeof(float));
       continue;
     }
     // The owned pieces in order are the shard's share of its flat space.
     const ZeroShard& z = *part.shard;
     FloatVec share, flat(static_cast<size_t>(z.numel()));
-    for (bool first : {true, false}) {
-      share.clear();
-      for (const auto& a : part.adams) {
-        const FloatVec& x = first ? a->m() : a->v();
-        share.insert(share.end(), x.begin(), x.end());
-      }
-      share.resize(static_cast<size_t>(std::max<int64_t>(z.range().end - z.range().begin, 1)));
-      part.shard->AllGatherShard(share.data(), flat.data());
-      z.ScatterFlat(flat.data(), (first ? m : v)->data());
+    for (const auto& a : part.adams) {
+      const FloatVec& x = of(*a);
+      share.insert(share.end(), x.begin(), x.end());
     }
+    share.resize(static_cast<size_t>(std::max<int64_t>(z.range().end - z.range().begin, 1)));
+    part.shard->AllGatherShard(share.data(), flat.data());
+    z.ScatterFlat(flat.data(), full->data());
   }
+}
+
+void Optimizer::GatherMoments(int local_chunk, std::vector<float>* m, std::vector<float>* v) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
+  Chunk& c = chunks_.at(local_chunk);
+  if (c.zero_adam) {
+    const size_t n = static_cast<size_t>(c.store->numel());
+    m->assign(n, 0.0f);
+    v->assign(n, 0.0f);
+    c.zero->AllGatherShardArray(c.zero_adam->m().data(), m->data());
+    c.zero->AllGatherShardArray(c.zero_adam->v().data(), v->data());
+    return;
+  }
+  GatherPieces(c, [](AdamWShard& a) -> FloatVec& { return a.m(); }, m);
+  GatherPieces(c, [](AdamWShard& a) -> FloatVec& { return a.v(); }, v);
+}
+
+void Optimizer::GatherMaster(int local_chunk, std::vector<float>* values) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
+  Chunk& c = chunks_.at(local_chunk);
+  DT_CHECK(c.store->bf16() != nullptr && !c.zero_adam) << "GatherMaster: chunk " << local_chunk
+                                                       << " has no optimizer-held master weights";
+  GatherPieces(c, [](AdamWShard& a) -> FloatVec& { return a.master(); }, values);
+}
+
+void Optimizer::LoadMaster(int local_chunk, const float* values) {
+  DeviceSynchronize();  // host code on tensor memory: queued kernels first
+  Chunk& c = chunks_.at(local_chunk);
+  Bf16Params* b = c.store->bf16();
+  DT_CHECK(b != nullptr && !c.zero_adam) << "LoadMaster: chunk " << local_chunk
+                                         << " has no optimizer-held master weights";
+  for (Part& part : c.parts)
+    for (const auto& a : part.adams)
+      std::memcpy(a->master().data(), values + a->begin(), sizeof(float) * (a->end() - a->begin()));
+  NarrowToBf16(values, b->values(), c.store->numel());
 }
 
 void Optimizer::LoadMoments(int local_chunk, const float* m, const float* v) {

@@ -101,6 +101,16 @@ class Optimizer {
   void GatherMoments(int local_chunk, std::vector<float>* m, std::vector<float>* v);
   // Inverse: takes this rank's range out of full flat m and v arrays.
   void LoadMoments(int local_chunk, const float* m, const float* v);
+  // bf16 stores (ParamStore::bf16()), whose flat fp32 values are dropped:
+  // the fp32 master weights of local chunk c as a full flat array in store
+  // layout (collective over dp with ZeRO-1, like GatherMoments). They are
+  // what a checkpoint saves as the parameters: the bf16 model copy is their
+  // rounding, so nothing is lost.
+  void GatherMaster(int local_chunk, std::vector<float>* values);
+  // Inverse: takes this rank's master range out of full flat values and
+  // rounds all of them into the bf16 model copy (every rank holds the whole
+  // bf16 copy), as the update after the saved step left it.
+  void LoadMaster(int local_chunk, const float* values);
 
 
  private:
@@ -120,6 +130,9 @@ class Optimizer {
     bool sync_started = false;
   };
   void FinishGradSync(Chunk& c);
+  // Full flat arrays (store layout) from per-piece arrays of the ZeRO-0 /
+  // ZeRO-1 Adam shards: `of` picks m, v or the master of a piece.
+  void GatherPieces(Chunk& c, FloatVec& (*of)(AdamWShard&), std::vector<float>* full);
   OptimizerOptions opts_;
   OptimizerComms comms_;
   std::vector<Chunk> chunks_;

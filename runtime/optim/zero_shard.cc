@@ -117,10 +117,19 @@ void ZeroShard::AllGatherShard(const float* shard, float* full) {
     std::memcpy(full, shard, sizeof(float) * owned);
     return;
   }
-  std::memcpy(part_.data(), shard, sizeof(float) * owned);
-  std::fill(part_.begin() + owned, part_.end(), 0.0f);
-  dp_->AllGather(part_.data(), full_.data(), static_cast<size_t>(range_.shard));
-  std::memcpy(full, full_.data(), sizeof(float) * numel_);
+  // A bf16 shard's scratch is bf16: fp32 arrays (checkpoints' moments and
+  // master weights, outside the steps) go through untracked temporaries.
+  std::vector<float> part_tmp, full_tmp;
+  if (bf16_) {
+    part_tmp.resize(static_cast<size_t>(range_.shard));
+    full_tmp.resize(static_cast<size_t>(range_.padded));
+  }
+  float* part = bf16_ ? part_tmp.data() : part_.data();
+  float* flat = bf16_ ? full_tmp.data() : full_.data();
+  std::memcpy(part, shard, sizeof(float) * owned);
+  std::fill(part + owned, part + range_.shard, 0.0f);
+  dp_->AllGather(part, flat, static_cast<size_t>(range_.shard));
+  std::memcpy(full, flat, sizeof(float) * numel_);
 }
 
 void ZeroShard::AllGatherValues(ParamStore& store) {

@@ -52,7 +52,8 @@ class ZeroShard {
   void ReduceScatterGrads(ParamStore& store);
   void AllGatherValues(ParamStore& store);
   // Gathers a share-sized array (element i <-> flat element range().begin+i)
-  // into a flat array of numel() elements on every member.
+  // into a flat array of numel() elements on every member (a bf16 shard,
+  // whose scratch is bf16, uses fp32 temporaries: only checkpoints call it).
   void AllGatherShard(const float* shard, float* full);
   // Copies a flat array of numel() elements to its spans' places in a
   // store-sized array.
