@@ -3,7 +3,8 @@
 // its training dtype: bf16 mixed precision or fp32; a plan's precision, when
 // set, overrides the profile's dtype, and its grad_bytes the gradient element
 // size). bf16 on a CPU profile is the bundled runtime's bf16 path: bf16
-// storage, fp32 working set and fp32 working copies of the unit in use
+// storage, fp32 working set and fp32 working copies of the unit in use, and
+// its fp32 gradient buffer unless the plan keeps fp32 main gradients
 // (runtime/model/bf16_params.h, docs/memory.md). Pure.
 #pragma once
 
@@ -37,6 +38,9 @@ inline MemoryParams MemoryParamsFor(const HardwareProfile& hw, const PlanSpec& p
     mp.gemm_operand_copy_bytes = 2;
   }
   if (p.grad_bytes > 0) mp.grad_bytes = p.grad_bytes;
+  // CPU bf16 with fp32 main gradients: the unit in backward accumulates into
+  // them directly, so it has no fp32 gradient buffer (bf16_params.h).
+  if (mp.unit_working_bytes > 0 && mp.grad_bytes == 4) mp.unit_working_bytes = 4;
   // Adam moments narrower than fp32: m and v at adam_moment_bytes each,
   // beside the fp32 master copy (mixed precision; an fp32 plan's weights
   // are their own master).

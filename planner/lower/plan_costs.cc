@@ -354,14 +354,16 @@ namespace {
 // a unit (embedding, layer, head) widens its bf16 values into an fp32 copy
 // (2 B read + 4 B written per parameter); its backward also zero-fills an
 // fp32 gradient buffer (4 B) and adds it into the bf16 gradients (4 B read,
-// 2 B read and written); a layer's stash is narrowed after its forward and
+// 2 B read and written), unless the plan keeps fp32 main gradients
+// (grad_bytes 4: the backward adds into them itself); a layer's stash is narrowed after its forward and
 // widened before its backward (6 B per element each way). Full recompute
 // repeats the layer's widening and stash conversions. Times per microbatch
 // for chunk `ch`, priced as memory-bound ops.
 struct Bf16StorageCost {
   double fwd = 0, bwd = 0, recompute = 0;
 };
-Bf16StorageCost CpuBf16StorageCost(const ModelSpec& m, const PlanSpec& p, int ch, const HardwareProfile& hw) {
+Bf16StorageCost CpuBf16StorageCost(const ModelSpec& m, const PlanSpec& p, int ch, const HardwareProfile& hw,
+                                   int grad_bytes) {
   const ChunkUnits cu = ZeroChunkUnits(m, p, ch);
   double uses = 0;
   for (int64_t u : cu.uses) uses += static_cast<double>(u);
@@ -375,7 +377,9 @@ Bf16StorageCost CpuBf16StorageCost(const ModelSpec& m, const PlanSpec& p, int ch
     rc_bytes = 6.0 * static_cast<double>(cu.layer) * recomputed +
                12.0 * ActivationBytesPerLayerFor(m, p, 2, Recompute::kNone) / 2.0 * recomputed;
   c.recompute = rc_bytes > 0 ? OpTime(MemoryOp("bf16_recompute_widen_and_stash", rc_bytes), hw) : 0.0;
-  c.bwd = OpTime(MemoryOp("bf16_widen_units_grad_buffers_widen_stash", 18.0 * uses + 6.0 * stash), hw) + c.recompute;
+  const double grad_buffer = grad_bytes == 4 ? 0.0 : 12.0;  // bytes per parameter use
+  c.bwd = OpTime(MemoryOp("bf16_widen_units_grad_buffers_widen_stash", (6.0 + grad_buffer) * uses + 6.0 * stash), hw) +
+          c.recompute;
   return c;
 }
 
@@ -566,7 +570,7 @@ PlanCosts ComputePlanCosts(const ModelSpec& m, const ClusterSpec& c, const PlanS
       k.recompute += fr * W * wr.compute;
     }
     if (mp.unit_working_bytes > 0) {  // CPU bf16 storage (memory_params_for.h)
-      const Bf16StorageCost b = CpuBf16StorageCost(m, p, ch, hw);
+      const Bf16StorageCost b = CpuBf16StorageCost(m, p, ch, hw, mp.grad_bytes);
       k.fwd_compute += b.fwd;
       k.bwd_compute += b.bwd;
       k.recompute += b.recompute;

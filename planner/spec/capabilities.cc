@@ -118,7 +118,7 @@ const std::vector<Capability>& CapabilityTable() {
        true, false, "plan with --precision fp32"},
       {Feature::kBf16ZeroSharded, "bf16 mixed precision with ZeRO-2/3 sharding", false, false,
        "replan with --zero 1 or --precision fp32"},
-      {Feature::kBf16Fp32Grads, "fp32 main gradients under bf16 (grad_bytes 4)", false, false,
+      {Feature::kBf16Fp32Grads, "fp32 main gradients under bf16 (grad_bytes 4)", true, false,
        "set grad_bytes to 0 (the runtime keeps bf16 gradients) or plan with --precision fp32"},
       {Feature::kBf16AdamMoments, "bf16 Adam moments (a precision-aware optimizer)", false, false,
        "replan without --adam-moments bf16 (dtrun keeps fp32 moments), or run the plan in Megatron-LM "

@@ -356,8 +356,10 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
     std::printf("model states: %.3f MiB per rank (weights, gradients, Adam m and v after ZeRO-%d sharding; "
                 "largest rank)\n", static_cast<double>(model_state_bytes) / (1 << 20), plan.zero_stage);
     if (bf16)
-      std::printf("precision: bf16 mixed precision (bf16 weights, saved activations and gradients; fp32 master "
-                  "weights and Adam states; %s)\n",
+      std::printf("precision: bf16 mixed precision (%s; %s)\n",
+                  plan.grad_bytes == 4
+                      ? "bf16 weights and saved activations; fp32 main gradients, master weights and Adam states"
+                      : "bf16 weights, saved activations and gradients; fp32 master weights and Adam states",
                   backend->gemm_inputs() == GemmInputs::kBf16
                       ? ("GEMMs on bf16-rounded operands with fp32 accumulation, " +
                          (*gemm == GemmLibrary::kEigen ? std::string("emulated (DT_GEMM=eigen)") : Bf16GemmDescription()) +

@@ -5,13 +5,23 @@
 
 namespace dt::rt {
 
-Bf16Params::Bf16Params(ParamStore* store)
-    : store_(store), values_(store->numel()), grads_(store->numel()) {
+Bf16Params::Bf16Params(ParamStore* store, bool fp32_grads)
+    : store_(store), fp32_grads_(fp32_grads), values_(store->numel()), grads_(fp32_grads ? 0 : store->numel()) {
   DT_CHECK(store->finalized() && store->has_values()) << "Bf16Params needs a finalised store with values";
   DT_CHECK(store->sharding() == nullptr) << "bf16 storage with ZeRO-2/3 sharding is not supported";
   NarrowToBf16(store->values(), values_.data(), store->numel());
-  store->DropGrads();
+  if (!fp32_grads) store->DropGrads();
   store->set_bf16(this);
+}
+
+bf16_t* Bf16Params::grads() {
+  DT_CHECK(!fp32_grads_) << "bf16 gradients of a store with fp32 main gradients: read ParamStore::grads()";
+  return grads_.data();
+}
+
+const bf16_t* Bf16Params::grads() const {
+  DT_CHECK(!fp32_grads_) << "bf16 gradients of a store with fp32 main gradients: read ParamStore::grads()";
+  return grads_.data();
 }
 
 Bf16Params::~Bf16Params() {
@@ -37,6 +47,7 @@ void Bf16Params::Release(int u) {
 }
 
 void Bf16Params::BeginGrads(int u) {
+  if (fp32_grads_) return;  // the unit accumulates into its flat fp32 gradients
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
   DT_CHECK(unit_grads_.find(u) == unit_grads_.end()) << "unit " << u << " gradients begun twice";
   const ParamUnit& pu = store_->units().at(u);
@@ -46,6 +57,7 @@ void Bf16Params::BeginGrads(int u) {
 }
 
 void Bf16Params::EndGrads(int u) {
+  if (fp32_grads_) return;
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
   auto it = unit_grads_.find(u);
   DT_CHECK(it != unit_grads_.end()) << "unit " << u << " gradients ended without BeginGrads";

@@ -134,7 +134,7 @@ ModelChunk::ModelChunk(const ModelSpec& model, const PlanSpec& plan, int chunk, 
   if (plan.precision == Precision::kBf16) {
     DT_CHECK(zero_ == nullptr) << "bf16 with ZeRO-" << plan.zero_stage << " sharding is not supported";
     ctx_.bf16 = true;
-    bf16_ = std::make_unique<Bf16Params>(&store_);
+    bf16_ = std::make_unique<Bf16Params>(&store_, /*fp32_grads=*/plan.grad_bytes == 4);
   }
 }
 

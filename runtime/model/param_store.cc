@@ -84,8 +84,10 @@ float* ParamStore::grad(int i) {
 void ParamStore::ZeroGrads() {
   std::fill(grads_.begin(), grads_.end(), 0.0f);
   if (sharding_ != nullptr) sharding_->ZeroGradShards();
-  if (bf16_ != nullptr) bf16_->ZeroGrads();
+  if (bf16_grads()) bf16_->ZeroGrads();
 }
+
+bool ParamStore::bf16_grads() const { return bf16_ != nullptr && !bf16_->fp32_grads(); }
 
 void ParamStore::DropValues() {
   decltype(values_)().swap(values_);

@@ -114,6 +114,9 @@ class ParamStore {
   // fp32 only around a unit's use), or null in fp32.
   Bf16Params* bf16() const { return bf16_; }
   void set_bf16(Bf16Params* b) { bf16_ = b; }
+  // The gradients are bf16 (Bf16Params::grads()); false in fp32 and for a
+  // bf16 store with fp32 main gradients (the flat grads() above).
+  bool bf16_grads() const;
 
  private:
   std::vector<Param> params_;

@@ -51,16 +51,18 @@ void AdamWShard::Update(ParamStore& store, const AdamWConfig& cfg, int64_t t, fl
                         float grad_scale) {
   if (Bf16Params* b = store.bf16()) {
     DT_CHECK_EQ(static_cast<int64_t>(master_.size()), end_ - begin_) << "bf16 store without master weights";
-    // Widen gradients block by block (stack scratch), step the fp32 master,
-    // narrow it into the bf16 model copy.
+    // Widen gradients block by block (stack scratch; fp32 main gradients are
+    // read in place), step the fp32 master, narrow it into the bf16 model copy.
     constexpr int64_t kBlock = 1024;
     float g[kBlock];
     for (const Segment& s : segments_) {
       for (int64_t i = s.begin; i < s.end; i += kBlock) {
         const int64_t n = std::min(kBlock, s.end - i);
-        WidenFromBf16(b->grads() + i, g, n);
+        const float* gi = g;
+        if (b->fp32_grads()) gi = store.grads() + i;  // fp32 main gradients
+        else WidenFromBf16(b->grads() + i, g, n);
         float* master = master_.data() + (i - begin_);
-        AdamWApply(cfg, t, lr, grad_scale, s.decay, n, master, g, m_.data() + (i - begin_),
+        AdamWApply(cfg, t, lr, grad_scale, s.decay, n, master, gi, m_.data() + (i - begin_),
                    v_.data() + (i - begin_));
         NarrowToBf16(master, b->values() + i, n);
       }

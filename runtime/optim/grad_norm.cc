@@ -22,7 +22,7 @@ double SumOfSquares(int64_t lo, int64_t hi, X x) {
 double LocalGradSquares(const ParamStore& store, int64_t begin, int64_t end, bool count_tied,
                         ParamSubset subset) {
   double total = 0.0;
-  const Bf16Params* b = store.bf16();
+  const Bf16Params* b = store.bf16_grads() ? store.bf16() : nullptr;
   const float* g = b ? nullptr : store.grads();
   const bf16_t* g16 = b ? b->grads() : nullptr;
   for (const Param& p : store.params()) {

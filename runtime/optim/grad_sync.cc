@@ -20,7 +20,7 @@ void GradSync::Start(ParamStore& store, bool blocking) {
   // Runs [begin, end) of the flat buffer reduced over one group: fp32
   // buckets in flight (waited in Finish), or a bf16 store's gradients in
   // bf16 on the wire, blocking, with the same bucket bytes.
-  Bf16Params* b16 = store.bf16();
+  Bf16Params* b16 = store.bf16_grads() ? store.bf16() : nullptr;
   auto reduce = [&](Comm* group, int64_t begin, int64_t end) {
     if (group == nullptr || group->size() == 1) return;
     if (b16 != nullptr) {
@@ -58,7 +58,7 @@ void GradSync::Finish() {
   DT_CHECK(store_ != nullptr) << "GradSync::Finish without Start";
   for (auto& r : requests_) r->Wait();
   requests_.clear();
-  if (dp_ != nullptr && dp_->size() > 1 && scale_ != 1.0f && store_->bf16() != nullptr) {
+  if (dp_ != nullptr && dp_->size() > 1 && scale_ != 1.0f && store_->bf16_grads()) {
     ScaleBf16(store_->bf16()->grads(), scale_, store_->numel());
   } else if (dp_ != nullptr && dp_->size() > 1 && scale_ != 1.0f) {
     float* g = store_->grads();

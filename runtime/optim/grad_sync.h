@@ -22,9 +22,10 @@
 // other run over dp, bucketed within runs. Both use the same `scale`: an
 // expert's gradient already sums the tokens of the EP group, so the sum over
 // expert_dp covers every DP replica's tokens once.
-// A bf16 store (ParamStore::bf16()) has its bf16 gradients all-reduced in
-// bf16 (2 bytes per element on the wire, the planner's grad_bytes = 2),
-// blocking inside Start (no overlap), and scaled in place in Finish.
+// A bf16 store with bf16 gradients (ParamStore::bf16_grads()) has them
+// all-reduced in bf16 (2 bytes per element on the wire, the planner's
+// grad_bytes = 2), blocking inside Start (no overlap), and scaled in place
+// in Finish; with fp32 main gradients (grad_bytes 4) they go as fp32 above.
 #pragma once
 
 #include <memory>

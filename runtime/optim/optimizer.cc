@@ -31,10 +31,10 @@ Optimizer::Optimizer(std::vector<ParamStore*> chunks, std::vector<bool> counts_t
           << "ZeRO-" << opts.zero_stage << " needs chunk " << i << "'s store sharded over the same DP group";
       c.zero_adam = std::make_unique<ShardedAdamW>(c.zero);
     } else if (opts.zero_stage >= 1) {
-      const bool bf16 = c.store->bf16() != nullptr;
+      const bool bf16 = c.store->bf16() != nullptr, bf16_grads = c.store->bf16_grads();
       auto add_part = [&](Comm* group, std::vector<StoreSpan> spans) {
         Part part;
-        part.shard = std::make_unique<ZeroShard>(group, std::move(spans), scale, bf16);
+        part.shard = std::make_unique<ZeroShard>(group, std::move(spans), scale, bf16, bf16_grads);
         for (const StoreSpan& piece : part.shard->owned())
           part.adams.push_back(std::make_unique<AdamWShard>(*c.store, piece.offset, piece.offset + piece.size));
         c.parts.push_back(std::move(part));
@@ -71,8 +71,8 @@ void Optimizer::StartGradSync(int local_chunk, bool blocking) {
     auto& ps = c.store->params();
     for (int i = 0; i < static_cast<int>(ps.size()); ++i) {
       if (!ps[i].tied) continue;
-      if (Bf16Params* b = c.store->bf16()) {
-        comms_.tied->AllReduceBf16(b->grads() + ps[i].offset, static_cast<size_t>(ps[i].numel));
+      if (c.store->bf16_grads()) {
+        comms_.tied->AllReduceBf16(c.store->bf16()->grads() + ps[i].offset, static_cast<size_t>(ps[i].numel));
       } else if (c.zero_adam) {
         int64_t n = 0;
         float* g = c.zero_adam->TiedGradSlot(i, &n);

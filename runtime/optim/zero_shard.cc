@@ -40,17 +40,19 @@ void ForPieces(const std::vector<StoreSpan>& spans, int64_t begin, int64_t end, 
 }
 }  // namespace
 
-ZeroShard::ZeroShard(Comm* dp, int64_t numel, float scale, bool bf16)
-    : ZeroShard(dp, std::vector<StoreSpan>{{0, numel}}, scale, bf16) {}
+ZeroShard::ZeroShard(Comm* dp, int64_t numel, float scale, bool bf16_values, bool bf16_grads)
+    : ZeroShard(dp, std::vector<StoreSpan>{{0, numel}}, scale, bf16_values, bf16_grads) {}
 
-ZeroShard::ZeroShard(Comm* dp, std::vector<StoreSpan> spans, float scale, bool bf16)
-    : dp_(dp), spans_(std::move(spans)), numel_(Total(spans_)), scale_(scale), bf16_(bf16) {
+ZeroShard::ZeroShard(Comm* dp, std::vector<StoreSpan> spans, float scale, bool bf16_values, bool bf16_grads)
+    : dp_(dp), spans_(std::move(spans)), numel_(Total(spans_)), scale_(scale), bf16_values_(bf16_values),
+      bf16_grads_(bf16_grads) {
+  DT_CHECK(bf16_values || !bf16_grads) << "ZeroShard: bf16 gradients need bf16 values";
   const int size = dp ? dp->size() : 1, rank = dp ? dp->rank() : 0;
   range_ = ComputeShard(numel_, size, rank);
   ForPieces(spans_, range_.begin, range_.end,
             [&](int64_t off, int64_t, int64_t len) { owned_.push_back({off, len}); });
   if (size == 1) return;  // nothing to exchange: no scratch (the memory model counts none)
-  if (bf16) {
+  if (bf16_grads) {
     full16_ = Bf16Buffer(range_.padded);
     part16_ = Bf16Buffer(range_.shard);
     return;
@@ -77,8 +79,10 @@ void ZeroShard::ReduceScatterGrads(ParamStore& store) {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
   DT_CHECK(spans_.empty() || spans_.back().offset + spans_.back().size <= store.numel()) << "ZeroShard spans";
   const bool alone = dp_ == nullptr || dp_->size() == 1;
-  if (Bf16Params* b = store.bf16()) {
-    DT_CHECK(bf16_) << "ZeroShard built for fp32 used on a bf16 store";
+  DT_CHECK(store.bf16_grads() == bf16_grads_ && (store.bf16() != nullptr) == bf16_values_)
+      << "ZeroShard built for other element types than its store's";
+  if (store.bf16_grads()) {
+    Bf16Params* b = store.bf16();
     if (alone) {
       if (scale_ != 1.0f)
         for (const StoreSpan& s : spans_) ScaleBf16(b->grads() + s.offset, scale_, s.size);
@@ -120,12 +124,12 @@ void ZeroShard::AllGatherShard(const float* shard, float* full) {
   // A bf16 shard's scratch is bf16: fp32 arrays (checkpoints' moments and
   // master weights, outside the steps) go through untracked temporaries.
   std::vector<float> part_tmp, full_tmp;
-  if (bf16_) {
+  if (bf16_grads_) {
     part_tmp.resize(static_cast<size_t>(range_.shard));
     full_tmp.resize(static_cast<size_t>(range_.padded));
   }
-  float* part = bf16_ ? part_tmp.data() : part_.data();
-  float* flat = bf16_ ? full_tmp.data() : full_.data();
+  float* part = bf16_grads_ ? part_tmp.data() : part_.data();
+  float* flat = bf16_grads_ ? full_tmp.data() : full_.data();
   std::memcpy(part, shard, sizeof(float) * owned);
   std::fill(part + owned, part + range_.shard, 0.0f);
   dp_->AllGather(part, flat, static_cast<size_t>(range_.shard));
@@ -137,12 +141,14 @@ void ZeroShard::AllGatherValues(ParamStore& store) {
   if (dp_ == nullptr || dp_->size() == 1) return;
   const int64_t owned = range_.end - range_.begin;
   if (Bf16Params* b = store.bf16()) {
+    DT_CHECK(bf16_values_) << "ZeroShard built for fp32 used on a bf16 store";
+    bf16_t* part = part16();
     ForPieces(spans_, range_.begin, range_.end, [&](int64_t off, int64_t at, int64_t len) {
-      std::memcpy(part16_.data() + (at - range_.begin), b->values() + off, sizeof(bf16_t) * len);
+      std::memcpy(part + (at - range_.begin), b->values() + off, sizeof(bf16_t) * len);
     });
-    std::fill(part16_.data() + owned, part16_.data() + range_.shard, bf16_t{0});
-    dp_->AllGatherBf16(part16_.data(), full16_.data(), static_cast<size_t>(range_.shard));
-    Unpack(full16_.data(), b->values());
+    std::fill(part + owned, part + range_.shard, bf16_t{0});
+    dp_->AllGatherBf16(part, full16(), static_cast<size_t>(range_.shard));
+    Unpack(full16(), b->values());
     return;
   }
   ForPieces(spans_, range_.begin, range_.end, [&](int64_t off, int64_t at, int64_t len) {

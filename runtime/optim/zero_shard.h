@@ -15,9 +15,11 @@
 //     gathered back so all members hold identical values in every span.
 // Both are blocking collectives over dp. Scratch buffers (P + S elements)
 // come from the runtime allocator and are kept between steps; a group of
-// size 1 allocates none. bf16 stores (bf16 = true; ParamStore::bf16()):
-// gradients are reduce-scattered and value shares all-gathered in bf16,
-// through bf16 scratch (P + S elements of 2 bytes). Not thread-safe.
+// size 1 allocates none. bf16 stores (ParamStore::bf16()): value shares are
+// all-gathered in bf16 (bf16_values) and gradients reduce-scattered in their
+// own type: bf16 (bf16_grads, through bf16 scratch of P + S elements of 2
+// bytes) or fp32 main gradients (fp32 scratch, whose storage the bf16 value
+// all-gather then reuses). Not thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -43,8 +45,9 @@ struct StoreSpan {
 
 class ZeroShard {
  public:
-  ZeroShard(Comm* dp, int64_t numel, float scale, bool bf16 = false);
-  ZeroShard(Comm* dp, std::vector<StoreSpan> spans, float scale, bool bf16 = false);
+  ZeroShard(Comm* dp, int64_t numel, float scale, bool bf16_values = false, bool bf16_grads = false);
+  ZeroShard(Comm* dp, std::vector<StoreSpan> spans, float scale, bool bf16_values = false,
+            bool bf16_grads = false);
   const ShardRange& range() const { return range_; }  // in flat coordinates
   const std::vector<StoreSpan>& spans() const { return spans_; }
   const std::vector<StoreSpan>& owned() const { return owned_; }  // range() in the store, in order
@@ -69,9 +72,13 @@ class ZeroShard {
   int64_t numel_;
   float scale_;
   ShardRange range_;
-  FloatVec full_, part_;
-  bool bf16_ = false;
-  Bf16Buffer full16_, part16_;
+  FloatVec full_, part_;  // fp32 gradients' scratch
+  bool bf16_values_ = false, bf16_grads_ = false;
+  Bf16Buffer full16_, part16_;  // bf16 gradients' scratch
+  // The bf16 value all-gather's scratch: the gradients' (bf16, or the fp32
+  // buffers' storage, which is at least as large).
+  bf16_t* full16() { return bf16_grads_ ? full16_.data() : reinterpret_cast<bf16_t*>(full_.data()); }
+  bf16_t* part16() { return bf16_grads_ ? part16_.data() : reinterpret_cast<bf16_t*>(part_.data()); }
 };
 
 }  // namespace dt::rt

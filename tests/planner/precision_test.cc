@@ -144,6 +144,18 @@ TEST(Precision, CpuBf16StorageTrafficIsPriced) {
   EXPECT_NEAR(k16.chunks[0].bwd_compute - k32.chunks[0].bwd_compute,
               OpTime(MemoryOp("x", 18.0 * uses + 6.0 * stash), cpu), 1e-12);
   EXPECT_GT(k16.chunks[0].fwd_compute, k32.chunks[0].fwd_compute);
+  // fp32 main gradients (grad_bytes 4): the backward adds into them itself,
+  // so neither the gradient buffer nor the bf16 accumulation is streamed,
+  // and the unit in use holds only its fp32 values (4 B, not 8).
+  PlanSpec g4 = p16;
+  g4.grad_bytes = 4;
+  const PlanCosts kg4 = ComputePlanCosts(m, c, g4, cpu);
+  EXPECT_NEAR(kg4.chunks[0].fwd_compute, k16.chunks[0].fwd_compute, 1e-12);
+  EXPECT_NEAR(kg4.chunks[0].bwd_compute - k32.chunks[0].bwd_compute,
+              OpTime(MemoryOp("x", 6.0 * uses + 6.0 * stash), cpu), 1e-12);
+  EXPECT_EQ(MemoryParamsFor(cpu, g4).unit_working_bytes, 4);
+  EXPECT_EQ(MemoryParamsFor(cpu, p16).unit_working_bytes, 8);
+  EXPECT_EQ(MemoryParamsFor(cpu, g4).grad_bytes, 4);
 }
 
 TEST(Precision, CapabilitiesGateBf16) {
@@ -159,9 +171,12 @@ TEST(Precision, CapabilitiesGateBf16) {
     ASSERT_FALSE(s.ok());
     EXPECT_NE(s.message().find(CapabilityOf(Feature::kBf16ZeroSharded).name), std::string::npos) << s.message();
   }
-  p.zero_stage = 0;
-  p.grad_bytes = 4;  // fp32 main gradients: not what the runtime keeps
-  EXPECT_FALSE(CheckExecutable(m, p, RuntimeDevice::kCpu).ok());
+  p.grad_bytes = 4;  // fp32 main gradients (Megatron-LM's default), ZeRO-0 and ZeRO-1
+  for (int z : {0, 1}) {
+    p.zero_stage = z;
+    EXPECT_TRUE(CheckExecutable(m, p, RuntimeDevice::kCpu).ok()) << z;
+  }
+  EXPECT_FALSE(Executes(RuntimeDevice::kCuda, Feature::kBf16Fp32Grads));
   p.grad_bytes = 0;
   EXPECT_FALSE(Executes(RuntimeDevice::kCuda, Feature::kBf16));
 }

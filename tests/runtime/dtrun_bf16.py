@@ -85,6 +85,16 @@ def check_parity():
     ref, _, _ = train("bf16_moe_1rank", 1, 10, precision="bf16", model=mixtral)
     got, _, _ = train("bf16_moe_dp2_ep2", 0, 10, precision="bf16", model=mixtral, dp=2, ep=2)
     dc.compare("bf16 mixtral-tiny dp2 ep2 vs 1-rank bf16", ref, got, PARITY_TOL)
+    # fp32 main gradients (grad_bytes 4, Megatron-LM's default under bf16): reduced in fp32, the
+    # tied embedding's sum included (pp 2), the experts' over the expert-DP group.
+    ref, _, _ = train("g4_1rank", 1, 10, precision="bf16", grad_bytes=4)
+    for name, kw in [("dp2", dict(dp=2)), ("dp2_zero1", dict(dp=2, zero=1)), ("tp2_sp", dict(tp=2, sp=True)),
+                     ("pp2_interleaved", dict(pp=2, vpp=2, schedule="interleaved", mbs=1))]:
+        got, _, _ = train("g4_" + name, 0, 10, precision="bf16", grad_bytes=4, **kw)
+        dc.compare("bf16 fp32-grads " + name + " vs 1-rank", ref, got, PARITY_TOL)
+    ref, _, _ = train("g4_moe_1rank", 1, 10, precision="bf16", grad_bytes=4, model=mixtral)
+    got, _, _ = train("g4_moe_dp2_ep2_zero1", 0, 10, precision="bf16", grad_bytes=4, model=mixtral, dp=2, ep=2, zero=1)
+    dc.compare("bf16 fp32-grads mixtral-tiny dp2 ep2 ZeRO-1 vs 1-rank", ref, got, PARITY_TOL)
 
 
 def check_fp32():
@@ -100,6 +110,14 @@ def check_fp32():
     print("peak memory: fp32 %d B, bf16 %d B (%.1f%%)" % (p32, p16, 100.0 * p16 / p32))
     if p16 > 0.8 * p32:
         fail("bf16 peak %d B is not below 80%% of fp32's %d B" % (p16, p32))
+    # fp32 main gradients: tracks fp32 too, and is not the bf16-gradient run (no rounding of
+    # the accumulated gradients).
+    g4, out, _ = train("g4_1rank", 1, 20, mbs=8, precision="bf16", grad_bytes=4)
+    if "fp32 main gradients" not in out:
+        fail("dtrun did not report fp32 main gradients:\n" + out)
+    dc.compare("bf16 with fp32 main gradients vs fp32 (1 rank, 20 steps)", fp32, g4, FP32_TOL)
+    if g4 == bf16:
+        fail("fp32 main gradients give the bf16-gradient losses bitwise: grad_bytes 4 was ignored")
 
 
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
@@ -115,7 +133,11 @@ def check_memory():
                               ("pp2", 2, ["--pp", "2"]), ("rc_full", 1, ["--recompute", "full"]),
                               ("rc_selective", 1, ["--recompute", "selective"]), ("llama_1rank", 1, []),
                               ("llama_tp2", 2, ["--tp", "2"]),
-                              ("mixtral_pp2_gpipe", 2, ["--pp", "2", "--schedule", "gpipe", "--mbs", "1"])]:
+                              ("mixtral_pp2_gpipe", 2, ["--pp", "2", "--schedule", "gpipe", "--mbs", "1"]),
+                              # fp32 main gradients (Megatron-LM's grad_bytes 4)
+                              ("megatron_1rank", 1, ["--framework", "megatron"]),
+                              ("megatron_dp2_zero1", 2, ["--dp", "2", "--zero", "1", "--framework", "megatron"]),
+                              ("megatron_pp2", 2, ["--pp", "2", "--framework", "megatron"])]:
         model = os.path.join(models, {"llama": "llama-tiny.json", "mixtral": "mixtral-tiny.json"}.get(
             name.split("_")[0], "gpt-tiny.json"))
         plan = os.path.join(dc.A.work, "mem_" + name + ".json")
@@ -125,8 +147,11 @@ def check_memory():
         if p.returncode != 0:
             fail("dtplan failed: %s\n%s" % (" ".join(cmd), p.stdout))
         with open(plan) as f:
-            if json.load(f)["plan"].get("precision") != "bf16":
+            written = json.load(f)["plan"]
+            if written.get("precision") != "bf16":
                 fail("dtplan --precision bf16 wrote no precision into " + plan)
+            if name.startswith("megatron") and written.get("grad_bytes") != 4:
+                fail("dtplan --framework megatron --precision bf16 did not plan fp32 main gradients: " + plan)
         out = dc.run_ok(plan, ranks, "--steps", 4)
         stages = STAGE.findall(out)
         if len(stages) == 0:
@@ -143,7 +168,8 @@ def check_memory():
 
 
 def check_resume():
-    for dims in ({}, {"dp": 2, "zero": 1}, {"pp": 2, "vpp": 2, "schedule": "interleaved", "mbs": 1}):
+    for dims in ({}, {"dp": 2, "zero": 1}, {"pp": 2, "vpp": 2, "schedule": "interleaved", "mbs": 1},
+                 {"dp": 2, "zero": 1, "grad_bytes": 4}):
         dc.check_resume_exact(dict(dims, precision="bf16"))
     # Across plans and precisions: the first 5 steps under `saved`, the last 5 resumed under
     # `target`, against 10 uninterrupted steps of the target's precision on 1 rank.
