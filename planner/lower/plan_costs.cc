@@ -355,7 +355,10 @@ namespace {
 // (2 B read + 4 B written per parameter); its backward also zero-fills an
 // fp32 gradient buffer (4 B) and adds it into the bf16 gradients (4 B read,
 // 2 B read and written), unless the plan keeps fp32 main gradients
-// (grad_bytes 4: the backward adds into them itself); a layer's stash is narrowed after its forward and
+// (grad_bytes 4: the backward adds into them itself). Under ZeRO-2/3 the
+// fp32 gradient buffer is the sharding's own (priced as in fp32); bf16
+// gradients add its narrowing in place before the bf16 reduce-scatter (4 B
+// read, 2 B written; runtime/model/sharded_params.h). A layer's stash is narrowed after its forward and
 // widened before its backward (6 B per element each way). Full recompute
 // repeats the layer's widening and stash conversions. Times per microbatch
 // for chunk `ch`, priced as memory-bound ops.
@@ -377,7 +380,8 @@ Bf16StorageCost CpuBf16StorageCost(const ModelSpec& m, const PlanSpec& p, int ch
     rc_bytes = 6.0 * static_cast<double>(cu.layer) * recomputed +
                12.0 * ActivationBytesPerLayerFor(m, p, 2, Recompute::kNone) / 2.0 * recomputed;
   c.recompute = rc_bytes > 0 ? OpTime(MemoryOp("bf16_recompute_widen_and_stash", rc_bytes), hw) : 0.0;
-  const double grad_buffer = grad_bytes == 4 ? 0.0 : 12.0;  // bytes per parameter use
+  const bool sharded = p.zero_stage >= 2 && p.dp * p.cp > 1;
+  const double grad_buffer = grad_bytes == 4 ? 0.0 : sharded ? 6.0 : 12.0;  // bytes per parameter use
   c.bwd = OpTime(MemoryOp("bf16_widen_units_grad_buffers_widen_stash", (6.0 + grad_buffer) * uses + 6.0 * stash), hw) +
           c.recompute;
   return c;

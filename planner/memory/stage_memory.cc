@@ -114,7 +114,12 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
     for (int local = 0; local < p.vpp; ++local) {
       const ChunkUnits cu = ZeroChunkUnits(m, p, local * p.pp + pipeline_rank);
       for (int64_t n : cu.units) kept += static_cast<double>(UnitShard(n, sh));
-      const double full_bytes = mp.grad_bytes + (p.zero_stage >= 3 ? mp.weight_bytes : 0);
+      // CPU bf16 (unit_working_bytes > 0, runtime/model/sharded_params.h):
+      // the unit's full gradient is an fp32 buffer (narrowed in place for
+      // bf16 gradients), and ZeRO-3's gathered bf16 values are freed once
+      // widened into the fp32 working copy (counted below).
+      const double full_bytes = mp.unit_working_bytes > 0 ? 4.0
+                                                          : mp.grad_bytes + (p.zero_stage >= 3 ? mp.weight_bytes : 0);
       if (!cu.units.empty())
         zero_layer_bytes = static_cast<double>(UnitPadded(cu.layer, sh)) * full_bytes;
       if (cu.head_use > 0) {
@@ -312,12 +317,14 @@ StageMemory EstimateStageMemory(const ModelSpec& m, const PlanSpec& p, const Mem
   // ZeRO-3, its gathered values (the head's: final norm and LM head).
   // CPU bf16: the unit in use has fp32 values and, in backward, an fp32
   // gradient buffer (runtime/model/bf16_params.h).
+  // (Under ZeRO-2/3 its gradient buffer is the unit buffer above: 4 B here.)
   double unit_layer_bytes = 0, unit_head_bytes = 0;
   if (mp.unit_working_bytes > 0) {
+    const double unit_bytes = unit_sharded ? 4.0 : mp.unit_working_bytes;
     for (int local = 0; local < p.vpp; ++local) {
       const ChunkUnits cu = ZeroChunkUnits(m, p, local * p.pp + pipeline_rank);
-      unit_layer_bytes = std::max(unit_layer_bytes, static_cast<double>(cu.layer) * mp.unit_working_bytes);
-      unit_head_bytes = std::max(unit_head_bytes, static_cast<double>(cu.head_use) * mp.unit_working_bytes);
+      unit_layer_bytes = std::max(unit_layer_bytes, static_cast<double>(cu.layer) * unit_bytes);
+      unit_head_bytes = std::max(unit_head_bytes, static_cast<double>(cu.head_use) * unit_bytes);
     }
   }
   // CPU bf16: the GEMM in flight holds bf16 copies of its operands. The

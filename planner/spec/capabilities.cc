@@ -116,7 +116,7 @@ const std::vector<Capability>& CapabilityTable() {
        "bf16 mixed precision (bf16 weights, saved activations and gradients; fp32 master weights and Adam "
        "states; GEMMs on bf16 operands with fp32 accumulation on CPU)",
        true, false, "plan with --precision fp32"},
-      {Feature::kBf16ZeroSharded, "bf16 mixed precision with ZeRO-2/3 sharding", false, false,
+      {Feature::kBf16ZeroSharded, "bf16 mixed precision with ZeRO-2/3 sharding", true, false,
        "replan with --zero 1 or --precision fp32"},
       {Feature::kBf16Fp32Grads, "fp32 main gradients under bf16 (grad_bytes 4)", true, false,
        "set grad_bytes to 0 (the runtime keeps bf16 gradients) or plan with --precision fp32"},

@@ -128,13 +128,16 @@ ModelChunk::ModelChunk(const ModelSpec& model, const PlanSpec& plan, int chunk, 
   }
   store_.Finalize();
   InitParams(seed);
-  if (plan.zero_stage >= 2 && comms.dp != nullptr && comms.dp->size() > 1)
+  const bool bf16 = plan.precision == Precision::kBf16, fp32_grads = plan.grad_bytes == 4;
+  if (plan.zero_stage >= 2 && comms.dp != nullptr && comms.dp->size() > 1) {
+    using P = ShardedParams::Precision;
     zero_ = std::make_unique<ShardedParams>(&store_, comms.dp, plan.zero_stage,
-                                            1.0f / static_cast<float>(comms.dp->size()));
-  if (plan.precision == Precision::kBf16) {
-    DT_CHECK(zero_ == nullptr) << "bf16 with ZeRO-" << plan.zero_stage << " sharding is not supported";
+                                            1.0f / static_cast<float>(comms.dp->size()),
+                                            !bf16 ? P::kFp32 : fp32_grads ? P::kBf16Fp32Grads : P::kBf16);
+  }
+  if (bf16) {
     ctx_.bf16 = true;
-    bf16_ = std::make_unique<Bf16Params>(&store_, /*fp32_grads=*/plan.grad_bytes == 4);
+    if (!zero_) bf16_ = std::make_unique<Bf16Params>(&store_, fp32_grads);  // else the sharding keeps bf16
   }
 }
 

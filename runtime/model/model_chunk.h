@@ -56,8 +56,9 @@
 // interpreter passes loss_scale = 1 / num_microbatches to Backward and the
 // optimizer averages over Groups::dp_cp.
 //
-// bf16 mixed precision (plan.precision == Precision::kBf16; ZeRO-2/3 excluded): the
-// store's values and grads are bf16 (bf16_params.h), fp32 working copies
+// bf16 mixed precision (plan.precision == Precision::kBf16): the store's
+// values and grads are bf16 (bf16_params.h; under ZeRO-2/3 the sharding's,
+// sharded_params.h; fp32 main gradients with grad_bytes 4), fp32 working copies
 // exist only around a unit's use (the same BeginUse/EndUse hooks as ZeRO-3),
 // and every layer's stash is narrowed to bf16 after its forward and widened
 // before its backward (stash_precision.h); the LM head keeps its input and

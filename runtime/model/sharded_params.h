@@ -26,6 +26,27 @@
 // initialised), keeps this rank's slots, drops what the stage does not
 // keep, and registers itself as store->sharding(). The store must outlive
 // this object; this object must outlive the store's use. Not thread-safe.
+//
+// bf16 mixed precision (Precision::kBf16; the CPU runtime's, as
+// bf16_params.h does without sharding): the values kept are bf16 (ZeRO-2
+// the full values, ZeRO-3 the value shard; 2 bytes each) and the fp32
+// master weights of the owned slots live in the optimizer
+// (runtime/optim/sharded_adamw.h), which takes them from the flat fp32
+// values still held at construction and then drops those (DropFp32Values).
+// The gradient shard is bf16, or fp32 with fp32_grads (a plan's grad_bytes
+// 4). Around a use:
+//   Gather(u)      ZeRO-3 all-gathers u's bf16 values, widens them into an
+//                  fp32 working copy and frees the bf16 gather at once
+//                  (ZeRO-2 widens its resident bf16 values); binds the copy.
+//   Release(u)     frees the fp32 copy.
+//   BeginGrads(u)  as in fp32: a zeroed fp32 P_u buffer.
+//   ReduceGrads(u) bf16 gradients: narrows the buffer in place and
+//                  reduce-scatters it in bf16 (2 bytes on the wire), adding
+//                  grad_scale * slot into the bf16 shard (rounded); fp32
+//                  main gradients: reduce-scatters the fp32 buffer as in fp32.
+// So the unit in backward holds its fp32 values (4 B per element) and its
+// fp32 gradient buffer (4 B per padded element), the planner's count
+// (docs/memory.md, "bf16 on CPU").
 #pragma once
 
 #include <cstdint>
@@ -34,6 +55,8 @@
 
 #include "runtime/comm/comm.h"
 #include "runtime/model/param_store.h"
+#include "runtime/tensor/bf16.h"
+#include "runtime/tensor/tensor.h"
 
 namespace dt::rt {
 
@@ -48,14 +71,17 @@ class ShardedParams {
     int64_t begin = 0, end = 0;  // owned unit elements [begin, end)
   };
 
+  enum class Precision { kFp32, kBf16, kBf16Fp32Grads };
   // stage 2 or 3; dp non-null with size > 1; grad_scale multiplies the
   // reduce-scattered sums (1/dp: mean over DP ranks).
-  ShardedParams(ParamStore* store, Comm* dp, int stage, float grad_scale);
+  ShardedParams(ParamStore* store, Comm* dp, int stage, float grad_scale, Precision precision = Precision::kFp32);
   ~ShardedParams();
   ShardedParams(const ShardedParams&) = delete;
   ShardedParams& operator=(const ShardedParams&) = delete;
 
   int stage() const { return stage_; }
+  bool bf16() const { return precision_ != Precision::kFp32; }
+  bool bf16_grads() const { return precision_ == Precision::kBf16; }
   Comm* dp() const { return dp_; }
   ParamStore& store() { return *store_; }
   const UnitShard& unit_shard(int u) const { return shards_.at(u); }
@@ -67,10 +93,24 @@ class ShardedParams {
   void ReduceGrads(int u);
 
   // Optimizer side.
-  float* grad_shard() { return grad_shard_.data(); }
-  // This rank's owned values of unit u (end - begin floats): the value
-  // shard (ZeRO-3) or the owned range of the resident values (ZeRO-2).
+  // The fp32 gradient shard (fp32, or bf16 with fp32 main gradients).
+  float* grad_shard();
+  const float* grad_shard() const;
+  // The bf16 gradient shard (bf16_grads()).
+  bf16_t* grad_shard16();
+  const bf16_t* grad_shard16() const;
+  // This rank's owned values of unit u (end - begin elements): the value
+  // shard (ZeRO-3) or the owned range of the resident values (ZeRO-2);
+  // fp32 stores: OwnedValues, bf16 stores: OwnedValues16.
   float* OwnedValues(int u);
+  bf16_t* OwnedValues16(int u);
+  // bf16: the optimizer has taken its master weights from the flat fp32
+  // values; they go.
+  void DropFp32Values();
+  // bf16: rounds full flat fp32 values (store layout) into the bf16 values
+  // kept (ZeRO-2 all of them, ZeRO-3 this rank's slots); a checkpoint's
+  // resume, after the optimizer took its master slots.
+  void SetValues16(const float* full);
   void ZeroGradShards();
   // ZeRO-2 parameter sync: all-gathers every unit's owned values into the
   // full values. ZeRO-3: no-op (the next Gather reads the shard).
@@ -83,7 +123,8 @@ class ShardedParams {
   // Checkpoints under ZeRO-3: MaterializeValues re-creates the flat values
   // from the shards (collective); ShardValues copies the flat values' owned
   // slots into the value shard and drops the flat buffer again (local).
-  // No-ops under ZeRO-2.
+  // No-ops under ZeRO-2 and in bf16 (checkpoints then save the optimizer's
+  // master weights, runtime/optim/optimizer.h GatherMaster).
   void MaterializeValues();
   void ShardValues();
 
@@ -92,10 +133,13 @@ class ShardedParams {
   Comm* dp_;
   int stage_;
   float scale_;
+  Precision precision_;
   std::vector<UnitShard> shards_;
   int64_t shard_numel_ = 0;
-  TrackedFloats value_shard_, grad_shard_;     // ZeRO-3 values; gradients
+  TrackedFloats value_shard_, grad_shard_;     // ZeRO-3 values; gradients (fp32)
+  Bf16Buffer values16_, grad_shard16_;         // bf16: ZeRO-2 full values or ZeRO-3 shard; bf16 gradients
   std::map<int, TrackedFloats> values_, grads_;  // units in use: gathered values, full grads
+  std::map<int, Tensor> work_;                 // bf16: units in use, fp32 working copies
 };
 
 }  // namespace dt::rt

@@ -30,6 +30,7 @@ Optimizer::Optimizer(std::vector<ParamStore*> chunks, std::vector<bool> counts_t
       DT_CHECK(c.zero != nullptr && c.zero->stage() == opts.zero_stage && c.zero->dp()->size() == dp)
           << "ZeRO-" << opts.zero_stage << " needs chunk " << i << "'s store sharded over the same DP group";
       c.zero_adam = std::make_unique<ShardedAdamW>(c.zero);
+      if (c.zero->bf16()) c.zero->DropFp32Values();  // the master slots are taken
     } else if (opts.zero_stage >= 1) {
       const bool bf16 = c.store->bf16() != nullptr, bf16_grads = c.store->bf16_grads();
       auto add_part = [&](Comm* group, std::vector<StoreSpan> spans) {
@@ -73,6 +74,10 @@ void Optimizer::StartGradSync(int local_chunk, bool blocking) {
       if (!ps[i].tied) continue;
       if (c.store->bf16_grads()) {
         comms_.tied->AllReduceBf16(c.store->bf16()->grads() + ps[i].offset, static_cast<size_t>(ps[i].numel));
+      } else if (c.zero_adam && c.zero->bf16_grads()) {
+        int64_t n = 0;
+        bf16_t* g = c.zero_adam->TiedGradSlot16(i, &n);
+        comms_.tied->AllReduceBf16(g, static_cast<size_t>(n));
       } else if (c.zero_adam) {
         int64_t n = 0;
         float* g = c.zero_adam->TiedGradSlot(i, &n);
@@ -195,17 +200,28 @@ void Optimizer::GatherMoments(int local_chunk, std::vector<float>* m, std::vecto
 void Optimizer::GatherMaster(int local_chunk, std::vector<float>* values) {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
   Chunk& c = chunks_.at(local_chunk);
-  DT_CHECK(c.store->bf16() != nullptr && !c.zero_adam) << "GatherMaster: chunk " << local_chunk
-                                                       << " has no optimizer-held master weights";
+  if (c.zero_adam) {  // ZeRO-2/3: the master slots in shard layout
+    DT_CHECK(c.zero->bf16()) << "GatherMaster: chunk " << local_chunk << " is fp32 (its values are the weights)";
+    values->assign(static_cast<size_t>(c.store->numel()), 0.0f);
+    c.zero->AllGatherShardArray(c.zero_adam->master().data(), values->data());
+    return;
+  }
+  DT_CHECK(c.store->bf16() != nullptr) << "GatherMaster: chunk " << local_chunk
+                                       << " is fp32 (its values are the weights)";
   GatherPieces(c, [](AdamWShard& a) -> FloatVec& { return a.master(); }, values);
 }
 
 void Optimizer::LoadMaster(int local_chunk, const float* values) {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
   Chunk& c = chunks_.at(local_chunk);
+  if (c.zero_adam) {
+    DT_CHECK(c.zero->bf16()) << "LoadMaster: chunk " << local_chunk << " is fp32 (its values are the weights)";
+    c.zero->TakeShardArray(values, c.zero_adam->master().data());
+    c.zero->SetValues16(values);
+    return;
+  }
   Bf16Params* b = c.store->bf16();
-  DT_CHECK(b != nullptr && !c.zero_adam) << "LoadMaster: chunk " << local_chunk
-                                         << " has no optimizer-held master weights";
+  DT_CHECK(b != nullptr) << "LoadMaster: chunk " << local_chunk << " is fp32 (its values are the weights)";
   for (Part& part : c.parts)
     for (const auto& a : part.adams)
       std::memcpy(a->master().data(), values + a->begin(), sizeof(float) * (a->end() - a->begin()));

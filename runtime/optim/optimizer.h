@@ -34,6 +34,9 @@
 // Adam states; the norm's squares of both are summed over dp (= ep x
 // expert_dp). ZeRO-2/3 with ep > 1 is not implemented (aborts; the planner
 // refuses ZeRO-2/3 with experts).
+// bf16: ZeRO-0/1 stores keep bf16 values (Bf16Params) and the AdamWShards
+// hold the fp32 master; ZeRO-2/3 stores are bf16 ShardedParams and the
+// ShardedAdamW holds the master slots (sharded_adamw.h).
 // grad_scale multiplies the summed gradients (default 1/dp->size(): mean).
 // Every rank computes the same global norm as a 1-rank run (grad_norm.h).
 // Not thread-safe; collectives follow the Comm contract (same order on all
@@ -101,9 +104,10 @@ class Optimizer {
   void GatherMoments(int local_chunk, std::vector<float>* m, std::vector<float>* v);
   // Inverse: takes this rank's range out of full flat m and v arrays.
   void LoadMoments(int local_chunk, const float* m, const float* v);
-  // bf16 stores (ParamStore::bf16()), whose flat fp32 values are dropped:
-  // the fp32 master weights of local chunk c as a full flat array in store
-  // layout (collective over dp with ZeRO-1, like GatherMoments). They are
+  // bf16 stores (ParamStore::bf16(), or bf16 ZeRO-2/3 sharding), whose flat
+  // fp32 values are dropped: the fp32 master weights of local chunk c as a
+  // full flat array in store layout (collective over dp with ZeRO-1/2/3,
+  // like GatherMoments). They are
   // what a checkpoint saves as the parameters: the bf16 model copy is their
   // rounding, so nothing is lost.
   void GatherMaster(int local_chunk, std::vector<float>* values);

@@ -22,10 +22,39 @@ ShardedAdamW::ShardedAdamW(ShardedParams* params) : params_(params) {
   }
   m_.assign(static_cast<size_t>(params->shard_numel()), 0.0f);
   v_.assign(static_cast<size_t>(params->shard_numel()), 0.0f);
+  if (params->bf16()) {
+    DT_CHECK(store.has_values()) << "ShardedAdamW: a bf16 store's fp32 values are gone before the master was taken";
+    master_.assign(static_cast<size_t>(params->shard_numel()), 0.0f);
+    params->TakeShardArray(store.values(), master_.data());
+  }
 }
 
 void ShardedAdamW::Update(const AdamWConfig& cfg, int64_t t, float lr, float grad_scale) {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
+  if (params_->bf16()) {
+    // Widen bf16 gradients block by block (stack scratch; fp32 main
+    // gradients are read in place), step the master, round it into the
+    // bf16 values.
+    const bool g16 = params_->bf16_grads();
+    constexpr int64_t kBlock = 1024;
+    float widened[kBlock];
+    for (const Segment& seg : segments_) {
+      const ShardedParams::UnitShard& s = params_->unit_shard(seg.unit);
+      const int64_t at = s.slot + (seg.unit_begin - s.begin);
+      bf16_t* p16 = params_->OwnedValues16(seg.unit) + (seg.unit_begin - s.begin);
+      const int64_t len = seg.unit_end - seg.unit_begin;
+      for (int64_t i = 0; i < len; i += kBlock) {
+        const int64_t n = std::min(kBlock, len - i);
+        const float* g = widened;
+        if (g16) WidenFromBf16(params_->grad_shard16() + at + i, widened, n);
+        else g = params_->grad_shard() + at + i;
+        float* master = master_.data() + at + i;
+        AdamWApply(cfg, t, lr, grad_scale, seg.decay, n, master, g, m_.data() + at + i, v_.data() + at + i);
+        NarrowToBf16(master, p16 + i, n);
+      }
+    }
+    return;
+  }
   const float* g = params_->grad_shard();
   for (const Segment& seg : segments_) {
     const ShardedParams::UnitShard& s = params_->unit_shard(seg.unit);
@@ -39,7 +68,9 @@ void ShardedAdamW::Update(const AdamWConfig& cfg, int64_t t, float lr, float gra
 double ShardedAdamW::LocalGradSquares(bool count_tied) const {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
   const ParamStore& store = params_->store();
-  const float* g = params_->grad_shard();
+  const bool g16 = params_->bf16_grads();
+  const float* g = g16 ? nullptr : params_->grad_shard();
+  const bf16_t* h = g16 ? params_->grad_shard16() : nullptr;
   double total = 0.0;
   for (const Segment& seg : segments_) {
     const Param& p = store.params()[seg.param];
@@ -47,13 +78,22 @@ double ShardedAdamW::LocalGradSquares(bool count_tied) const {
     if (p.replica != 0) continue;  // a TP-replicated shard counts once
     if (p.tied && !count_tied) continue;
     const ShardedParams::UnitShard& s = params_->unit_shard(seg.unit);
-    const float* x = g + s.slot + (seg.unit_begin - s.begin);
-    total += LaneSum(seg.unit_end - seg.unit_begin, [x](int64_t i) { return static_cast<double>(x[i]) * x[i]; });
+    const int64_t at = s.slot + (seg.unit_begin - s.begin);
+    if (g16) {
+      const bf16_t* x = h + at;
+      total += LaneSum(seg.unit_end - seg.unit_begin, [x](int64_t i) {
+        const double v = Bf16ToFloat(x[i]);
+        return v * v;
+      });
+    } else {
+      const float* x = g + at;
+      total += LaneSum(seg.unit_end - seg.unit_begin, [x](int64_t i) { return static_cast<double>(x[i]) * x[i]; });
+    }
   }
   return total;
 }
 
-float* ShardedAdamW::TiedGradSlot(int param, int64_t* n) {
+int64_t ShardedAdamW::TiedSlot(int param, int64_t* n) const {
   const ParamStore& store = params_->store();
   const Param& p = store.params().at(param);
   const ParamUnit& u = store.units().at(p.unit);
@@ -61,7 +101,11 @@ float* ShardedAdamW::TiedGradSlot(int param, int64_t* n) {
       << "tied param " << p.name << " must be alone in its unit under ZeRO-2/3";
   const ShardedParams::UnitShard& s = params_->unit_shard(p.unit);
   *n = s.shard;
-  return params_->grad_shard() + s.slot;
+  return s.slot;
 }
+
+float* ShardedAdamW::TiedGradSlot(int param, int64_t* n) { return params_->grad_shard() + TiedSlot(param, n); }
+
+bf16_t* ShardedAdamW::TiedGradSlot16(int param, int64_t* n) { return params_->grad_shard16() + TiedSlot(param, n); }
 
 }  // namespace dt::rt

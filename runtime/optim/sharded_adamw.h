@@ -6,6 +6,11 @@
 // Weight decay and norm weighting follow adamw.h / grad_norm.h per Param:
 // each owned slot range is split at Param boundaries into segments. The
 // ShardedParams must outlive this object. Not thread-safe.
+// bf16 (ShardedParams::bf16()): also owns the fp32 master weights of the
+// owned slots (shard layout), taken at construction from the store's flat
+// fp32 values, which must still be there; Update steps the master from the
+// gradient shard (bf16 widened, or fp32 main gradients) and rounds it into
+// the bf16 values kept (ShardedParams::OwnedValues16).
 #pragma once
 
 #include <vector>
@@ -28,9 +33,11 @@ class ShardedAdamW {
   // every copy of it on any stage has the same slot layout): pointer and
   // slot length (S_u floats) for the tied all-reduce.
   float* TiedGradSlot(int param, int64_t* n);
+  bf16_t* TiedGradSlot16(int param, int64_t* n);  // bf16 gradients
 
   TrackedFloats& m() { return m_; }
   TrackedFloats& v() { return v_; }
+  TrackedFloats& master() { return master_; }  // bf16 only; shard layout
 
  private:
   struct Segment {
@@ -39,9 +46,11 @@ class ShardedAdamW {
     int64_t unit_begin, unit_end;  // unit elements [unit_begin, unit_end), owned
     bool decay;
   };
+  // Slot offset (shard arrays) and length of a tied Param's gradient.
+  int64_t TiedSlot(int param, int64_t* n) const;
   ShardedParams* params_;
   std::vector<Segment> segments_;
-  TrackedFloats m_, v_;
+  TrackedFloats m_, v_, master_;
 };
 
 }  // namespace dt::rt

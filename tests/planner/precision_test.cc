@@ -101,6 +101,39 @@ TEST(Precision, CpuBf16StageMemory) {
   EXPECT_GE(s16.temporary - s16n.temporary, std::min(layer, head) - 1e-6);
 }
 
+// bf16 under ZeRO-2/3 on CPU (runtime/model/sharded_params.h): the model
+// states shard as on a GPU (bf16 value and gradient shards, 12 B of
+// optimizer per owned element), and the unit in backward holds its fp32
+// values (4 B per element) and its padded fp32 gradient buffer (4 B,
+// narrowed in place for bf16 gradients); ZeRO-3's gathered bf16 values are
+// freed once widened. So the temporaries are those of ZeRO-0's unit copies
+// (8 B per element) up to the padding, whatever the stage and gradient type.
+TEST(Precision, CpuBf16ShardedStageMemory) {
+  const ModelSpec m = TinyGpt();
+  const HardwareProfile cpu = LoadProfile("cpu-generic").value();
+  PlanSpec p0 = CpuPlan(Precision::kBf16);
+  p0.dp = 2;
+  const StageMemory s0 = EstimateStageMemory(m, p0, MemoryParamsFor(cpu, p0), 0, 1);
+  const ChunkUnits cu = ZeroChunkUnits(m, p0, 0);
+  for (int z : {2, 3}) {
+    for (int g : {0, 4}) {
+      PlanSpec p = p0;
+      p.zero_stage = z;
+      p.grad_bytes = g;
+      const StageMemory s = EstimateStageMemory(m, p, MemoryParamsFor(cpu, p), 0, 1);
+      double kept = 0;
+      for (int64_t n : cu.units) kept += static_cast<double>(UnitShard(n, 2));
+      EXPECT_DOUBLE_EQ(s.gradients, kept * (g == 4 ? 4 : 2)) << z << " " << g;
+      EXPECT_DOUBLE_EQ(s.optimizer, kept * 12) << z << " " << g;
+      EXPECT_DOUBLE_EQ(s.weights, z == 3 ? kept * 2 : s0.weights) << z << " " << g;
+      // Padding: at most one element per unit (dp 2), 4 B each; the head's
+      // side has two units (final norm, LM head).
+      EXPECT_GE(s.temporary, s0.temporary) << z << " " << g;
+      EXPECT_LE(s.temporary, s0.temporary + 2 * 4.0) << z << " " << g;
+    }
+  }
+}
+
 // The CPU runtime's bf16 GEMMs hold bf16 copies of both operands: 2 bytes x
 // (|A| + |B|) of the layer's largest GEMM call, here the MLP's (T x f + f x h
 // for fc2's forward, T x f + T x h for fc1's weight gradient), on top of the
@@ -165,18 +198,15 @@ TEST(Precision, CapabilitiesGateBf16) {
   p.dp = 2;
   p.zero_stage = 1;
   EXPECT_TRUE(CheckExecutable(m, p, RuntimeDevice::kCpu).ok());
-  for (int z : {2, 3}) {
-    p.zero_stage = z;
-    Status s = CheckExecutable(m, p, RuntimeDevice::kCpu);
-    ASSERT_FALSE(s.ok());
-    EXPECT_NE(s.message().find(CapabilityOf(Feature::kBf16ZeroSharded).name), std::string::npos) << s.message();
-  }
-  p.grad_bytes = 4;  // fp32 main gradients (Megatron-LM's default), ZeRO-0 and ZeRO-1
-  for (int z : {0, 1}) {
-    p.zero_stage = z;
-    EXPECT_TRUE(CheckExecutable(m, p, RuntimeDevice::kCpu).ok()) << z;
+  for (int g : {0, 4}) {  // bf16 or fp32 main gradients (Megatron-LM's default), every ZeRO stage
+    p.grad_bytes = g;
+    for (int z : {0, 1, 2, 3}) {
+      p.zero_stage = z;
+      EXPECT_TRUE(CheckExecutable(m, p, RuntimeDevice::kCpu).ok()) << z << " " << g;
+    }
   }
   EXPECT_FALSE(Executes(RuntimeDevice::kCuda, Feature::kBf16Fp32Grads));
+  EXPECT_FALSE(Executes(RuntimeDevice::kCuda, Feature::kBf16ZeroSharded));
   p.grad_bytes = 0;
   EXPECT_FALSE(Executes(RuntimeDevice::kCuda, Feature::kBf16));
 }

@@ -809,6 +809,8 @@ def check_deferred():
              ("gpt_cp2", dict(model=gpt, cp=2)),
              ("gpt_recompute_full_dp2_zero2", dict(model=gpt, dp=2, zero=2, recompute="full")),
              ("gpt_bf16_dp2", dict(model=gpt, dp=2, precision="bf16")),
+             ("gpt_bf16_dp2_zero3", dict(model=gpt, dp=2, zero=3, precision="bf16")),
+             ("gpt_bf16_fp32_grads_dp2_zero2", dict(model=gpt, dp=2, zero=2, precision="bf16", grad_bytes=4)),
              ("gpt_dropout_tp2_sp", dict(model=gpt, tp=2, sp=True, dropout=True)),
              ("gpt_dropout_cp2_rc_selective", dict(model=gpt, cp=2, recompute="selective", dropout=True)),
              ("llama_tp2_sp", dict(model=llama, tp=2, sp=True)),
