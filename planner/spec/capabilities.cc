@@ -117,11 +117,11 @@ const std::vector<Capability>& CapabilityTable() {
        "states; GEMMs on bf16 operands with fp32 accumulation on CPU)",
        true, false, "plan with --precision fp32"},
       {Feature::kBf16ZeroSharded, "bf16 mixed precision with ZeRO-2/3 sharding", true, false,
-       "replan with --zero 1 or --precision fp32"},
+       "plan with --device cpu to run it on CPU ranks, or replan with --zero 1"},
       {Feature::kBf16Fp32Grads, "fp32 main gradients under bf16 (grad_bytes 4)", true, false,
-       "set grad_bytes to 0 (the runtime keeps bf16 gradients) or plan with --precision fp32"},
-      {Feature::kBf16AdamMoments, "bf16 Adam moments (a precision-aware optimizer)", false, false,
-       "replan without --adam-moments bf16 (dtrun keeps fp32 moments), or run the plan in Megatron-LM "
+       "plan with --device cpu to run it on CPU ranks, or set grad_bytes to 0 (bf16 gradients)"},
+      {Feature::kBf16AdamMoments, "bf16 Adam moments (a precision-aware optimizer)", true, false,
+       "plan with --device cpu to run it on CPU ranks, or run the plan in Megatron-LM "
        "(dtplan export --to megatron writes --use-precision-aware-optimizer)"},
   };
   return table;

@@ -257,6 +257,7 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
   oo.lr.total_steps = opts.steps;
   oo.zero_stage = plan.zero_stage;
   oo.bucket_bytes = plan.dp_bucket_bytes;
+  oo.bf16_moments = plan.adam_moment_bytes == 2;
   Optimizer optimizer(stores, counts_tied, oo,
                       OptimizerComms{grad_group, sized(groups.tp), sized(groups.pp), sized(groups.tied),
                                      sized(groups.ep), sized(groups.expert_dp)});
@@ -355,16 +356,18 @@ int RunTraining(const DtrunOptions& opts, const MpiWorld& world, JobWatchdog* wa
                 static_cast<long long>(opts.steps));
     std::printf("model states: %.3f MiB per rank (weights, gradients, Adam m and v after ZeRO-%d sharding; "
                 "largest rank)\n", static_cast<double>(model_state_bytes) / (1 << 20), plan.zero_stage);
+    const bool bf16_moments = plan.adam_moment_bytes == 2;
     if (bf16)
-      std::printf("precision: bf16 mixed precision (%s; %s)\n",
-                  plan.grad_bytes == 4
-                      ? "bf16 weights and saved activations; fp32 main gradients, master weights and Adam states"
-                      : "bf16 weights, saved activations and gradients; fp32 master weights and Adam states",
+      std::printf("precision: bf16 mixed precision (bf16 weights, saved activations%s; fp32 %smaster weights%s; %s)\n",
+                  plan.grad_bytes == 4 ? "" : " and gradients", plan.grad_bytes == 4 ? "main gradients, " : "",
+                  bf16_moments ? "; bf16 Adam moments" : " and Adam moments",
                   backend->gemm_inputs() == GemmInputs::kBf16
                       ? ("GEMMs on bf16-rounded operands with fp32 accumulation, " +
                          (*gemm == GemmLibrary::kEigen ? std::string("emulated (DT_GEMM=eigen)") : Bf16GemmDescription()) +
                          "; other kernels in fp32").c_str()
                       : "fp32 arithmetic: this backend has no bf16 GEMM path");
+    if (bf16_moments && !bf16)
+      std::printf("optimizer: bf16 Adam moments (fp32 weights; each update in fp32, m and v rounded to bf16)\n");
     if (plan.flash_attention)
       std::printf("note: the plan assumes fused (flash) attention; the CPU runtime runs unfused attention\n");
     std::fflush(stdout);

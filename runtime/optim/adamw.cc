@@ -5,6 +5,7 @@
 
 #include "base/check.h"
 #include "runtime/model/bf16_params.h"
+#include "runtime/optim/adam_moments.h"
 
 namespace dt::rt {
 
@@ -16,7 +17,7 @@ bool NoWeightDecay(const Param& p) {
          p.name.compare(p.name.size() - bias.size(), bias.size(), bias) == 0;
 }
 
-AdamWShard::AdamWShard(const ParamStore& store, int64_t begin, int64_t end)
+AdamWShard::AdamWShard(const ParamStore& store, int64_t begin, int64_t end, bool bf16_moments)
     : begin_(begin), end_(end) {
   DT_CHECK(0 <= begin && begin <= end && end <= store.numel())
       << "AdamWShard range [" << begin << ", " << end << ") outside store of " << store.numel();
@@ -24,8 +25,7 @@ AdamWShard::AdamWShard(const ParamStore& store, int64_t begin, int64_t end)
     int64_t b = std::max(begin, p.offset), e = std::min(end, p.offset + p.numel);
     if (b < e) segments_.push_back({b, e, !NoWeightDecay(p)});
   }
-  m_.assign(static_cast<size_t>(end - begin), 0.0f);
-  v_.assign(static_cast<size_t>(end - begin), 0.0f);
+  moments_ = std::make_unique<AdamMoments>(end - begin, bf16_moments);
   if (store.bf16() != nullptr) master_.assign(store.values() + begin, store.values() + end);
 }
 
@@ -62,8 +62,7 @@ void AdamWShard::Update(ParamStore& store, const AdamWConfig& cfg, int64_t t, fl
         if (b->fp32_grads()) gi = store.grads() + i;  // fp32 main gradients
         else WidenFromBf16(b->grads() + i, g, n);
         float* master = master_.data() + (i - begin_);
-        AdamWApply(cfg, t, lr, grad_scale, s.decay, n, master, gi, m_.data() + (i - begin_),
-                   v_.data() + (i - begin_));
+        moments_->Apply(cfg, t, lr, grad_scale, s.decay, i - begin_, n, master, gi);
         NarrowToBf16(master, b->values() + i, n);
       }
     }
@@ -72,8 +71,9 @@ void AdamWShard::Update(ParamStore& store, const AdamWConfig& cfg, int64_t t, fl
   float* p = store.values();
   const float* g = store.grads();
   for (const Segment& s : segments_)
-    AdamWApply(cfg, t, lr, grad_scale, s.decay, s.end - s.begin, p + s.begin, g + s.begin,
-               m_.data() + (s.begin - begin_), v_.data() + (s.begin - begin_));
+    moments_->Apply(cfg, t, lr, grad_scale, s.decay, s.begin - begin_, s.end - s.begin, p + s.begin, g + s.begin);
 }
+
+AdamWShard::~AdamWShard() = default;
 
 }  // namespace dt::rt

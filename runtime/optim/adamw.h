@@ -10,8 +10,8 @@
 // has one dimension (every bias and norm gain/bias) or its name contains
 // "norm" or ends in "bias". Embeddings and weight matrices are decayed.
 //
-// AdamWShard owns m and v (allocated through the runtime allocator) for
-// elements [begin, end) of the store only; with ZeRO-1 that range is the DP
+// AdamWShard owns m and v (AdamMoments, adam_moments.h: fp32, or bf16 with
+// bf16_moments) for elements [begin, end) of the store only; with ZeRO-1 that range is the DP
 // rank's shard, so Adam state is never held for the rest. For a bf16 store
 // (ParamStore::bf16(), runtime/model/bf16_params.h) it also owns the fp32
 // master weights of that range, copied from the store's initial fp32
@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "runtime/model/param_store.h"
@@ -46,19 +47,20 @@ using FloatVec = std::vector<float, TrackingAllocator<float>>;
 void AdamWApply(const AdamWConfig& cfg, int64_t t, float lr, float grad_scale, bool decay, int64_t n,
                 float* p, const float* g, float* m, float* v);
 
+class AdamMoments;
+
 class AdamWShard {
  public:
-  AdamWShard(const ParamStore& store, int64_t begin, int64_t end);
+  AdamWShard(const ParamStore& store, int64_t begin, int64_t end, bool bf16_moments = false);
+  ~AdamWShard();
   int64_t begin() const { return begin_; }
   int64_t end() const { return end_; }
 
   // One update of values[begin, end) from grads[begin, end); t is 1-based.
   void Update(ParamStore& store, const AdamWConfig& cfg, int64_t t, float lr, float grad_scale);
 
-  FloatVec& m() { return m_; }  // element i <-> store element begin + i
-  FloatVec& v() { return v_; }
-  const FloatVec& m() const { return m_; }
-  const FloatVec& v() const { return v_; }
+  // m and v; element i <-> store element begin + i.
+  AdamMoments& moments() { return *moments_; }
   bool has_master() const { return !master_.empty(); }
   // bf16 stores: the fp32 master weights, element i <-> store element begin + i.
   FloatVec& master() { return master_; }
@@ -70,7 +72,7 @@ class AdamWShard {
   };
   int64_t begin_, end_;
   std::vector<Segment> segments_;
-  FloatVec m_, v_;
+  std::unique_ptr<AdamMoments> moments_;
   FloatVec master_;  // bf16 stores only: fp32 master weights of [begin, end)
 };
 

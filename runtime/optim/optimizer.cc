@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "runtime/model/bf16_params.h"
+#include "runtime/optim/adam_moments.h"
 #include "runtime/optim/grad_norm.h"
 #include "runtime/tensor/allocator.h"
 
@@ -29,7 +30,7 @@ Optimizer::Optimizer(std::vector<ParamStore*> chunks, std::vector<bool> counts_t
       c.zero = c.store->sharding();
       DT_CHECK(c.zero != nullptr && c.zero->stage() == opts.zero_stage && c.zero->dp()->size() == dp)
           << "ZeRO-" << opts.zero_stage << " needs chunk " << i << "'s store sharded over the same DP group";
-      c.zero_adam = std::make_unique<ShardedAdamW>(c.zero);
+      c.zero_adam = std::make_unique<ShardedAdamW>(c.zero, opts.bf16_moments);
       if (c.zero->bf16()) c.zero->DropFp32Values();  // the master slots are taken
     } else if (opts.zero_stage >= 1) {
       const bool bf16 = c.store->bf16() != nullptr, bf16_grads = c.store->bf16_grads();
@@ -37,7 +38,8 @@ Optimizer::Optimizer(std::vector<ParamStore*> chunks, std::vector<bool> counts_t
         Part part;
         part.shard = std::make_unique<ZeroShard>(group, std::move(spans), scale, bf16, bf16_grads);
         for (const StoreSpan& piece : part.shard->owned())
-          part.adams.push_back(std::make_unique<AdamWShard>(*c.store, piece.offset, piece.offset + piece.size));
+          part.adams.push_back(
+              std::make_unique<AdamWShard>(*c.store, piece.offset, piece.offset + piece.size, opts.bf16_moments));
         c.parts.push_back(std::move(part));
       };
       if (split_experts) {  // dense spans over dp, expert spans over expert_dp
@@ -55,7 +57,7 @@ Optimizer::Optimizer(std::vector<ParamStore*> chunks, std::vector<bool> counts_t
     } else {
       c.sync = std::make_unique<GradSync>(comms.dp, opts.bucket_bytes, scale, split_experts, comms.expert_dp);
       Part whole;
-      whole.adams.push_back(std::make_unique<AdamWShard>(*c.store, 0, c.store->numel()));
+      whole.adams.push_back(std::make_unique<AdamWShard>(*c.store, 0, c.store->numel(), opts.bf16_moments));
       c.parts.push_back(std::move(whole));
     }
     // bf16: the optimizer took its fp32 master range; the flat fp32 values go.
@@ -161,20 +163,21 @@ void Optimizer::ParamSync(int local_chunk) {
     if (part.shard) part.shard->AllGatherValues(*c.store);
 }
 
-void Optimizer::GatherPieces(Chunk& c, FloatVec& (*of)(AdamWShard&), std::vector<float>* full) {
+void Optimizer::GatherPieces(Chunk& c, void (*read)(AdamWShard&, float*), std::vector<float>* full) {
   const size_t n = static_cast<size_t>(c.store->numel());
   full->assign(n, 0.0f);
   for (Part& part : c.parts) {
     if (!part.shard) {  // ZeRO-0: one piece, the whole store
-      std::memcpy(full->data(), of(*part.adams[0]).data(), n * sizeof(float));
+      read(*part.adams[0], full->data());
       continue;
     }
     // The owned pieces in order are the shard's share of its flat space.
     const ZeroShard& z = *part.shard;
     FloatVec share, flat(static_cast<size_t>(z.numel()));
     for (const auto& a : part.adams) {
-      const FloatVec& x = of(*a);
-      share.insert(share.end(), x.begin(), x.end());
+      const size_t at = share.size();
+      share.resize(at + static_cast<size_t>(a->end() - a->begin()));
+      read(*a, share.data() + at);
     }
     share.resize(static_cast<size_t>(std::max<int64_t>(z.range().end - z.range().begin, 1)));
     part.shard->AllGatherShard(share.data(), flat.data());
@@ -189,12 +192,16 @@ void Optimizer::GatherMoments(int local_chunk, std::vector<float>* m, std::vecto
     const size_t n = static_cast<size_t>(c.store->numel());
     m->assign(n, 0.0f);
     v->assign(n, 0.0f);
-    c.zero->AllGatherShardArray(c.zero_adam->m().data(), m->data());
-    c.zero->AllGatherShardArray(c.zero_adam->v().data(), v->data());
+    AdamMoments& mo = c.zero_adam->moments();
+    std::vector<float> shard(static_cast<size_t>(mo.size()));
+    mo.ReadM(shard.data());
+    c.zero->AllGatherShardArray(shard.data(), m->data());
+    mo.ReadV(shard.data());
+    c.zero->AllGatherShardArray(shard.data(), v->data());
     return;
   }
-  GatherPieces(c, [](AdamWShard& a) -> FloatVec& { return a.m(); }, m);
-  GatherPieces(c, [](AdamWShard& a) -> FloatVec& { return a.v(); }, v);
+  GatherPieces(c, [](AdamWShard& a, float* out) { a.moments().ReadM(out); }, m);
+  GatherPieces(c, [](AdamWShard& a, float* out) { a.moments().ReadV(out); }, v);
 }
 
 void Optimizer::GatherMaster(int local_chunk, std::vector<float>* values) {
@@ -208,7 +215,7 @@ void Optimizer::GatherMaster(int local_chunk, std::vector<float>* values) {
   }
   DT_CHECK(c.store->bf16() != nullptr) << "GatherMaster: chunk " << local_chunk
                                        << " is fp32 (its values are the weights)";
-  GatherPieces(c, [](AdamWShard& a) -> FloatVec& { return a.master(); }, values);
+  GatherPieces(c, [](AdamWShard& a, float* out) { std::copy(a.master().begin(), a.master().end(), out); }, values);
 }
 
 void Optimizer::LoadMaster(int local_chunk, const float* values) {
@@ -232,16 +239,15 @@ void Optimizer::LoadMoments(int local_chunk, const float* m, const float* v) {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
   Chunk& c = chunks_.at(local_chunk);
   if (c.zero_adam) {
-    c.zero->TakeShardArray(m, c.zero_adam->m().data());
-    c.zero->TakeShardArray(v, c.zero_adam->v().data());
+    AdamMoments& mo = c.zero_adam->moments();
+    std::vector<float> ms(static_cast<size_t>(mo.size())), vs(ms.size());
+    c.zero->TakeShardArray(m, ms.data());
+    c.zero->TakeShardArray(v, vs.data());
+    mo.Write(ms.data(), vs.data());
     return;
   }
   for (Part& part : c.parts)
-    for (const auto& a : part.adams) {
-      const int64_t b = a->begin(), e = a->end();
-      std::memcpy(a->m().data(), m + b, sizeof(float) * (e - b));
-      std::memcpy(a->v().data(), v + b, sizeof(float) * (e - b));
-    }
+    for (const auto& a : part.adams) a->moments().Write(m + a->begin(), v + a->begin());
 }
 
 }  // namespace dt::rt

@@ -61,6 +61,7 @@ struct OptimizerOptions {
   int zero_stage = 0;                   // 0..3 (2/3 need sharded stores, see above)
   int64_t bucket_bytes = 40LL << 20;    // PlanSpec::dp_bucket_bytes
   float grad_scale = 0.0f;              // 0: 1 / dp size
+  bool bf16_moments = false;            // PlanSpec::adam_moment_bytes == 2 (adam_moments.h)
 };
 
 struct OptimizerComms {
@@ -135,8 +136,9 @@ class Optimizer {
   };
   void FinishGradSync(Chunk& c);
   // Full flat arrays (store layout) from per-piece arrays of the ZeRO-0 /
-  // ZeRO-1 Adam shards: `of` picks m, v or the master of a piece.
-  void GatherPieces(Chunk& c, FloatVec& (*of)(AdamWShard&), std::vector<float>* full);
+  // ZeRO-1 Adam shards: `read` writes a piece's m, v or master (end - begin
+  // floats) to its second argument.
+  void GatherPieces(Chunk& c, void (*read)(AdamWShard&, float*), std::vector<float>* full);
   OptimizerOptions opts_;
   OptimizerComms comms_;
   std::vector<Chunk> chunks_;

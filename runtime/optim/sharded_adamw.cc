@@ -8,7 +8,8 @@
 
 namespace dt::rt {
 
-ShardedAdamW::ShardedAdamW(ShardedParams* params) : params_(params) {
+ShardedAdamW::ShardedAdamW(ShardedParams* params, bool bf16_moments)
+    : params_(params), moments_(params->shard_numel(), bf16_moments) {
   const ParamStore& store = params->store();
   const auto& units = store.units();
   for (size_t u = 0; u < units.size(); ++u) {
@@ -20,8 +21,6 @@ ShardedAdamW::ShardedAdamW(ShardedParams* params) : params_(params) {
       if (b < e) segments_.push_back({static_cast<int>(u), i, b, e, !NoWeightDecay(p)});
     }
   }
-  m_.assign(static_cast<size_t>(params->shard_numel()), 0.0f);
-  v_.assign(static_cast<size_t>(params->shard_numel()), 0.0f);
   if (params->bf16()) {
     DT_CHECK(store.has_values()) << "ShardedAdamW: a bf16 store's fp32 values are gone before the master was taken";
     master_.assign(static_cast<size_t>(params->shard_numel()), 0.0f);
@@ -49,7 +48,7 @@ void ShardedAdamW::Update(const AdamWConfig& cfg, int64_t t, float lr, float gra
         if (g16) WidenFromBf16(params_->grad_shard16() + at + i, widened, n);
         else g = params_->grad_shard() + at + i;
         float* master = master_.data() + at + i;
-        AdamWApply(cfg, t, lr, grad_scale, seg.decay, n, master, g, m_.data() + at + i, v_.data() + at + i);
+        moments_.Apply(cfg, t, lr, grad_scale, seg.decay, at + i, n, master, g);
         NarrowToBf16(master, p16 + i, n);
       }
     }
@@ -60,8 +59,7 @@ void ShardedAdamW::Update(const AdamWConfig& cfg, int64_t t, float lr, float gra
     const ShardedParams::UnitShard& s = params_->unit_shard(seg.unit);
     const int64_t at = s.slot + (seg.unit_begin - s.begin);
     float* p = params_->OwnedValues(seg.unit) + (seg.unit_begin - s.begin);
-    AdamWApply(cfg, t, lr, grad_scale, seg.decay, seg.unit_end - seg.unit_begin, p, g + at, m_.data() + at,
-               v_.data() + at);
+    moments_.Apply(cfg, t, lr, grad_scale, seg.decay, at, seg.unit_end - seg.unit_begin, p, g + at);
   }
 }
 

@@ -16,13 +16,14 @@
 #include <vector>
 
 #include "runtime/model/sharded_params.h"
+#include "runtime/optim/adam_moments.h"
 #include "runtime/optim/adamw.h"
 
 namespace dt::rt {
 
 class ShardedAdamW {
  public:
-  explicit ShardedAdamW(ShardedParams* params);
+  explicit ShardedAdamW(ShardedParams* params, bool bf16_moments = false);
 
   // AdamW on every owned element (values via ShardedParams::OwnedValues).
   void Update(const AdamWConfig& cfg, int64_t t, float lr, float grad_scale);
@@ -35,8 +36,7 @@ class ShardedAdamW {
   float* TiedGradSlot(int param, int64_t* n);
   bf16_t* TiedGradSlot16(int param, int64_t* n);  // bf16 gradients
 
-  TrackedFloats& m() { return m_; }
-  TrackedFloats& v() { return v_; }
+  AdamMoments& moments() { return moments_; }  // shard layout
   TrackedFloats& master() { return master_; }  // bf16 only; shard layout
 
  private:
@@ -50,7 +50,8 @@ class ShardedAdamW {
   int64_t TiedSlot(int param, int64_t* n) const;
   ShardedParams* params_;
   std::vector<Segment> segments_;
-  TrackedFloats m_, v_, master_;
+  AdamMoments moments_;
+  TrackedFloats master_;
 };
 
 }  // namespace dt::rt

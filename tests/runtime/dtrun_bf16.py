@@ -8,7 +8,7 @@ Checks (gpt-tiny, global batch 8, OMP_NUM_THREADS=1)
              ZeRO-1 and ZeRO-3, dp=2 x tp=2 ZeRO-3, cp=2, tp=2 full recompute, pp=2 selective
              recompute; llama-tiny dp=2 and tp=2; mixtral-tiny dp=2 x ep=2; with fp32 main
              gradients (grad_bytes 4) dp=2 ZeRO-0 to 3, tp=2 + SP, pp=2 interleaved, mixtral-tiny
-             dp=2 x ep=2 ZeRO-1) train 10 steps to the 1-rank bf16 losses within a relative 1e-3 per step
+             dp=2 x ep=2 ZeRO-1; bf16 Adam moments dp=2 ZeRO-1 and 3, tp=2 + SP) train 10 steps to the 1-rank bf16 losses within a relative 1e-3 per step
              (bf16 keeps 8 significant bits, 2^-8 = 3.9e-3; plans round gradients after
              different partial sums, so they agree to bf16 accuracy, not bitwise; observed
              <= 2e-5).
@@ -100,6 +100,12 @@ def check_parity():
                      ("pp2_interleaved", dict(pp=2, vpp=2, schedule="interleaved", mbs=1))]:
         got, _, _ = train("g4_" + name, 0, 10, precision="bf16", grad_bytes=4, **kw)
         dc.compare("bf16 fp32-grads " + name + " vs 1-rank", ref, got, PARITY_TOL)
+    # bf16 Adam moments (adam_moment_bytes 2): elementwise, so every sharding rounds alike.
+    ref, _, _ = train("moments_1rank", 1, 10, precision="bf16", adam_moment_bytes=2)
+    for name, kw in [("dp2_zero1", dict(dp=2, zero=1)), ("dp2_zero3", dict(dp=2, zero=3)),
+                     ("tp2_sp", dict(tp=2, sp=True))]:
+        got, _, _ = train("moments_" + name, 0, 10, precision="bf16", adam_moment_bytes=2, **kw)
+        dc.compare("bf16 moments " + name + " vs 1-rank", ref, got, PARITY_TOL)
     ref, _, _ = train("g4_moe_1rank", 1, 10, precision="bf16", grad_bytes=4, model=mixtral)
     got, _, _ = train("g4_moe_dp2_ep2_zero1", 0, 10, precision="bf16", grad_bytes=4, model=mixtral, dp=2, ep=2, zero=1)
     dc.compare("bf16 fp32-grads mixtral-tiny dp2 ep2 ZeRO-1 vs 1-rank", ref, got, PARITY_TOL)
@@ -126,6 +132,13 @@ def check_fp32():
     dc.compare("bf16 with fp32 main gradients vs fp32 (1 rank, 20 steps)", fp32, g4, FP32_TOL)
     if g4 == bf16:
         fail("fp32 main gradients give the bf16-gradient losses bitwise: grad_bytes 4 was ignored")
+    # bf16 Adam moments on fp32 weights: tracks fp32, and the rounding of the moments is real.
+    mo, out, _ = train("moments_fp32_1rank", 1, 20, mbs=8, adam_moment_bytes=2)
+    if "bf16 Adam moments" not in out:
+        fail("dtrun did not report bf16 Adam moments:\n" + out)
+    dc.compare("fp32 with bf16 Adam moments vs fp32 (1 rank, 20 steps)", fp32, mo, FP32_TOL)
+    if mo == fp32:
+        fail("bf16 Adam moments give the fp32 losses bitwise: adam_moment_bytes 2 was ignored")
 
 
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
@@ -150,7 +163,10 @@ def check_memory():
                               ("dp2_zero2", 2, ["--dp", "2", "--zero", "2"]),
                               ("dp2_zero3", 2, ["--dp", "2", "--zero", "3"]),
                               ("megatron_dp2_zero3", 2, ["--dp", "2", "--zero", "3", "--framework", "megatron"]),
-                              ("llama_dp2_zero3", 2, ["--dp", "2", "--zero", "3"])]:
+                              ("llama_dp2_zero3", 2, ["--dp", "2", "--zero", "3"]),
+                              # bf16 Adam moments (2 + 2 B per owned element)
+                              ("moments_dp2_zero1", 2, ["--dp", "2", "--zero", "1", "--adam-moments", "bf16"]),
+                              ("moments_dp2_zero3", 2, ["--dp", "2", "--zero", "3", "--adam-moments", "bf16"])]:
         model = os.path.join(models, {"llama": "llama-tiny.json", "mixtral": "mixtral-tiny.json"}.get(
             name.split("_")[0], "gpt-tiny.json"))
         plan = os.path.join(dc.A.work, "mem_" + name + ".json")
@@ -183,7 +199,8 @@ def check_memory():
 def check_resume():
     for dims in ({}, {"dp": 2, "zero": 1}, {"pp": 2, "vpp": 2, "schedule": "interleaved", "mbs": 1},
                  {"dp": 2, "zero": 1, "grad_bytes": 4}, {"dp": 2, "zero": 2}, {"dp": 2, "zero": 3},
-                 {"dp": 2, "zero": 3, "grad_bytes": 4}):
+                 {"dp": 2, "zero": 3, "grad_bytes": 4}, {"dp": 2, "zero": 1, "adam_moment_bytes": 2},
+                 {"dp": 2, "zero": 3, "adam_moment_bytes": 2}):
         dc.check_resume_exact(dict(dims, precision="bf16"))
     # Across plans and precisions: the first 5 steps under `saved`, the last 5 resumed under
     # `target`, against 10 uninterrupted steps of the target's precision on 1 rank.

@@ -4,9 +4,11 @@
 
 #include <cmath>
 #include <map>
+#include <vector>
 
 #include "runtime/ckpt/reshard.h"
 #include "runtime/comm/local_comm.h"
+#include "runtime/optim/adam_moments.h"
 #include "runtime/optim/grad_sync.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/optim/zero_shard.h"
@@ -41,6 +43,51 @@ TEST(AdamW, TwoStepsMatchHandComputedValues) {
   EXPECT_NEAR(s.values()[0], 0.8007959063646517, 1e-6);
   EXPECT_NEAR(s.values()[1], -1.8100973939804947, 1e-6);
   EXPECT_NEAR(s.values()[2], 0.41935104369969073, 1e-6);
+}
+
+// bf16 moments (a precision-aware optimizer): each update runs in fp32 from
+// the stored bf16 moments and rounds them back. So a step equals the fp32
+// update of the same (rounded) moments, the stored moments are the rounded
+// fp32 ones, and Read / Write round-trip them exactly (checkpoints).
+TEST(AdamMoments, Bf16StepsAreFp32StepsOfTheRoundedMoments) {
+  const int64_t n = 2500;  // spans three of Apply's blocks
+  AdamWConfig cfg;
+  AdamMoments m16(n, /*bf16=*/true), m32(n, /*bf16=*/false);
+  std::vector<float> p16(n), p32(n), g(n), a(n), b(n), c(n), d(n);
+  for (int64_t i = 0; i < n; ++i) p16[i] = p32[i] = 0.01f * static_cast<float>(i % 97) - 0.3f;
+  for (int t = 1; t <= 3; ++t) {
+    for (int64_t i = 0; i < n; ++i) g[i] = std::sin(0.37f * static_cast<float>(i * t)) * 0.02f;
+    // The fp32 reference starts this step from the bf16 moments.
+    m16.ReadM(a.data());
+    m16.ReadV(b.data());
+    m32.Write(a.data(), b.data());
+    p32 = p16;
+    m16.Apply(cfg, t, 1e-3f, 1.0f, /*decay=*/true, 0, n, p16.data(), g.data());
+    m32.Apply(cfg, t, 1e-3f, 1.0f, /*decay=*/true, 0, n, p32.data(), g.data());
+    EXPECT_EQ(p16, p32) << "step " << t;
+    m16.ReadM(a.data());
+    m16.ReadV(b.data());
+    m32.ReadM(c.data());
+    m32.ReadV(d.data());
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(a[i], Bf16ToFloat(FloatToBf16(c[i]))) << i;
+      ASSERT_EQ(b[i], Bf16ToFloat(FloatToBf16(d[i]))) << i;
+    }
+  }
+  // Not the fp32 moments: the rounding is real.
+  int64_t differ = 0;
+  for (int64_t i = 0; i < n; ++i) differ += a[i] != c[i];
+  EXPECT_GT(differ, n / 2);
+  // A sub-range update touches only its elements.
+  m16.ReadM(a.data());
+  m16.Apply(cfg, 4, 1e-3f, 1.0f, false, 100, 50, p16.data() + 100, g.data() + 100);
+  m16.ReadM(c.data());
+  for (int64_t i = 0; i < n; ++i) {
+    if (i < 100 || i >= 150) {
+      ASSERT_EQ(a[i], c[i]) << i;
+    }
+  }
+  EXPECT_EQ(m16.size(), n);
 }
 
 TEST(AdamW, DecayExemptions) {
