@@ -153,6 +153,10 @@ const HardwareProfile& ProfileForPrecision(const HardwareProfile& p, Precision p
   *storage = p;
   Bf16InputsCompute b = std::move(storage->compute.bf16);
   storage->compute.bf16 = Bf16InputsCompute();
+  // The storage conversions stay: plan_costs.cc prices the CPU runtime's
+  // bf16 storage with them.
+  storage->compute.bf16.narrow_s_per_element = std::move(b.narrow_s_per_element);
+  storage->compute.bf16.widen_s_per_element = std::move(b.widen_s_per_element);
   storage->device.peak_flops = b.peak_flops;
   ComputeProfile& c = storage->compute;
   c.gemm_points = std::move(b.gemm_points);

@@ -35,8 +35,9 @@ Status CheckPrecision(Precision precision, const ModelSpec& m, const HardwarePro
 // whose math type is fp32 (a measured CPU profile) with compute.bf16 data
 // takes those bf16-input GEMM points, efficiency curve, peak and attention
 // efficiency: how dtrun runs it there (runtime/backend/bf16_gemm.h). The copy
-// is written to *storage, with its compute.bf16 emptied so that a second call
-// returns it unchanged. Otherwise returns `profile` itself (no copy).
+// is written to *storage, with its compute.bf16 emptied but for the storage
+// conversion curves (narrow / widen_s_per_element, which the CPU runtime's
+// bf16 storage is priced with), so that a second call returns it unchanged. Otherwise returns `profile` itself (no copy).
 const HardwareProfile& ProfileForPrecision(const HardwareProfile& profile, Precision precision,
                                            HardwareProfile* storage);
 // True when a bf16 plan on `profile` is priced with fp32 GEMM numbers although

@@ -358,15 +358,62 @@ namespace {
 // (grad_bytes 4: the backward adds into them itself). Under ZeRO-2/3 the
 // fp32 gradient buffer is the sharding's own (priced as in fp32); bf16
 // gradients add its narrowing in place before the bf16 reduce-scatter (4 B
-// read, 2 B written; runtime/model/sharded_params.h). A layer's stash is narrowed after its forward and
-// widened before its backward (6 B per element each way). Full recompute
-// repeats the layer's widening and stash conversions. Times per microbatch
-// for chunk `ch`, priced as memory-bound ops.
+// read, 2 B written; runtime/model/sharded_params.h). A layer's stash is
+// narrowed after its forward and widened before its backward (6 B per
+// element each way). Full recompute repeats the layer's widening and stash
+// conversions. Times per microbatch for chunk `ch`.
+// A profile that timed the runtime's conversions (compute.bf16
+// narrow_s_per_element / widen_s_per_element, seconds per element against
+// elements per call on one buffer) prices each pass at its measured rate for
+// the data the pass converts: where that fits in the caches (the stash of a
+// small model), the conversions run from them, several times faster than the
+// memory-bound rate (on a Zen 5 VM 70-200 GB/s for buffers up to 4 MB
+// against 12 GB/s priced before, which priced gpt-tiny's bf16 steps 25-50%
+// slow). Which size decides: a layer's stash for its narrowing (just
+// written by the layer's forward), the chunk's whole stash for its widening
+// and the chunk's parameters for theirs (what was touched since); each
+// unit's gradient accumulation at the unit's size. Without those curves,
+// memory-bound ops at the bytes above.
 struct Bf16StorageCost {
   double fwd = 0, bwd = 0, recompute = 0;
 };
+
+// Seconds per element of a conversion pass over `working_set` elements.
+double ConvertSecondsPerElement(const Curve& c, double working_set) {
+  return Interpolate(c, std::max(1.0, working_set), Scale::kLog, Scale::kLog).value;
+}
+
+Bf16StorageCost MeasuredBf16StorageCost(const ModelSpec& m, const PlanSpec& p, int ch, const HardwareProfile& hw,
+                                        int grad_bytes) {
+  const Bf16InputsCompute& b = hw.compute.bf16;
+  auto narrow = [&](double n) { return ConvertSecondsPerElement(b.narrow_s_per_element, n); };
+  auto widen = [&](double n) { return ConvertSecondsPerElement(b.widen_s_per_element, n); };
+  const ChunkUnits cu = ZeroChunkUnits(m, p, ch);
+  double uses = 0, params = 0;
+  for (int64_t u : cu.uses) uses += static_cast<double>(u);
+  for (int64_t u : cu.units) params += static_cast<double>(u);
+  const double layers = p.layers_per_chunk[ch];
+  const double recomputed = p.RecomputedLayers(ch);
+  const double stash = StoredBytesPerLayer(m, p, 2, layers > 0 ? recomputed / layers : 1.0) / 2.0 * layers;
+  const double layer_stash = layers > 0 ? stash / layers : stash;
+  Bf16StorageCost c;
+  c.fwd = uses * widen(params) + stash * narrow(layer_stash);
+  if (p.recompute == Recompute::kFull && recomputed > 0) {
+    const double act = ActivationBytesPerLayerFor(m, p, 2, Recompute::kNone) / 2.0;
+    c.recompute = recomputed * (static_cast<double>(cu.layer) * widen(params) + act * (narrow(act) + widen(act)));
+  }
+  const bool sharded = p.zero_stage >= 2 && p.dp * p.cp > 1;
+  const double unit = static_cast<double>(std::max<int64_t>(cu.layer, 1));
+  double grads = 0;
+  if (grad_bytes == 4) grads = 0;                         // the backward adds into fp32 main gradients
+  else if (sharded) grads = uses * narrow(unit);           // in-place narrowing before the reduce-scatter
+  else grads = OpTime(MemoryOp("bf16_grad_buffer_zero_fill", 4.0 * uses), hw) + uses * (narrow(unit) + widen(unit));
+  c.bwd = uses * widen(params) + grads + stash * widen(stash) + c.recompute;
+  return c;
+}
 Bf16StorageCost CpuBf16StorageCost(const ModelSpec& m, const PlanSpec& p, int ch, const HardwareProfile& hw,
                                    int grad_bytes) {
+  if (hw.compute.bf16.has_conversions()) return MeasuredBf16StorageCost(m, p, ch, hw, grad_bytes);
   const ChunkUnits cu = ZeroChunkUnits(m, p, ch);
   double uses = 0;
   for (int64_t u : cu.uses) uses += static_cast<double>(u);

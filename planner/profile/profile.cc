@@ -93,6 +93,12 @@ Status CheckCompute(const ComputeProfile& c, const std::string& w) {
     DT_RETURN_IF_ERROR(CheckEfficiencyCurve(c.bf16.gemm_efficiency, b + ".gemm_efficiency"));
     DT_RETURN_IF_ERROR(CheckGemmPoints(c.bf16.gemm_points, b + ".gemm_points"));
     DT_RETURN_IF_ERROR(CheckFraction(c.bf16.attention_efficiency, b + ".attention_efficiency"));
+    if (c.bf16.narrow_s_per_element.empty() != c.bf16.widen_s_per_element.empty())
+      return InvalidArgument(b + ": narrow_s_per_element and widen_s_per_element come together (give both or neither)");
+    if (c.bf16.has_conversions()) {
+      DT_RETURN_IF_ERROR(ValidateCurve(c.bf16.narrow_s_per_element, b + ".narrow_s_per_element", true, true));
+      DT_RETURN_IF_ERROR(ValidateCurve(c.bf16.widen_s_per_element, b + ".widen_s_per_element", true, true));
+    }
   }
   DT_RETURN_IF_ERROR(CheckFraction(c.attention_efficiency, w + ".attention_efficiency"));
   // x = keys per query row; the time (x / efficiency, for a fixed number of

@@ -69,12 +69,22 @@ struct Bf16InputsCompute {
   std::vector<GemmPoint> gemm_points;   // as ComputeProfile::gemm_points
   Curve gemm_efficiency;                // measured rate / peak_flops (as the fp32 curve)
   double attention_efficiency = 0;      // runtime attention fwd+bwd, fraction of peak_flops
+  // The CPU runtime's bf16 storage conversions (runtime/tensor/bf16.h
+  // NarrowToBf16 / WidenFromBf16), timed on the runtime: x = elements per
+  // call, y = seconds per element, the call repeated on one buffer (so data
+  // that fits in the caches is converted from them). Optional (empty:
+  // planner/lower/plan_costs.cc prices the conversions as memory-bound
+  // traffic); both or neither.
+  Curve narrow_s_per_element;
+  Curve widen_s_per_element;
   std::string note;
   Curve measured_gemm_seconds;          // derived by PrepareProfile, as ComputeProfile's
   bool available() const { return !gemm_points.empty(); }
+  bool has_conversions() const { return !narrow_s_per_element.empty(); }
   bool operator==(const Bf16InputsCompute& o) const {
     return peak_flops == o.peak_flops && gemm_points == o.gemm_points && gemm_efficiency == o.gemm_efficiency &&
-           attention_efficiency == o.attention_efficiency && note == o.note;
+           attention_efficiency == o.attention_efficiency && narrow_s_per_element == o.narrow_s_per_element &&
+           widen_s_per_element == o.widen_s_per_element && note == o.note;
   }
 };
 

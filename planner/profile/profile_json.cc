@@ -155,8 +155,12 @@ Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) 
     c->bf16.peak_flops = br.Num("peak_flops");
     c->bf16.attention_efficiency = br.Num("attention_efficiency");
     c->bf16.note = br.StrOr("note", "");
-    br.RejectUnknown({"gemm_efficiency", "gemm_points"});
+    br.RejectUnknown({"gemm_efficiency", "gemm_points", "narrow_s_per_element", "widen_s_per_element"});
     DT_RETURN_IF_ERROR(br.status());
+    for (const auto& [key, curve] : {std::pair<const char*, Curve*>{"narrow_s_per_element", &c->bf16.narrow_s_per_element},
+                                     std::pair<const char*, Curve*>{"widen_s_per_element", &c->bf16.widen_s_per_element}})
+      if (b.contains(key) && !b.at(key).is_null())
+        DT_RETURN_IF_ERROR(ParseCurve(b.at(key), bw + "." + key, curve));
     const json* be = Child(b, "gemm_efficiency", true, bw, &st);
     DT_RETURN_IF_ERROR(st);
     DT_RETURN_IF_ERROR(ParseCurve(*be, bw + ".gemm_efficiency", &c->bf16.gemm_efficiency));
@@ -344,6 +348,10 @@ json ToJson(const HardwareProfile& p) {
                             {"attention_efficiency", c.bf16.attention_efficiency},
                             {"gemm_efficiency", CurveToJson(c.bf16.gemm_efficiency)},
                             {"gemm_points", GemmPointsToJson(c.bf16.gemm_points)}};
+    if (c.bf16.has_conversions()) {
+      j["compute"]["bf16"]["narrow_s_per_element"] = CurveToJson(c.bf16.narrow_s_per_element);
+      j["compute"]["bf16"]["widen_s_per_element"] = CurveToJson(c.bf16.widen_s_per_element);
+    }
     if (!c.bf16.note.empty()) j["compute"]["bf16"]["note"] = c.bf16.note;
   }
   if (!c.step_checks.empty()) {

@@ -149,6 +149,94 @@ double RecomputeCostRatio(const std::vector<ModelSample>& steps, const HardwareP
   return r;
 }
 
+// In situ: a GEMM inside the runtime's training step can take longer than
+// the same shape called again and again on its own (its operands were last
+// touched several ops earlier; gpt-tiny's at microbatch 16: 1.15x,
+// docs/profiler.md). Where the whole-model steps timed a shape, its time per
+// call there (median over steps) replaces the isolated one in *points; the
+// efficiency curve keeps the isolated rates (peak and shapes the steps do not
+// run). Returns the note saying what was replaced.
+std::string ApplyInStepGemms(const std::vector<ModelSample>& steps, std::vector<GemmPoint>* points) {
+  std::vector<GemmPoint>& pts = *points;
+  std::string in_situ_note;
+  {
+    std::map<std::tuple<int64_t, int64_t, int64_t>, std::pair<double, int>> in_step;
+    for (const ModelSample& s : steps)
+      for (const GemmPoint& g : s.in_step_gemms) {
+        auto& a = in_step[{g.m, g.n, g.k}];
+        a.first += g.seconds;
+        ++a.second;
+      }
+    std::vector<double> ratios;
+    std::vector<std::pair<double, double>> ratio_by_flops;  // (log FLOPs, in-step / alone)
+    std::vector<bool> replaced(pts.size(), false);
+    int added = 0;
+    for (size_t i = 0; i < pts.size(); ++i) {
+      GemmPoint& g = pts[i];
+      auto it = in_step.find({g.m, g.n, g.k});
+      if (g.batch != 1 || it == in_step.end() || it->second.second <= 0 || !(g.seconds > 0)) continue;
+      const double t = it->second.first / it->second.second;
+      it->second.second = 0;  // used
+      if (!(t > 0)) continue;
+      ratios.push_back(t / g.seconds);
+      ratio_by_flops.push_back({std::log(g.flops()), t / g.seconds});
+      g.seconds = t;
+      replaced[i] = true;
+    }
+    // Shapes the steps do not run (those of tp > 1 plans: the steps are
+    // tp = 1) run inside their own plans' steps too: their isolated time
+    // takes the in-step / alone ratio of the timed shapes nearest in FLOPs
+    // (the median over those within 2x of its FLOPs, else the nearest one),
+    // so that a tp 2 plan's GEMMs are not priced warmer than a tp 1 plan's.
+    int scaled = 0;
+    if (!ratio_by_flops.empty()) {
+      for (size_t i = 0; i < pts.size(); ++i) {
+        GemmPoint& g = pts[i];
+        if (replaced[i] || g.batch != 1 || !(g.seconds > 0)) continue;
+        const double x = std::log(g.flops());
+        std::vector<double> near;
+        double best = 0, best_d = 1e300;
+        for (const auto& [lx, r] : ratio_by_flops) {
+          const double dist = std::fabs(lx - x);
+          if (dist <= std::log(2.0)) near.push_back(r);
+          if (dist < best_d) best_d = dist, best = r;
+        }
+        double r = best;
+        if (!near.empty()) {
+          std::sort(near.begin(), near.end());
+          r = near[near.size() / 2];
+        }
+        g.seconds *= r;
+        ++scaled;
+      }
+    }
+    // Shapes above the isolated sweep's size cap that the steps ran.
+    for (const auto& [key, a] : in_step) {
+      if (a.second <= 0 || !(a.first > 0)) continue;
+      GemmPoint g;
+      std::tie(g.m, g.n, g.k) = key;
+      g.seconds = a.first / a.second;
+      pts.push_back(g);
+      ++added;
+    }
+    const std::string added_note =
+        added > 0 ? " " + std::to_string(added) + " more shapes (above the isolated sweep's cap) measured in the steps only." : "";
+    if (!ratios.empty()) {
+      std::sort(ratios.begin(), ratios.end());
+      in_situ_note = " " + std::to_string(ratios.size()) +
+                     " gemm_points timed inside the whole-model training steps (median over steps of the time per call) instead of alone: "
+                     "in-step / alone " + ShortNumber(ratios[ratios.size() / 2], 3) + " median, " +
+                     ShortNumber(ratios.front(), 3) + "-" + ShortNumber(ratios.back(), 3) + ".";
+    }
+    in_situ_note += added_note;
+    if (scaled > 0)
+      in_situ_note += " " + std::to_string(scaled) +
+                      " gemm_points the steps do not run (tp > 1 shapes) scaled by the in-step / alone ratio of the "
+                      "timed shapes nearest in FLOPs.";
+  }
+  return in_situ_note;
+}
+
 }  // namespace
 
 StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
@@ -205,88 +293,7 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
   c.gemm_points = m.gemms;
   c.gemm_efficiency = GemmEfficiencyCurve(m.gemms, peak);
   c.gemm_efficiency_note = "measured GEMM rate / peak_flops, best per power-of-2 FLOP bin";
-  // In situ: a GEMM inside the runtime's training step can take longer than
-  // the same shape called again and again on its own (its operands were
-  // last touched several ops earlier; gpt-tiny's at microbatch 16: 1.15x,
-  // docs/profiler.md). Where the whole-model steps timed a shape, its time
-  // per call there (median over steps) replaces the isolated one; the curve above keeps the
-  // isolated rates (peak and shapes the steps do not run).
-  std::string in_situ_note;
-  {
-    std::map<std::tuple<int64_t, int64_t, int64_t>, std::pair<double, int>> in_step;
-    for (const ModelSample& s : m.model_steps)
-      for (const GemmPoint& g : s.in_step_gemms) {
-        auto& a = in_step[{g.m, g.n, g.k}];
-        a.first += g.seconds;
-        ++a.second;
-      }
-    std::vector<double> ratios;
-    std::vector<std::pair<double, double>> ratio_by_flops;  // (log FLOPs, in-step / alone)
-    std::vector<bool> replaced(c.gemm_points.size(), false);
-    int added = 0;
-    for (size_t i = 0; i < c.gemm_points.size(); ++i) {
-      GemmPoint& g = c.gemm_points[i];
-      auto it = in_step.find({g.m, g.n, g.k});
-      if (g.batch != 1 || it == in_step.end() || it->second.second <= 0 || !(g.seconds > 0)) continue;
-      const double t = it->second.first / it->second.second;
-      it->second.second = 0;  // used
-      if (!(t > 0)) continue;
-      ratios.push_back(t / g.seconds);
-      ratio_by_flops.push_back({std::log(g.flops()), t / g.seconds});
-      g.seconds = t;
-      replaced[i] = true;
-    }
-    // Shapes the steps do not run (those of tp > 1 plans: the steps are
-    // tp = 1) run inside their own plans' steps too: their isolated time
-    // takes the in-step / alone ratio of the timed shapes nearest in FLOPs
-    // (the median over those within 2x of its FLOPs, else the nearest one),
-    // so that a tp 2 plan's GEMMs are not priced warmer than a tp 1 plan's.
-    int scaled = 0;
-    if (!ratio_by_flops.empty()) {
-      for (size_t i = 0; i < c.gemm_points.size(); ++i) {
-        GemmPoint& g = c.gemm_points[i];
-        if (replaced[i] || g.batch != 1 || !(g.seconds > 0)) continue;
-        const double x = std::log(g.flops());
-        std::vector<double> near;
-        double best = 0, best_d = 1e300;
-        for (const auto& [lx, r] : ratio_by_flops) {
-          const double dist = std::fabs(lx - x);
-          if (dist <= std::log(2.0)) near.push_back(r);
-          if (dist < best_d) best_d = dist, best = r;
-        }
-        double r = best;
-        if (!near.empty()) {
-          std::sort(near.begin(), near.end());
-          r = near[near.size() / 2];
-        }
-        g.seconds *= r;
-        ++scaled;
-      }
-    }
-    // Shapes above the isolated sweep's size cap that the steps ran.
-    for (const auto& [key, a] : in_step) {
-      if (a.second <= 0 || !(a.first > 0)) continue;
-      GemmPoint g;
-      std::tie(g.m, g.n, g.k) = key;
-      g.seconds = a.first / a.second;
-      c.gemm_points.push_back(g);
-      ++added;
-    }
-    const std::string added_note =
-        added > 0 ? " " + std::to_string(added) + " more shapes (above the isolated sweep's cap) measured in the steps only." : "";
-    if (!ratios.empty()) {
-      std::sort(ratios.begin(), ratios.end());
-      in_situ_note = " " + std::to_string(ratios.size()) +
-                     " gemm_points timed inside the whole-model training steps (median over steps of the time per call) instead of alone: "
-                     "in-step / alone " + ShortNumber(ratios[ratios.size() / 2], 3) + " median, " +
-                     ShortNumber(ratios.front(), 3) + "-" + ShortNumber(ratios.back(), 3) + ".";
-    }
-    in_situ_note += added_note;
-    if (scaled > 0)
-      in_situ_note += " " + std::to_string(scaled) +
-                      " gemm_points the steps do not run (tp > 1 shapes) scaled by the in-step / alone ratio of the "
-                      "timed shapes nearest in FLOPs.";
-  }
+  const std::string in_situ_note = ApplyInStepGemms(m.model_steps, &c.gemm_points);
   c.kernel_overhead_s = std::max(0.0, m.tiny_op_s);
   std::string fit_note;
   c.attention_efficiency = AttentionEfficiency(m.attention, peak, c.kernel_overhead_s, "attention_efficiency", &fit_note);
@@ -297,9 +304,20 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
     for (const GemmPoint& g : m.bf16_gemms) b.peak_flops = std::max(b.peak_flops, g.flops() / g.seconds);
     b.gemm_points = m.bf16_gemms;
     b.gemm_efficiency = GemmEfficiencyCurve(m.bf16_gemms, b.peak_flops);
-    std::string bf16_note;
+    // As for fp32: the shapes the runtime's bf16 steps ran, at their in-step time.
+    std::string bf16_note = ApplyInStepGemms(m.bf16_model_steps, &b.gemm_points);
     b.attention_efficiency = AttentionEfficiency(m.bf16_attention, b.peak_flops, c.kernel_overhead_s,
                                                  "bf16.attention_efficiency", &bf16_note);
+    for (const ConversionPoint& cp : m.bf16_conversions) {
+      if (!(cp.narrow_s > 0) || !(cp.widen_s > 0)) return InvalidArgument(where + ": a bf16 conversion time is not positive");
+      b.narrow_s_per_element.x.push_back(static_cast<double>(cp.elements));
+      b.narrow_s_per_element.y.push_back(cp.narrow_s);
+      b.widen_s_per_element.x.push_back(static_cast<double>(cp.elements));
+      b.widen_s_per_element.y.push_back(cp.widen_s);
+    }
+    if (!m.bf16_conversions.empty())
+      bf16_note += " narrow_s_per_element / widen_s_per_element: the runtime's bf16 storage conversions "
+                   "(NarrowToBf16 / WidenFromBf16) per element, against elements per call, repeated on one buffer.";
     b.note = "the runtime backend of precision=bf16 plans (GEMM operands rounded to bf16, fp32 accumulation: " +
              m.bf16_gemm + "): GEMMs at the shapes of gemm_points up to 2 GFLOP per call (larger ones are priced at the rate of the "
              "largest measured point); peak_flops its best measured rate; "

@@ -45,6 +45,8 @@ struct Measurements {
   // plans (bf16-rounded GEMM operands); empty: not measured.
   std::vector<GemmPoint> bf16_gemms;
   std::vector<KernelSample> bf16_attention;
+  std::vector<ConversionPoint> bf16_conversions;  // the runtime's bf16 storage conversions
+  std::vector<ModelSample> bf16_model_steps;       // whole-model bf16 steps (in-step bf16 GEMM times)
   std::string bf16_gemm;               // that GEMM's description
   double copy_Bps = 0;                 // stream copy per rank
   double tiny_op_s = 0;

@@ -21,6 +21,7 @@
 #include "runtime/optim/adamw.h"
 #include "runtime/optim/grad_norm.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/tensor/bf16.h"
 
 namespace dt {
 namespace {
@@ -354,10 +355,12 @@ std::vector<GemmPoint> MedianOverSteps(const std::vector<std::vector<GemmPoint>>
 }
 
 std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const ModelSpec& m, int seq,
-                                           const std::vector<int>& mbs, double recompute_max_step_s) {
+                                           const std::vector<int>& mbs, double recompute_max_step_s,
+                                           Precision precision) {
   std::vector<ModelSample> out;
   for (int b : mbs) {
-    const PlanSpec p = ProfilerStepPlan(m, seq, b, 1);
+    PlanSpec p = ProfilerStepPlan(m, seq, b, 1);
+    p.precision = precision;
     ModelSample s;
     const int e = 4;
     LayerOps emb = EmbeddingOps(m, p, e), layer = TransformerLayerOps(m, p, e), head = HeadOps(m, p, e);
@@ -461,7 +464,7 @@ std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const Model
       std::sort(full_times.begin(), full_times.end());
       s.full_recompute_seconds = full_times[full_times.size() / 2];
     }
-    s.what = m.name + " training step mbs" + std::to_string(b);
+    s.what = m.name + (precision == Precision::kBf16 ? " bf16" : "") + " training step mbs" + std::to_string(b);
     s.in_step_gemms = MedianOverSteps(gemm_steps);
     out.push_back(std::move(s));
     std::string line = out.back().what + Fmt(": %.3f ms (%.0f planner ops)", out.back().seconds * 1e3,
@@ -469,6 +472,23 @@ std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const Model
     if (out.back().full_recompute_seconds > 0)
       line += Fmt(", with full recompute %.3f ms", out.back().full_recompute_seconds * 1e3);
     Report(cfg, line);
+  }
+  return out;
+}
+
+std::vector<ConversionPoint> MeasureBf16Conversions(const MeasureConfig& cfg, const std::vector<int64_t>& elements) {
+  std::vector<ConversionPoint> out;
+  for (int64_t n : elements) {
+    std::vector<float> src(static_cast<size_t>(n)), dst(src.size());
+    std::vector<rt::bf16_t> mid(src.size());
+    for (int64_t i = 0; i < n; ++i) src[i] = 1e-3f * static_cast<float>(i % 4099) - 2.0f;
+    ConversionPoint c;
+    c.elements = n;
+    c.narrow_s = ConcurrentMedianSeconds(cfg, [&] { rt::NarrowToBf16(src.data(), mid.data(), n); }) / n;
+    c.widen_s = ConcurrentMedianSeconds(cfg, [&] { rt::WidenFromBf16(mid.data(), dst.data(), n); }) / n;
+    out.push_back(c);
+    Report(cfg, Fmt("bf16 conversions of %.0f elements: narrow %.3f ns, widen %.3f ns per element",
+                    static_cast<double>(n), c.narrow_s * 1e9, c.widen_s * 1e9));
   }
   return out;
 }

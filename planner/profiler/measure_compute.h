@@ -125,8 +125,24 @@ std::vector<GemmPoint> MedianOverSteps(const std::vector<std::vector<GemmPoint>>
 // takes at most that long are also timed with full recompute, each timed
 // step of one kind followed by one of the other (the order flipped every
 // repetition), so a machine whose speed drifts moves both alike.
+// precision kBf16: the runtime's bf16 steps (bf16 storage, the stash
+// narrowed, GEMMs on cfg.be, which must then be the bf16-input backend); the
+// in-step GEMM times are those of compute.bf16.
 std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const ModelSpec& m, int seq,
-                                           const std::vector<int>& mbs, double recompute_max_step_s = 0);
+                                           const std::vector<int>& mbs, double recompute_max_step_s = 0,
+                                           Precision precision = Precision::kFp32);
+
+// The runtime's bf16 storage conversions (runtime/tensor/bf16.h:
+// NarrowToBf16, WidenFromBf16), each over one buffer of `elements`
+// elements, every rank at once, the call repeated on the same buffers (a
+// buffer that fits in the caches is converted from them, as a layer's
+// freshly written stash is): seconds per element of each.
+struct ConversionPoint {
+  int64_t elements = 0;
+  double narrow_s = 0;  // per element
+  double widen_s = 0;   // per element
+};
+std::vector<ConversionPoint> MeasureBf16Conversions(const MeasureConfig& cfg, const std::vector<int64_t>& elements);
 
 // One optimizer step (gradient squares for the norm + AdamW update,
 // runtime/optim) over `params` parameters: seconds.

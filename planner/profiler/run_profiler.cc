@@ -138,6 +138,12 @@ int RunProfiler(const ProfilerOptions& o, const ProfilerDevice& dev, rt::MpiComm
              dev.bf16_gemm);
     ms.bf16_gemm = dev.bf16_gemm;
     MeasureGemmsInterleaved(cfg, bf16_cfg, kBf16MaxFlops, shapes, &ms.gemms, &ms.bf16_gemms);
+    // The bf16 storage conversions of those plans (stash, unit values and
+    // gradients): short, deterministic loops, so a small budget per size.
+    MeasureConfig conv_cfg = cfg;
+    conv_cfg.point_budget_s = 0.04;
+    progress("bf16 storage conversions (precision=bf16 plans), 4 Ki to 16 Mi elements per call");
+    ms.bf16_conversions = MeasureBf16Conversions(conv_cfg, {4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20});
   }
   for (const ModelSpec& m : models) {
     int seq = o.seq_length > 0 ? o.seq_length : m.seq_length;
@@ -168,6 +174,12 @@ int RunProfiler(const ProfilerOptions& o, const ProfilerDevice& dev, rt::MpiComm
       // 2-core VM) also with full recompute: compute.recompute_cost_ratio.
       auto steps = MeasureModelSteps(cfg, m, seq, step_mbs, o.quick ? 0.02 : 0.1);
       ms.model_steps.insert(ms.model_steps.end(), steps.begin(), steps.end());
+      // The bf16 steps of the first (smallest) model: their GEMMs in situ
+      // for compute.bf16, as the fp32 steps' for compute (a second of the profile).
+      if (dev.bf16_be != nullptr && &m == &models.front()) {
+        auto steps16 = MeasureModelSteps(bf16_cfg, m, seq, step_mbs, 0, Precision::kBf16);
+        ms.bf16_model_steps.insert(ms.bf16_model_steps.end(), steps16.begin(), steps16.end());
+      }
     }
   }
   if (dev.host_optimizer) {

@@ -191,6 +191,40 @@ TEST(Precision, CpuBf16StorageTrafficIsPriced) {
   EXPECT_EQ(MemoryParamsFor(cpu, g4).grad_bytes, 4);
 }
 
+// A profile that timed the runtime's conversions prices each pass at its
+// measured rate (seconds per element; constant curves here, so the sizes
+// that pick the rate do not matter): forward = unit widening + stash
+// narrowing; backward = unit widening + gradient buffer (zero fill priced as
+// memory traffic, accumulation = a narrowing and a widening per element)
+// + stash widening. fp32 main gradients drop the gradient buffer.
+TEST(Precision, CpuBf16StorageAtMeasuredConversionRates) {
+  const ModelSpec m = TinyGpt();
+  HardwareProfile cpu = LoadProfile("cpu-generic").value();
+  const double tn = 3e-10, tw = 1e-10;
+  cpu.compute.bf16.narrow_s_per_element = Curve{{1, 1e9}, {tn, tn}};
+  cpu.compute.bf16.widen_s_per_element = Curve{{1, 1e9}, {tw, tw}};
+  ClusterSpec c;
+  c.nodes = 1;
+  c.gpus_per_node = 1;
+  const PlanSpec p32 = CpuPlan(Precision::kFp32), p16 = CpuPlan(Precision::kBf16);
+  const PlanCosts k32 = ComputePlanCosts(m, c, p32, cpu), k16 = ComputePlanCosts(m, c, p16, cpu);
+  const ChunkUnits cu = ZeroChunkUnits(m, p16, 0);
+  double uses = 0;
+  for (int64_t u : cu.uses) uses += static_cast<double>(u);
+  const double stash = ActivationBytesPerLayer(m, p16, 2) / 2.0 * 4;  // 4 layers
+  EXPECT_NEAR(k16.chunks[0].fwd_compute - k32.chunks[0].fwd_compute, uses * tw + stash * tn, 1e-12);
+  const double zero_fill = OpTime(MemoryOp("x", 4.0 * uses), cpu);
+  EXPECT_NEAR(k16.chunks[0].bwd_compute - k32.chunks[0].bwd_compute,
+              uses * tw + zero_fill + uses * (tn + tw) + stash * tw, 1e-12);
+  PlanSpec g4 = p16;
+  g4.grad_bytes = 4;
+  const PlanCosts kg4 = ComputePlanCosts(m, c, g4, cpu);
+  EXPECT_NEAR(kg4.chunks[0].bwd_compute - k32.chunks[0].bwd_compute, uses * tw + stash * tw, 1e-12);
+  // Slower conversions price a slower step.
+  cpu.compute.bf16.narrow_s_per_element.y = {2 * tn, 2 * tn};
+  EXPECT_GT(ComputePlanCosts(m, c, p16, cpu).chunks[0].fwd_compute, k16.chunks[0].fwd_compute);
+}
+
 TEST(Precision, CapabilitiesGateBf16) {
   const ModelSpec m = TinyGpt();
   PlanSpec p = CpuPlan(Precision::kBf16);

@@ -214,6 +214,47 @@ TEST(ProfilerAssemble, Bf16InputsArePricedFromTheirOwnMeasurements) {
   EXPECT_NE(bad.status().message().find("compute.bf16.peak_flops"), std::string::npos) << bad.status().message();
 }
 
+// The runtime's bf16 storage conversions become per-element curves of
+// compute.bf16 that round-trip and survive the bf16 view a plan is priced
+// with; half of the pair is refused. The bf16 steps' in-step GEMM times
+// replace the isolated bf16 points of the shapes they ran (as for fp32).
+TEST(ProfilerAssemble, Bf16ConversionsAndInStepGemms) {
+  Measurements m = Synthetic();
+  for (GemmPoint g : m.gemms) {
+    g.seconds = g.flops() / 100e9 + 2e-6;
+    m.bf16_gemms.push_back(g);
+  }
+  m.bf16_attention.push_back({"att", 1e9, 1e8, 2, 1e9 / 30e9});
+  m.bf16_conversions = {{4096, 1e-10, 0.5e-10}, {1 << 20, 3e-10, 2e-10}};
+  ModelSample step;
+  step.what = "tiny bf16 training step mbs1";
+  GemmPoint slow = m.bf16_gemms.front();
+  slow.seconds *= 1.5;
+  step.in_step_gemms = {slow};
+  m.bf16_model_steps = {step};
+  StatusOr<HardwareProfile> p = AssembleProfile(m);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  const Bf16InputsCompute& b = p->compute.bf16;
+  ASSERT_TRUE(b.has_conversions());
+  EXPECT_EQ(b.narrow_s_per_element.x, (std::vector<double>{4096, 1 << 20}));
+  EXPECT_EQ(b.widen_s_per_element.y, (std::vector<double>{0.5e-10, 2e-10}));
+  EXPECT_DOUBLE_EQ(b.gemm_points.front().seconds, slow.seconds);  // in step, not alone
+  EXPECT_NE(b.note.find("timed inside the whole-model training steps"), std::string::npos) << b.note;
+  StatusOr<HardwareProfile> back = ProfileFromJson(ToJson(*p), "round trip");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(*back == *p);
+  HardwareProfile storage;
+  const HardwareProfile& bf16 = ProfileForPrecision(*p, Precision::kBf16, &storage);
+  EXPECT_TRUE(bf16.compute.bf16.has_conversions());
+  EXPECT_FALSE(bf16.compute.bf16.available());
+  nlohmann::json j = ToJson(*p);
+  j["compute"]["bf16"].erase("widen_s_per_element");
+  StatusOr<HardwareProfile> half = ProfileFromJson(j, "half");
+  ASSERT_FALSE(half.ok());
+  EXPECT_NE(half.status().message().find("narrow_s_per_element and widen_s_per_element"), std::string::npos)
+      << half.status().message();
+}
+
 TEST(ProfilerAssemble, MeasuredGemmPricedExactlyAndMonotone) {
   HardwareProfile p = *AssembleProfile(Synthetic());
   for (const GemmPoint& g : p.compute.gemm_points) {
