@@ -159,35 +159,44 @@ TEST(Precision, CpuBf16GemmOperandCopies) {
 // (widening, gradient buffer, accumulation into bf16), 6 B per stashed
 // element each way. On a CPU profile without bf16 GEMM data (same GEMM and
 // memory-bound prices as fp32) that is exactly what a bf16 chunk costs more.
+// TinyGpt's 1-rank fp32 and bf16 plans priced on `cpu`, with the parameter
+// uses and stashed elements per microbatch that dtrun's bf16 storage converts.
+struct StorageCase {
+  ModelSpec m = TinyGpt();
+  ClusterSpec c;
+  PlanSpec p32 = CpuPlan(Precision::kFp32), p16 = CpuPlan(Precision::kBf16);
+  PlanCosts k32, k16;
+  double uses = 0, stash = 0;
+  explicit StorageCase(const HardwareProfile& cpu) {
+    c.nodes = 1;
+    c.gpus_per_node = 1;
+    k32 = ComputePlanCosts(m, c, p32, cpu);
+    k16 = ComputePlanCosts(m, c, p16, cpu);
+    for (int64_t u : ZeroChunkUnits(m, p16, 0).uses) uses += static_cast<double>(u);
+    stash = ActivationBytesPerLayer(m, p16, 2) / 2.0 * 4;  // 4 layers
+  }
+};
+
 TEST(Precision, CpuBf16StorageTrafficIsPriced) {
-  const ModelSpec m = TinyGpt();
   const HardwareProfile cpu = LoadProfile("cpu-generic").value();
   ASSERT_FALSE(cpu.compute.bf16.available());
-  ClusterSpec c;
-  c.nodes = 1;
-  c.gpus_per_node = 1;
-  const PlanSpec p32 = CpuPlan(Precision::kFp32), p16 = CpuPlan(Precision::kBf16);
-  const PlanCosts k32 = ComputePlanCosts(m, c, p32, cpu), k16 = ComputePlanCosts(m, c, p16, cpu);
-  const ChunkUnits cu = ZeroChunkUnits(m, p16, 0);
-  double uses = 0;
-  for (int64_t u : cu.uses) uses += static_cast<double>(u);
-  const double stash = ActivationBytesPerLayer(m, p16, 2) / 2.0 * 4;  // 4 layers
-  EXPECT_NEAR(k16.chunks[0].fwd_compute - k32.chunks[0].fwd_compute,
-              OpTime(MemoryOp("x", 6.0 * uses + 6.0 * stash), cpu), 1e-12);
-  EXPECT_NEAR(k16.chunks[0].bwd_compute - k32.chunks[0].bwd_compute,
-              OpTime(MemoryOp("x", 18.0 * uses + 6.0 * stash), cpu), 1e-12);
-  EXPECT_GT(k16.chunks[0].fwd_compute, k32.chunks[0].fwd_compute);
+  const StorageCase s(cpu);
+  EXPECT_NEAR(s.k16.chunks[0].fwd_compute - s.k32.chunks[0].fwd_compute,
+              OpTime(MemoryOp("x", 6.0 * s.uses + 6.0 * s.stash), cpu), 1e-12);
+  EXPECT_NEAR(s.k16.chunks[0].bwd_compute - s.k32.chunks[0].bwd_compute,
+              OpTime(MemoryOp("x", 18.0 * s.uses + 6.0 * s.stash), cpu), 1e-12);
+  EXPECT_GT(s.k16.chunks[0].fwd_compute, s.k32.chunks[0].fwd_compute);
   // fp32 main gradients (grad_bytes 4): the backward adds into them itself,
   // so neither the gradient buffer nor the bf16 accumulation is streamed,
   // and the unit in use holds only its fp32 values (4 B, not 8).
-  PlanSpec g4 = p16;
+  PlanSpec g4 = s.p16;
   g4.grad_bytes = 4;
-  const PlanCosts kg4 = ComputePlanCosts(m, c, g4, cpu);
-  EXPECT_NEAR(kg4.chunks[0].fwd_compute, k16.chunks[0].fwd_compute, 1e-12);
-  EXPECT_NEAR(kg4.chunks[0].bwd_compute - k32.chunks[0].bwd_compute,
-              OpTime(MemoryOp("x", 6.0 * uses + 6.0 * stash), cpu), 1e-12);
+  const PlanCosts kg4 = ComputePlanCosts(s.m, s.c, g4, cpu);
+  EXPECT_NEAR(kg4.chunks[0].fwd_compute, s.k16.chunks[0].fwd_compute, 1e-12);
+  EXPECT_NEAR(kg4.chunks[0].bwd_compute - s.k32.chunks[0].bwd_compute,
+              OpTime(MemoryOp("x", 6.0 * s.uses + 6.0 * s.stash), cpu), 1e-12);
   EXPECT_EQ(MemoryParamsFor(cpu, g4).unit_working_bytes, 4);
-  EXPECT_EQ(MemoryParamsFor(cpu, p16).unit_working_bytes, 8);
+  EXPECT_EQ(MemoryParamsFor(cpu, s.p16).unit_working_bytes, 8);
   EXPECT_EQ(MemoryParamsFor(cpu, g4).grad_bytes, 4);
 }
 
@@ -198,31 +207,22 @@ TEST(Precision, CpuBf16StorageTrafficIsPriced) {
 // memory traffic, accumulation = a narrowing and a widening per element)
 // + stash widening. fp32 main gradients drop the gradient buffer.
 TEST(Precision, CpuBf16StorageAtMeasuredConversionRates) {
-  const ModelSpec m = TinyGpt();
   HardwareProfile cpu = LoadProfile("cpu-generic").value();
   const double tn = 3e-10, tw = 1e-10;
   cpu.compute.bf16.narrow_s_per_element = Curve{{1, 1e9}, {tn, tn}};
   cpu.compute.bf16.widen_s_per_element = Curve{{1, 1e9}, {tw, tw}};
-  ClusterSpec c;
-  c.nodes = 1;
-  c.gpus_per_node = 1;
-  const PlanSpec p32 = CpuPlan(Precision::kFp32), p16 = CpuPlan(Precision::kBf16);
-  const PlanCosts k32 = ComputePlanCosts(m, c, p32, cpu), k16 = ComputePlanCosts(m, c, p16, cpu);
-  const ChunkUnits cu = ZeroChunkUnits(m, p16, 0);
-  double uses = 0;
-  for (int64_t u : cu.uses) uses += static_cast<double>(u);
-  const double stash = ActivationBytesPerLayer(m, p16, 2) / 2.0 * 4;  // 4 layers
-  EXPECT_NEAR(k16.chunks[0].fwd_compute - k32.chunks[0].fwd_compute, uses * tw + stash * tn, 1e-12);
-  const double zero_fill = OpTime(MemoryOp("x", 4.0 * uses), cpu);
-  EXPECT_NEAR(k16.chunks[0].bwd_compute - k32.chunks[0].bwd_compute,
-              uses * tw + zero_fill + uses * (tn + tw) + stash * tw, 1e-12);
-  PlanSpec g4 = p16;
+  const StorageCase s(cpu);
+  EXPECT_NEAR(s.k16.chunks[0].fwd_compute - s.k32.chunks[0].fwd_compute, s.uses * tw + s.stash * tn, 1e-12);
+  const double zero_fill = OpTime(MemoryOp("x", 4.0 * s.uses), cpu);
+  EXPECT_NEAR(s.k16.chunks[0].bwd_compute - s.k32.chunks[0].bwd_compute,
+              s.uses * tw + zero_fill + s.uses * (tn + tw) + s.stash * tw, 1e-12);
+  PlanSpec g4 = s.p16;
   g4.grad_bytes = 4;
-  const PlanCosts kg4 = ComputePlanCosts(m, c, g4, cpu);
-  EXPECT_NEAR(kg4.chunks[0].bwd_compute - k32.chunks[0].bwd_compute, uses * tw + stash * tw, 1e-12);
+  const PlanCosts kg4 = ComputePlanCosts(s.m, s.c, g4, cpu);
+  EXPECT_NEAR(kg4.chunks[0].bwd_compute - s.k32.chunks[0].bwd_compute, s.uses * tw + s.stash * tw, 1e-12);
   // Slower conversions price a slower step.
   cpu.compute.bf16.narrow_s_per_element.y = {2 * tn, 2 * tn};
-  EXPECT_GT(ComputePlanCosts(m, c, p16, cpu).chunks[0].fwd_compute, k16.chunks[0].fwd_compute);
+  EXPECT_GT(ComputePlanCosts(s.m, s.c, s.p16, cpu).chunks[0].fwd_compute, s.k16.chunks[0].fwd_compute);
 }
 
 TEST(Precision, CapabilitiesGateBf16) {

@@ -162,7 +162,8 @@ TEST(ProfilerAssemble, SpeedProbesAreStatedAndAnUnsteadyMachineWarned) {
 // compute.bf16 round-trips; a bf16 plan's GEMMs and attention are priced
 // from it, an fp32 plan's and a GPU profile's are not; without it a bf16
 // plan on a CPU profile is flagged as priced at the fp32 rate.
-TEST(ProfilerAssemble, Bf16InputsArePricedFromTheirOwnMeasurements) {
+// Synthetic() with bf16-input GEMMs at ~100 GFLOP/s and one attention shape.
+Measurements SyntheticWithBf16() {
   Measurements m = Synthetic();
   for (GemmPoint g : m.gemms) {
     g.seconds = g.flops() / 100e9 + 2e-6;
@@ -170,6 +171,11 @@ TEST(ProfilerAssemble, Bf16InputsArePricedFromTheirOwnMeasurements) {
   }
   m.bf16_attention.push_back({"att", 1e9, 1e8, 2, 1e9 / 30e9});
   m.bf16_gemm = "oneDNN test";
+  return m;
+}
+
+TEST(ProfilerAssemble, Bf16InputsArePricedFromTheirOwnMeasurements) {
+  const Measurements m = SyntheticWithBf16();
   StatusOr<HardwareProfile> p = AssembleProfile(m);
   ASSERT_TRUE(p.ok()) << p.status().message();
   ASSERT_TRUE(p->compute.bf16.available());
@@ -219,12 +225,7 @@ TEST(ProfilerAssemble, Bf16InputsArePricedFromTheirOwnMeasurements) {
 // with; half of the pair is refused. The bf16 steps' in-step GEMM times
 // replace the isolated bf16 points of the shapes they ran (as for fp32).
 TEST(ProfilerAssemble, Bf16ConversionsAndInStepGemms) {
-  Measurements m = Synthetic();
-  for (GemmPoint g : m.gemms) {
-    g.seconds = g.flops() / 100e9 + 2e-6;
-    m.bf16_gemms.push_back(g);
-  }
-  m.bf16_attention.push_back({"att", 1e9, 1e8, 2, 1e9 / 30e9});
+  Measurements m = SyntheticWithBf16();
   m.bf16_conversions = {{4096, 1e-10, 0.5e-10}, {1 << 20, 3e-10, 2e-10}};
   ModelSample step;
   step.what = "tiny bf16 training step mbs1";
