@@ -37,6 +37,21 @@ void AdamMoments::Apply(const AdamWConfig& cfg, int64_t t, float lr, float grad_
   }
 }
 
+void AdamMoments::ApplyToMaster(const AdamWConfig& cfg, int64_t t, float lr, float grad_scale, bool decay,
+                                int64_t at, int64_t n, float* master, const float* g32, const bf16_t* g16,
+                                bf16_t* values16) {
+  DT_CHECK((g32 == nullptr) != (g16 == nullptr)) << "ApplyToMaster takes fp32 or bf16 gradients";
+  constexpr int64_t kBlock = 1024;
+  float widened[kBlock];
+  for (int64_t i = 0; i < n; i += kBlock) {
+    const int64_t k = std::min(kBlock, n - i);
+    const float* g = g32 != nullptr ? g32 + i : widened;
+    if (g16 != nullptr) WidenFromBf16(g16 + i, widened, k);
+    Apply(cfg, t, lr, grad_scale, decay, at + i, k, master + i, g);
+    NarrowToBf16(master + i, values16 + i, k);
+  }
+}
+
 void AdamMoments::ReadM(float* out) const {
   if (bf16_) WidenFromBf16(m16_.data(), out, n_);
   else std::memcpy(out, m_.data(), sizeof(float) * n_);

@@ -30,6 +30,13 @@ class AdamMoments {
   // p and g are the n parameters and gradients of elements [at, at + n).
   void Apply(const AdamWConfig& cfg, int64_t t, float lr, float grad_scale, bool decay, int64_t at, int64_t n,
              float* p, const float* g);
+  // The bf16 mixed-precision update of elements [at, at + n): Apply on the
+  // fp32 master weights from gradients that are bf16 (g16, widened block by
+  // block into stack scratch) or fp32 (g32, read in place; exactly one of the
+  // two non-null), then the master rounded into the bf16 model copy
+  // (values16). All pointers address the n elements.
+  void ApplyToMaster(const AdamWConfig& cfg, int64_t t, float lr, float grad_scale, bool decay, int64_t at,
+                     int64_t n, float* master, const float* g32, const bf16_t* g16, bf16_t* values16);
   void ReadM(float* out) const;
   void ReadV(float* out) const;
   void Write(const float* m, const float* v);

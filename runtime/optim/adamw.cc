@@ -51,21 +51,11 @@ void AdamWShard::Update(ParamStore& store, const AdamWConfig& cfg, int64_t t, fl
                         float grad_scale) {
   if (Bf16Params* b = store.bf16()) {
     DT_CHECK_EQ(static_cast<int64_t>(master_.size()), end_ - begin_) << "bf16 store without master weights";
-    // Widen gradients block by block (stack scratch; fp32 main gradients are
-    // read in place), step the fp32 master, narrow it into the bf16 model copy.
-    constexpr int64_t kBlock = 1024;
-    float g[kBlock];
-    for (const Segment& s : segments_) {
-      for (int64_t i = s.begin; i < s.end; i += kBlock) {
-        const int64_t n = std::min(kBlock, s.end - i);
-        const float* gi = g;
-        if (b->fp32_grads()) gi = store.grads() + i;  // fp32 main gradients
-        else WidenFromBf16(b->grads() + i, g, n);
-        float* master = master_.data() + (i - begin_);
-        moments_->Apply(cfg, t, lr, grad_scale, s.decay, i - begin_, n, master, gi);
-        NarrowToBf16(master, b->values() + i, n);
-      }
-    }
+    const bool g32 = b->fp32_grads();  // fp32 main gradients
+    for (const Segment& s : segments_)
+      moments_->ApplyToMaster(cfg, t, lr, grad_scale, s.decay, s.begin - begin_, s.end - s.begin,
+                              master_.data() + (s.begin - begin_), g32 ? store.grads() + s.begin : nullptr,
+                              g32 ? nullptr : b->grads() + s.begin, b->values() + s.begin);
     return;
   }
   float* p = store.values();

@@ -31,26 +31,14 @@ ShardedAdamW::ShardedAdamW(ShardedParams* params, bool bf16_moments)
 void ShardedAdamW::Update(const AdamWConfig& cfg, int64_t t, float lr, float grad_scale) {
   DeviceSynchronize();  // host code on tensor memory: queued kernels first
   if (params_->bf16()) {
-    // Widen bf16 gradients block by block (stack scratch; fp32 main
-    // gradients are read in place), step the master, round it into the
-    // bf16 values.
     const bool g16 = params_->bf16_grads();
-    constexpr int64_t kBlock = 1024;
-    float widened[kBlock];
     for (const Segment& seg : segments_) {
       const ShardedParams::UnitShard& s = params_->unit_shard(seg.unit);
       const int64_t at = s.slot + (seg.unit_begin - s.begin);
-      bf16_t* p16 = params_->OwnedValues16(seg.unit) + (seg.unit_begin - s.begin);
-      const int64_t len = seg.unit_end - seg.unit_begin;
-      for (int64_t i = 0; i < len; i += kBlock) {
-        const int64_t n = std::min(kBlock, len - i);
-        const float* g = widened;
-        if (g16) WidenFromBf16(params_->grad_shard16() + at + i, widened, n);
-        else g = params_->grad_shard() + at + i;
-        float* master = master_.data() + at + i;
-        moments_.Apply(cfg, t, lr, grad_scale, seg.decay, at + i, n, master, g);
-        NarrowToBf16(master, p16 + i, n);
-      }
+      moments_.ApplyToMaster(cfg, t, lr, grad_scale, seg.decay, at, seg.unit_end - seg.unit_begin,
+                             master_.data() + at, g16 ? nullptr : params_->grad_shard() + at,
+                             g16 ? params_->grad_shard16() + at : nullptr,
+                             params_->OwnedValues16(seg.unit) + (seg.unit_begin - s.begin));
     }
     return;
   }
