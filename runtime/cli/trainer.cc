@@ -69,9 +69,6 @@ Status CheckSupported(const ModelSpec& m, const PlanSpec& p) {
   if (m.ffn_hidden % p.tp != 0)
     return InvalidArgument("ffn_hidden " + std::to_string(m.ffn_hidden) + " is not divisible by tp=" +
                            std::to_string(p.tp));
-  if (p.seq_length > m.max_position)
-    return InvalidArgument("plan seq_length " + std::to_string(p.seq_length) + " exceeds the model's max_position " +
-                           std::to_string(m.max_position));
   return Status::Ok();
 }
 

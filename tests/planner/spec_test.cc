@@ -152,6 +152,32 @@ TEST(PlanSpec, IntegersBeyondIntAreRefusedNotTruncated) {
   EXPECT_NE(c.status().message().find("nodes"), std::string::npos) << c.status().message();
 }
 
+// A learned position table bounds the sequence (no row for position 64 of a
+// 64-position GPT); rotary positions have no table, so a Llama plan longer
+// than max_position_embeddings (a context extension) passes: the same rule
+// for dtplan, plan files and dtrun (which once refused the latter).
+TEST(PlanSpec, LearnedPositionsBoundTheSequenceRotaryOnesDoNot) {
+  json gj = {{"family", "gpt"}, {"num_layers", 2}, {"hidden_size", 64}, {"num_attention_heads", 4},
+             {"vocab_size", 256}, {"seq_length", 64}, {"max_position", 64}};
+  ModelSpec gpt = *ModelFromJson(gj, "m");
+  json lj = gj;
+  lj["family"] = "llama";
+  ModelSpec llama = *ModelFromJson(lj, "m");
+  ASSERT_TRUE(gpt.learned_positions());
+  ASSERT_FALSE(llama.learned_positions());
+  PlanSpec p;
+  p.num_microbatches = 1; p.layers_per_chunk = EvenSplit(2, 1);
+  p.seq_length = 64;
+  EXPECT_TRUE(Validate(p, gpt, "p").ok());
+  p.seq_length = 128;
+  Status s = Validate(p, gpt, "p");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("exceeds the model's 64 learned positions"), std::string::npos) << s.message();
+  EXPECT_FALSE(PlanFromJson(ToJson(p), gpt, "p").ok());
+  EXPECT_TRUE(Validate(p, llama, "p").ok());
+  EXPECT_TRUE(PlanFromJson(ToJson(p), llama, "p").ok());
+}
+
 TEST(PlanSpec, EvenSplitPutsRemainderFirst) {
   EXPECT_EQ(EvenSplit(10, 4), (std::vector<int>{3, 3, 2, 2}));
 }

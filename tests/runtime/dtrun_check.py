@@ -230,7 +230,7 @@ def check_cp_dtplan():
 def check_llama():
     """examples/models/llama-tiny.json (RMSNorm, SwiGLU, RoPE, GQA kv_heads=2 < 4 heads, untied head):
     dtplan --device cpu plans (its choice on 2 and 4 ranks, --tp 2 --sp, --tp 4 with replicated KV
-    heads, --pp 2 interleaved) and hand-written uneven pipeline splits train to the 1-rank losses."""
+    heads, --pp 2 interleaved, a sequence twice max_position) and hand-written uneven pipeline splits train to the 1-rank losses."""
     model = os.path.join(A.source_dir, "examples/models/llama-tiny.json")
     steps = 6
     cases = (("chosen_2ranks", ["--nodes", "1", "--gpus", "2"]),
@@ -238,7 +238,10 @@ def check_llama():
              ("tp2_sp", ["--nodes", "1", "--gpus", "2", "--tp", "2", "--sp"]),
              ("tp4_kv_replicated", ["--nodes", "2", "--gpus", "2", "--tp", "4"]),
              ("pp2_interleaved", ["--nodes", "1", "--gpus", "2", "--pp", "2", "--schedule", "interleaved",
-                                  "--vpp", "2"]))
+                                  "--vpp", "2"]),
+             # Rotary positions have no table: a sequence beyond max_position (a context
+             # extension) is planned, and dtrun once refused what dtplan planned.
+             ("seq_beyond_max_position", ["--nodes", "1", "--gpus", "2", "--seq-length", "128"]))
     refs = {}
 
     def reference(seq):
@@ -642,6 +645,9 @@ def check_bad_input():
     write_plan(inconsistent, tp=3)  # 4 heads are not divisible by tp=3
     expect_bad("malformed plan (tp does not divide heads)", inconsistent, 3)
     expect_bad("missing plan file", os.path.join(A.work, "no_such_plan.json"), 1)
+    too_long = os.path.join(A.work, "bad_positions.json")
+    write_plan(too_long, seq_length=128)  # gpt-tiny has 64 learned positions
+    expect_bad("sequence beyond the learned positions", too_long, 1, must_say="64 learned positions")
     plain = os.path.join(A.work, "bad_plain.json")
     write_plan(plain)
     expect_bad("--dropout on a plan without dropout", plain, 1, "--dropout", "0.2",
