@@ -499,6 +499,51 @@ def check_matrix(model_name):
     print("%s: %d dtplan plans matched 1 rank" % (model_name, ran))
 
 
+def check_sweep():
+    """Every plan dtplan --device cpu emits runs under dtrun: random (seeded, so the same every run)
+    sets of dtplan's flags over the CPU example models and 1-6 ranks. dtplan must either write a plan
+    or exit 2 with an error line (never crash); each plan it writes must train 2 steps under dtrun
+    with exit 0. The sweep found dtrun refusing Llama plans whose sequence exceeds
+    max_position_embeddings, which dtplan (rightly: rotary positions have no table) had planned."""
+    import random
+    rng = random.Random(20261129)
+    models = ("gpt-tiny", "llama-tiny", "mixtral-tiny", "moe-shared-tiny")
+    flags = (("--precision", ("fp32", "bf16")), ("--framework", ("megatron", "torchtitan", "deepspeed")),
+             ("--zero", ("0", "1", "2", "3")), ("--recompute", ("none", "selective", "full")),
+             ("--schedule", ("gpipe", "1f1b", "interleaved")), ("--adam-moments", ("fp32", "bf16")),
+             ("--global-batch", ("2", "4", "6", "8", "12", "16")), ("--seq-length", ("16", "32", "48", "64", "128")),
+             ("--tp", ("1", "2")), ("--pp", ("1", "2")), ("--cp", ("1", "2")), ("--mbs", ("1", "2", "4")),
+             ("--ep", ("1", "2", "4")), ("--moe-capacity-factor", ("1", "1.5")))
+    ran = refused = 0
+    for i in range(40):
+        model = rng.choice(models)
+        gpus, nodes = rng.choice((1, 2, 2)), rng.choice((1, 2, 3))
+        plan = os.path.join(A.work, "sweep_%d.json" % i)
+        args = [A.dtplan, "--model", os.path.join(A.source_dir, "examples/models/%s.json" % model), "--device", "cpu",
+                "--nodes", str(nodes), "--gpus", str(gpus), "--out", plan]
+        for flag, values in flags:
+            if rng.random() < 0.12:
+                args += [flag, rng.choice(values)]
+        if rng.random() < 0.1:
+            args.append("--sp")
+        what = "dtplan " + " ".join(a.replace(A.source_dir + "/", "") for a in args[1:])
+        r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+        if r.returncode == 2 and "error:" in r.stdout:
+            refused += 1
+            continue
+        if r.returncode != 0:
+            fail("%s: exit %d (expected 0, or 2 with an error line):\n%s" % (what, r.returncode, r.stdout[-2000:]))
+        with open(plan) as f:
+            p = json.load(f)["plan"]
+        code, out, _ = run(plan, p["dp"] * p["tp"] * p["pp"] * p["cp"], "--steps", 2)
+        if code != 0:
+            fail("%s wrote a plan dtrun refused (exit %d):\n%s" % (what, code, out[-2000:]))
+        ran += 1
+    if ran < 10:
+        fail("only %d of 40 random flag sets gave a plan (%d refused): the sweep checks too little" % (ran, refused))
+    print("sweep: %d random dtplan plans ran under dtrun, %d flag sets refused with exit 2" % (ran, refused))
+
+
 def check_moe_resume():
     """Mixture of experts (mixtral-tiny): bit-exact resume under dp=2 ep=2 (experts split over 2 ranks),
     and a checkpoint saved under dp=2 x ep=2 x tp=2 (SP) resumed on 1 rank and under dp=2 ep=1 (experts
@@ -904,7 +949,7 @@ def main():
               "predicted": check_predicted, "cp_resume": check_cp_resume, "cp_dtplan": check_cp_dtplan,
               "llama": check_llama, "moe_resume": check_moe_resume, "moe_shared_gate": check_moe_shared_gate,
               "deferred": check_deferred, "threads": check_threads, "moe_dense": check_moe_dense,
-              "moe_capacity": check_moe_capacity, "diverge": check_diverge}
+              "moe_capacity": check_moe_capacity, "diverge": check_diverge, "sweep": check_sweep}
     if A.check == "parity":
         check_parity(A.rest[0], A.rest[1:])
     elif A.check == "matrix":
