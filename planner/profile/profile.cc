@@ -304,17 +304,24 @@ bool operator==(const HardwareProfile& a, const HardwareProfile& b) {
 }
 
 std::string StepCheckNote(const HardwareProfile& hw) {
-  const std::vector<StepCheck>& c = hw.compute.step_checks;
-  if (c.empty()) return "";
-  std::vector<double> err;  // predicted / measured - 1, per check
-  for (const StepCheck& s : c) err.push_back(s.predicted_s / s.measured_s - 1);
-  const auto [lo, hi] = std::minmax_element(err.begin(), err.end());
-  const size_t worst = std::abs(*lo) > std::abs(*hi) ? lo - err.begin() : hi - err.begin();
-  char buf[160];
-  std::snprintf(buf, sizeof(buf), "%+.0f%%..%+.0f%% of the measured steps (worst: %s, %+.0f%%)", 100 * *lo, 100 * *hi,
-                c[worst].what.c_str(), 100 * err[worst]);
-  return "profile " + hw.name + "'s own check of " + std::to_string(c.size()) +
-         " whole training steps predicted them within " + buf + ": expect errors of that size";
+  // One range per precision, fp32 first (a bf16 plan's error is the bf16 steps').
+  std::string ranges;
+  for (const char* precision : {"fp32", "bf16"}) {
+    std::vector<const StepCheck*> c;
+    std::vector<double> err;  // predicted / measured - 1, per check
+    for (const StepCheck& s : hw.compute.step_checks)
+      if (s.precision == precision) c.push_back(&s), err.push_back(s.predicted_s / s.measured_s - 1);
+    if (c.empty()) continue;
+    const auto [lo, hi] = std::minmax_element(err.begin(), err.end());
+    const size_t worst = std::abs(*lo) > std::abs(*hi) ? lo - err.begin() : hi - err.begin();
+    char buf[200];
+    std::snprintf(buf, sizeof(buf), "%zu whole %s training steps within %+.0f%%..%+.0f%% (worst: %s, %+.0f%%)",
+                  c.size(), precision, 100 * *lo, 100 * *hi, c[worst]->what.c_str(), 100 * err[worst]);
+    ranges += (ranges.empty() ? "" : ", and ") + std::string(buf);
+  }
+  if (ranges.empty()) return "";
+  return "profile " + hw.name + "'s own check predicted " + ranges +
+         " of the measured steps: expect errors of that size";
 }
 
 }  // namespace dt

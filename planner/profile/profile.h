@@ -95,8 +95,12 @@ struct StepCheck {
   std::string what;          // e.g. "gpt-tiny training step mbs8"
   double measured_s = 0;     // median step time, max over the node's ranks
   double predicted_s = 0;
+  // The step's precision, "fp32" or "bf16" (JSON: absent = fp32): bf16
+  // steps are predicted as the planner prices a 1-rank bf16 plan.
+  std::string precision = "fp32";
   bool operator==(const StepCheck& o) const {
-    return what == o.what && measured_s == o.measured_s && predicted_s == o.predicted_s;
+    return what == o.what && measured_s == o.measured_s && predicted_s == o.predicted_s &&
+           precision == o.precision;
   }
 };
 

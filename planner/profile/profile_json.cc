@@ -188,7 +188,11 @@ Status ParseCompute(const json& j, const std::string& where, ComputeProfile* c) 
       s.what = cr.Str("what");
       s.measured_s = cr.Num("measured_s");
       s.predicted_s = cr.Num("predicted_s");
+      s.precision = cr.StrOr("precision", "fp32");
+      cr.RejectUnknown();
       DT_RETURN_IF_ERROR(cr.status());
+      if (s.precision != "fp32" && s.precision != "bf16")
+        return InvalidArgument(at + ": precision must be \"fp32\" or \"bf16\" (absent: fp32)");
       if (!(s.measured_s > 0 && s.predicted_s > 0 && s.measured_s < 1e6 && s.predicted_s < 1e6))
         return InvalidArgument(at + ": measured_s and predicted_s must be positive seconds (below 1e6)");
       c->step_checks.push_back(s);
@@ -356,8 +360,10 @@ json ToJson(const HardwareProfile& p) {
   }
   if (!c.step_checks.empty()) {
     json a = json::array();
-    for (const StepCheck& s : c.step_checks)
+    for (const StepCheck& s : c.step_checks) {
       a.push_back({{"what", s.what}, {"measured_s", s.measured_s}, {"predicted_s", s.predicted_s}});
+      if (s.precision != "fp32") a.back()["precision"] = s.precision;
+    }
     j["compute"]["step_checks"] = a;
   }
   auto write_noted_curve = [&](const char* key, const Curve& curve, const std::string& note) {

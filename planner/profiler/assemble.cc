@@ -11,6 +11,7 @@
 #include "planner/profiler/measure_step_comm.h"
 #include "planner/cost/comm_cost.h"
 #include "planner/cost/compute_cost.h"
+#include "planner/lower/simulate.h"
 
 #include "sim/collective_model.h"
 
@@ -439,6 +440,19 @@ StatusOr<HardwareProfile> AssembleProfile(const Measurements& m) {
     c.note += fit;
     DT_RETURN_IF_ERROR(PrepareProfile(&p, where));
     c.recompute_cost_ratio = RecomputeCostRatio(m.model_steps, p, &c.note);
+  }
+  // The bf16 steps, checked as the planner prices a 1-rank bf16 plan on the
+  // finished profile (compute.bf16: their GEMMs in situ, the measured
+  // conversion rates), so a bf16 plan's note gives the bf16 error.
+  for (const ModelSample& s : m.bf16_model_steps) {
+    ClusterSpec one;
+    one.nodes = one.gpus_per_node = 1;
+    one.device = "cpu";
+    StatusOr<Prediction> pred = SimulatePlan(s.model, one, s.plan, p);
+    if (!pred.ok()) return Status(pred.status().code(), where + ": pricing " + s.what + ": " + pred.status().message());
+    StepCheck check{s.what, s.seconds, pred->step_time_s};
+    check.precision = "bf16";
+    p.compute.step_checks.push_back(check);
   }
   return p;
 }

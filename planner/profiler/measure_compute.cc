@@ -362,6 +362,8 @@ std::vector<ModelSample> MeasureModelSteps(const MeasureConfig& cfg, const Model
     PlanSpec p = ProfilerStepPlan(m, seq, b, 1);
     p.precision = precision;
     ModelSample s;
+    s.model = m;
+    s.plan = p;
     const int e = 4;
     LayerOps emb = EmbeddingOps(m, p, e), layer = TransformerLayerOps(m, p, e), head = HeadOps(m, p, e);
     auto add = [&](const std::vector<Op>& v, int times, std::vector<Op>* to) {

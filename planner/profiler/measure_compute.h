@@ -115,6 +115,10 @@ struct ModelSample {
   // adds (TransformerLayerOps(...).recompute of each layer).
   double full_recompute_seconds = 0;
   std::vector<Op> recompute_ops;
+  // The model and the 1-rank plan the step ran (ProfilerStepPlan with the
+  // step's precision): what a whole-plan prediction of the step prices.
+  ModelSpec model;
+  PlanSpec plan;
 };
 
 // Per shape, the median over steps of each step's time per call (a shape

@@ -49,7 +49,8 @@ int RunSpeedCheck(const ProfilerOptions& o, const ProfilerDevice& dev, rt::MpiCo
   for (const StepCheck& c : p->compute.step_checks) {
     std::string name;
     int mbs = 0;
-    if (c.measured_s <= 0 || !ParseCheck(c.what, &name, &mbs)) continue;
+    // fp32 steps only: MeasureModelSteps below runs fp32 (the speed is the machine's either way).
+    if (c.precision != "fp32" || c.measured_s <= 0 || !ParseCheck(c.what, &name, &mbs)) continue;
     auto it = by_name.find(name);
     if (it == by_name.end()) continue;
     if (c.measured_s <= kMaxCheckSeconds) checks.emplace_back(&c, it->second);

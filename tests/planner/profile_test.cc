@@ -150,10 +150,26 @@ TEST(ProfileTest, StepChecksRoundTripAndSummarise) {
   ASSERT_TRUE(q.ok()) << q.status().message();
   EXPECT_TRUE(*q == p);
   const std::string note = StepCheckNote(*q);
-  EXPECT_NE(note.find("-10%..+7%"), std::string::npos) << note;
+  EXPECT_NE(note.find("2 whole fp32 training steps within -10%..+7%"), std::string::npos) << note;
   EXPECT_NE(note.find("worst: gpt-small-cpu training step mbs16, -10%"), std::string::npos) << note;
-  p.compute.step_checks.pop_back();  // one check, 7% slow: the range is that point
-  EXPECT_NE(StepCheckNote(p).find("+7%..+7%"), std::string::npos) << StepCheckNote(p);
+  EXPECT_EQ(note.find("bf16"), std::string::npos) << note;
+  // bf16 steps: their own range beside the fp32 one, and the field round-trips.
+  StepCheck b{"gpt-tiny bf16 training step mbs4", 4.0e-3, 3.8e-3};
+  b.precision = "bf16";
+  p.compute.step_checks.push_back(b);
+  q = ProfileFromJson(json::parse(ToJson(p).dump()), "round trip");
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  EXPECT_TRUE(*q == p);
+  EXPECT_EQ(q->compute.step_checks.back().precision, "bf16");
+  EXPECT_NE(StepCheckNote(*q).find("within -10%..+7% (worst: gpt-small-cpu training step mbs16, -10%), and 1 whole "
+                                   "bf16 training steps within -5%..-5%"),
+            std::string::npos)
+      << StepCheckNote(*q);
+  p.compute.step_checks.erase(p.compute.step_checks.begin() + 1, p.compute.step_checks.end());
+  EXPECT_NE(StepCheckNote(p).find("+7%..+7%"), std::string::npos) << StepCheckNote(p);  // one check: that point
+  json bad = j;
+  bad["compute"]["step_checks"][0]["precision"] = "fp16";
+  EXPECT_FALSE(ProfileFromJson(bad, "bad").ok());
   j["compute"]["step_checks"][0]["measured_s"] = -1;
   EXPECT_FALSE(ProfileFromJson(j, "bad").ok());
 }

@@ -13,6 +13,7 @@
 #include "planner/cost/comm_cost.h"
 #include "planner/cost/compute_cost.h"
 #include "planner/cost/outside_profile.h"
+#include "planner/lower/simulate.h"
 #include "planner/profile/profile.h"
 #include "planner/profiler/assemble.h"
 #include "planner/profiler/gemm_shapes.h"
@@ -228,13 +229,35 @@ TEST(ProfilerAssemble, Bf16ConversionsAndInStepGemms) {
   Measurements m = SyntheticWithBf16();
   m.bf16_conversions = {{4096, 1e-10, 0.5e-10}, {1 << 20, 3e-10, 2e-10}};
   ModelSample step;
-  step.what = "tiny bf16 training step mbs1";
+  step.what = "gpt-tiny bf16 training step mbs1";
   GemmPoint slow = m.bf16_gemms.front();
   slow.seconds *= 1.5;
   step.in_step_gemms = {slow};
+  StatusOr<ModelSpec> tiny = LoadModel(std::string(DT_SOURCE_DIR) + "/examples/models/gpt-tiny.json");
+  ASSERT_TRUE(tiny.ok()) << tiny.status().message();
+  step.model = *tiny;
+  step.plan = ProfilerStepPlan(*tiny, 64, 1, 1);
+  step.plan.precision = Precision::kBf16;
+  step.seconds = 2e-3;
   m.bf16_model_steps = {step};
   StatusOr<HardwareProfile> p = AssembleProfile(m);
   ASSERT_TRUE(p.ok()) << p.status().message();
+  // The step is checked as the planner prices its 1-rank bf16 plan on the finished profile.
+  ASSERT_FALSE(p->compute.step_checks.empty());
+  const StepCheck& check = p->compute.step_checks.back();
+  EXPECT_EQ(check.what, step.what);
+  EXPECT_EQ(check.precision, "bf16");
+  EXPECT_DOUBLE_EQ(check.measured_s, 2e-3);
+  ClusterSpec one;
+  one.nodes = one.gpus_per_node = 1;
+  one.device = "cpu";
+  StatusOr<Prediction> priced = SimulatePlan(*tiny, one, step.plan, *p);
+  ASSERT_TRUE(priced.ok()) << priced.status().message();
+  EXPECT_DOUBLE_EQ(check.predicted_s, priced->step_time_s);
+  StatusOr<Prediction> as_fp32 = SimulatePlan(*tiny, one, ProfilerStepPlan(*tiny, 64, 1, 1), *p);
+  ASSERT_TRUE(as_fp32.ok());
+  EXPECT_NE(check.predicted_s, as_fp32->step_time_s);  // priced as bf16, not as the fp32 step
+  EXPECT_NE(StepCheckNote(*p).find("1 whole bf16 training steps within"), std::string::npos) << StepCheckNote(*p);
   const Bf16InputsCompute& b = p->compute.bf16;
   ASSERT_TRUE(b.has_conversions());
   EXPECT_EQ(b.narrow_s_per_element.x, (std::vector<double>{4096, 1 << 20}));
