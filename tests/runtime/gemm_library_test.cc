@@ -158,7 +158,8 @@ TEST(GemmLibraryTest, EigenBackendResultDoesNotDependOnThreadCount) {
 #endif
 
 // bf16 inputs: every library (Eigen emulates; the BLAS build takes oneDNN's
-// native kernel where the CPU has one) gives alpha * sum of the exact
+// native kernel where the CPU has one, for calls of m*n*k >= 2^19: the cases
+// below take both paths) gives alpha * sum of the exact
 // products of the bf16-rounded operands + beta * C, within fp32 summation
 // error, leaves padding alone, and is not the fp32 product.
 TEST(GemmLibraryTest, Bf16InputsRoundTheOperands) {
