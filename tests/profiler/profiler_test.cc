@@ -258,6 +258,15 @@ TEST(ProfilerAssemble, Bf16ConversionsAndInStepGemms) {
   ASSERT_TRUE(as_fp32.ok());
   EXPECT_NE(check.predicted_s, as_fp32->step_time_s);  // priced as bf16, not as the fp32 step
   EXPECT_NE(StepCheckNote(*p).find("1 whole bf16 training steps within"), std::string::npos) << StepCheckNote(*p);
+  {  // a step the planner cannot price (no plan) is left out and said, the profile still made
+    Measurements unpriced = m;
+    unpriced.bf16_model_steps.front().plan = PlanSpec();
+    StatusOr<HardwareProfile> q = AssembleProfile(unpriced);
+    ASSERT_TRUE(q.ok()) << q.status().message();
+    for (const StepCheck& s : q->compute.step_checks) EXPECT_NE(s.precision, "bf16") << s.what;
+    EXPECT_NE(q->compute.note.find("gpt-tiny bf16 training step mbs1 is not a step check"), std::string::npos)
+        << q->compute.note;
+  }
   const Bf16InputsCompute& b = p->compute.bf16;
   ASSERT_TRUE(b.has_conversions());
   EXPECT_EQ(b.narrow_s_per_element.x, (std::vector<double>{4096, 1 << 20}));
