@@ -315,8 +315,9 @@ std::string StepCheckNote(const HardwareProfile& hw) {
     const auto [lo, hi] = std::minmax_element(err.begin(), err.end());
     const size_t worst = std::abs(*lo) > std::abs(*hi) ? lo - err.begin() : hi - err.begin();
     char buf[200];
-    std::snprintf(buf, sizeof(buf), "%zu whole %s training steps within %+.0f%%..%+.0f%% (worst: %s, %+.0f%%)",
-                  c.size(), precision, 100 * *lo, 100 * *hi, c[worst]->what.c_str(), 100 * err[worst]);
+    std::snprintf(buf, sizeof(buf), "%zu whole %s training step%s within %+.0f%%..%+.0f%% (worst: %s, %+.0f%%)",
+                  c.size(), precision, c.size() == 1 ? "" : "s", 100 * *lo, 100 * *hi, c[worst]->what.c_str(),
+                  100 * err[worst]);
     ranges += (ranges.empty() ? "" : ", and ") + std::string(buf);
   }
   if (ranges.empty()) return "";

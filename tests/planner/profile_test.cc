@@ -162,7 +162,7 @@ TEST(ProfileTest, StepChecksRoundTripAndSummarise) {
   EXPECT_TRUE(*q == p);
   EXPECT_EQ(q->compute.step_checks.back().precision, "bf16");
   EXPECT_NE(StepCheckNote(*q).find("within -10%..+7% (worst: gpt-small-cpu training step mbs16, -10%), and 1 whole "
-                                   "bf16 training steps within -5%..-5%"),
+                                   "bf16 training step within -5%..-5%"),
             std::string::npos)
       << StepCheckNote(*q);
   p.compute.step_checks.erase(p.compute.step_checks.begin() + 1, p.compute.step_checks.end());

@@ -257,7 +257,7 @@ TEST(ProfilerAssemble, Bf16ConversionsAndInStepGemms) {
   StatusOr<Prediction> as_fp32 = SimulatePlan(*tiny, one, ProfilerStepPlan(*tiny, 64, 1, 1), *p);
   ASSERT_TRUE(as_fp32.ok());
   EXPECT_NE(check.predicted_s, as_fp32->step_time_s);  // priced as bf16, not as the fp32 step
-  EXPECT_NE(StepCheckNote(*p).find("1 whole bf16 training steps within"), std::string::npos) << StepCheckNote(*p);
+  EXPECT_NE(StepCheckNote(*p).find("1 whole bf16 training step within"), std::string::npos) << StepCheckNote(*p);
   {  // a step the planner cannot price (no plan) is left out and said, the profile still made
     Measurements unpriced = m;
     unpriced.bf16_model_steps.front().plan = PlanSpec();
