@@ -128,10 +128,7 @@ int RunPlan(const PlanOptions& o) {
   }
   if (k.precision == Precision::kFp8 && cluster.device == "cpu")
     return Fail("--precision fp8 needs GPUs with FP8 Tensor Cores; plan CPU ranks with --precision fp32 or bf16");
-  if (model.learned_positions() && k.seq_length > model.max_position)
-    return Fail("--seq-length " + std::to_string(k.seq_length) + " exceeds the model's " +
-                std::to_string(model.max_position) + " learned positions; use --seq-length <= " +
-                std::to_string(model.max_position));
+  if (Status s = CheckSequenceFits(model, k.seq_length); !s.ok()) return Fail("--seq-length " + s.message());
   ModelSpec m = model;
   m.seq_length = k.seq_length;
 

@@ -37,7 +37,8 @@ Status CheckPrecision(Precision precision, const ModelSpec& m, const HardwarePro
 // efficiency: how dtrun runs it there (runtime/backend/bf16_gemm.h). The copy
 // is written to *storage, with its compute.bf16 emptied but for the storage
 // conversion curves (narrow / widen_s_per_element, which the CPU runtime's
-// bf16 storage is priced with), so that a second call returns it unchanged. Otherwise returns `profile` itself (no copy).
+// bf16 storage is priced with), so that a second call returns it unchanged.
+// Otherwise returns `profile` itself (no copy).
 const HardwareProfile& ProfileForPrecision(const HardwareProfile& profile, Precision precision,
                                            HardwareProfile* storage);
 // True when a bf16 plan on `profile` is priced with fp32 GEMM numbers although

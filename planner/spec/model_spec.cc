@@ -354,4 +354,10 @@ json ToJson(const ModelSpec& m) {
   return j;
 }
 
+Status CheckSequenceFits(const ModelSpec& m, int64_t seq_length) {
+  if (!m.learned_positions() || seq_length <= m.max_position) return Status::Ok();
+  return InvalidArgument(std::to_string(seq_length) + " exceeds the model's " + std::to_string(m.max_position) +
+                         " learned positions; use at most " + std::to_string(m.max_position));
+}
+
 }  // namespace dt

@@ -177,6 +177,13 @@ ModelSpec DenseLayerModel(const ModelSpec& m);
 // Validates consistency (heads divide hidden, kv_heads divide heads, ...).
 Status Validate(const ModelSpec& m, const std::string& where);
 
+// Whether a sequence of `seq_length` tokens fits the model's positions: a
+// learned position table (GPT, OPT) has one row per position and bounds it;
+// rotary positions have no table (a longer sequence is a context extension,
+// the user's choice) and never fail. The message names no field: callers
+// prefix theirs (plan Validate, dtplan's --seq-length).
+Status CheckSequenceFits(const ModelSpec& m, int64_t seq_length);
+
 // Parses our schema or a HuggingFace config (detected by "model_type" or
 // "num_hidden_layers"; see planner/spec/hf_config.h).
 StatusOr<ModelSpec> ModelFromJson(const json& j, const std::string& where);

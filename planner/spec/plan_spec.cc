@@ -372,12 +372,7 @@ Status Validate(const PlanSpec& p, const ModelSpec& m, const std::string& where)
   if (p.micro_batch < 1) return bad("'micro_batch' must be >= 1");
   if (p.num_microbatches < 1) return bad("'num_microbatches' must be >= 1");
   if (p.seq_length < 1) return bad("'seq_length' must be >= 1");
-  // A learned position table has one row per position: a longer sequence has
-  // no embedding to read. Rotary positions have no table (a longer sequence
-  // is a context extension, the user's choice), so they are not bounded here.
-  if (m.learned_positions() && p.seq_length > m.max_position)
-    return bad("seq_length " + num(p.seq_length) + " exceeds the model's " + num(m.max_position) +
-               " learned positions; use seq_length <= " + num(m.max_position));
+  if (Status s = CheckSequenceFits(m, p.seq_length); !s.ok()) return bad("seq_length " + s.message());
   if (m.WindowApplies(p.seq_length) && p.cp > 1)
     return bad("cp=" + num(p.cp) + (m.window_chunked ? " with chunked attention (chunk " : " with sliding-window attention (window ") + num(m.sliding_window) +
                " < seq_length " + num(p.seq_length) + ") is not modeled (context parallelism is priced as a ring "
